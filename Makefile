@@ -1,0 +1,27 @@
+# Two commands do all the set-up:   make lab   (install, open JupyterLab)   make test   (all tests)
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: lab test install benchmark execute
+
+$(VENV)/.installed: requirements.txt pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements.txt
+	touch $@
+
+install: $(VENV)/.installed
+
+lab: install
+	$(BIN)/jupyter lab notebooks/00_start_here.ipynb
+
+test: install
+	$(BIN)/python -m pytest
+
+# Re-execute every notebook in place (after changing one), then re-run the benchmark.
+execute: install
+	$(BIN)/python benchmarks/execute_notebooks.py
+
+benchmark: install
+	$(BIN)/python benchmarks/benchmark.py

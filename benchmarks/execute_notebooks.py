@@ -1,0 +1,44 @@
+"""Execute notebooks in place, top to bottom, so that they are committed with real outputs.
+
+    python benchmarks/execute_notebooks.py                      # every notebook
+    python benchmarks/execute_notebooks.py notebooks/x.ipynb    # just these
+
+Widget state is not stored in the notebook metadata: the live widgets need a kernel anyway,
+each explorer leaves a static PNG in its output for readers without one, and a `widgets`
+metadata entry without a `state` key breaks GitHub's notebook renderer.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def all_notebooks() -> list[Path]:
+    return sorted((ROOT / "notebooks").rglob("*.ipynb"))
+
+
+def execute(path: Path) -> float:
+    """Run one notebook in place with a fresh kernel; returns the seconds it took, kernel start included."""
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(
+        nb, timeout=600, kernel_name="python3", store_widget_state=False,
+        resources={"metadata": {"path": str(path.parent)}},
+    )
+    start = time.perf_counter()
+    client.execute()
+    seconds = time.perf_counter() - start
+    nb.metadata.pop("widgets", None)
+    nbformat.write(nb, path)
+    return seconds
+
+
+if __name__ == "__main__":
+    paths = [Path(p).resolve() for p in sys.argv[1:]] or all_notebooks()
+    for path in paths:
+        print(f"{execute(path):6.1f} s  {path.relative_to(ROOT)}", flush=True)

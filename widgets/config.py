@@ -1,0 +1,103 @@
+"""The run configuration and the input checks every public function shares.
+
+Torch-free on purpose: a learner's bad value is caught here, with the parameter's name and its
+allowed range, before anything reaches torch.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass, field
+
+# The names of the classic accumulation bugs a run can switch on, with what each one does.
+BUGS: dict[str, str] = {
+    "loss_not_divided": "each micro-batch loss is not divided by accumulation_steps",
+    "zero_grad_every_micro_step": "optimizer.zero_grad() runs after every micro-step",
+    "step_every_micro_step": "optimizer.step() runs after every micro-step",
+}
+
+
+def check_int(name: str, value: object, low: int, high: int | None = None) -> int:
+    """Return `value` if it is a whole number in [low, high]; else raise naming `name`."""
+    allowed = f"a whole number from {low} to {high}" if high is not None else f"a whole number >= {low}"
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be {allowed}, got {value!r} ({type(value).__name__})")
+    if value < low or (high is not None and value > high):
+        raise ValueError(f"{name} must be {allowed}, got {value}")
+    return int(value)
+
+
+def check_float(name: str, value: object, low: float, high: float, *, low_inclusive: bool = False) -> float:
+    """Return `value` as a float if it is a finite number in (low, high] (or [low, high])."""
+    bracket = "[" if low_inclusive else "("
+    allowed = f"a number in {bracket}{low}, {high}]"
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be {allowed}, got {value!r} ({type(value).__name__})")
+    value = float(value)
+    too_low = value < low if low_inclusive else value <= low
+    if math.isnan(value) or too_low or value > high:
+        raise ValueError(f"{name} must be {allowed}, got {value}")
+    return value
+
+
+def check_bugs(bugs: object, known: dict[str, str] = BUGS) -> frozenset[str]:
+    """Return `bugs` as a frozenset of known bug names; an unknown name raises and lists the known ones."""
+    if isinstance(bugs, str):
+        bugs = (bugs,)
+    try:
+        names = frozenset(bugs)  # type: ignore[arg-type]
+    except TypeError:
+        raise TypeError(f"bugs must be a collection of bug names, got {bugs!r}") from None
+    unknown = sorted(str(n) for n in names - set(known))
+    if unknown:
+        raise ValueError(f"bugs: unknown name(s) {unknown}; allowed: {sorted(known)}")
+    return names
+
+
+@dataclass(frozen=True)
+class AccumulationConfig:
+    """One accumulation experiment: K micro-batches of b examples make one update of K*b examples.
+
+    `tail_micro_batches` adds one last, shorter group of that many micro-batches (0 <= tail < K),
+    the uneven final group a real epoch often ends with.
+    """
+
+    accumulation_steps: int = 4
+    micro_batch_size: int = 8
+    learning_rate: float = 0.1
+    num_updates: int = 12
+    tail_micro_batches: int = 0
+    num_examples: int = 1024
+    seed: int = 0
+    bugs: frozenset[str] = field(default_factory=frozenset)
+
+    def __post_init__(self) -> None:
+        check_int("num_examples", self.num_examples, 1, 100_000)
+        check_int("accumulation_steps", self.accumulation_steps, 1, self.num_examples)
+        check_int("micro_batch_size", self.micro_batch_size, 1, self.num_examples)
+        check_float("learning_rate", self.learning_rate, 0.0, 10.0)
+        check_int("num_updates", self.num_updates, 1, 1000)
+        check_int("tail_micro_batches", self.tail_micro_batches, 0, self.accumulation_steps - 1)
+        check_int("seed", self.seed, 0, 2**31 - 1)
+        object.__setattr__(self, "bugs", check_bugs(self.bugs))
+        if self.effective_batch_size > self.num_examples:
+            raise ValueError(
+                f"accumulation_steps x micro_batch_size = {self.accumulation_steps} x "
+                f"{self.micro_batch_size} = {self.effective_batch_size} exceeds num_examples = "
+                f"{self.num_examples}; lower accumulation_steps or micro_batch_size"
+            )
+
+    @property
+    def effective_batch_size(self) -> int:
+        """K * b: the examples behind one update."""
+        return self.accumulation_steps * self.micro_batch_size
+
+    @property
+    def total_micro_steps(self) -> int:
+        """Micro-steps in the whole run, the uneven tail included."""
+        return self.accumulation_steps * self.num_updates + self.tail_micro_batches
+
+    @property
+    def total_updates(self) -> int:
+        """Updates in the whole run: one per full group, plus one for a tail group."""
+        return self.num_updates + (1 if self.tail_micro_batches else 0)

@@ -1,0 +1,173 @@
+"""Matplotlib drawing: each function takes data and an `Axes`, draws, and returns what it drew.
+
+No figure is created, saved or shown here. Colours are from the Okabe-Ito palette, which
+stays distinguishable under the common colour-vision deficiencies, and every series also has
+its own line style or marker, so a figure survives greyscale printing too.
+"""
+from __future__ import annotations
+
+import io
+import math
+from dataclasses import dataclass
+
+import matplotlib.axes
+import matplotlib.figure
+import matplotlib.lines
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.ticker import MaxNLocator
+from PIL import Image
+
+from widgets.training import PILE_PARAMETERS, REGIMES, RunRecord
+
+OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
+REGIME_STYLE = {
+    "accumulated": dict(color=OKABE_ITO[0], linestyle="-", marker="o", markersize=4, linewidth=2.2),
+    "big_batch": dict(color=OKABE_ITO[1], linestyle="--", marker="s", markersize=6, linewidth=1.6, markerfacecolor="none"),
+    "small_batch": dict(color=OKABE_ITO[2], linestyle=":", marker="^", markersize=4, linewidth=1.6),
+}
+REGIME_LABEL = {
+    "accumulated": "accumulated (K micro-batches of b)",
+    "big_batch": "big batch (K·b at once)",
+    "small_batch": "small batch (b, no accumulation)",
+}
+
+
+@dataclass
+class PileArtists:
+    """The lines `draw_gradient_pile` made: one pile and one target line per parameter."""
+
+    piles: list[matplotlib.lines.Line2D]
+    targets: list[matplotlib.lines.Line2D]
+
+
+def _pile_xy(record: RunRecord, index: int) -> tuple[list[int], list[float]]:
+    """Micro-step 0 is the empty pile (zero); micro-step k is the pile after k backward passes."""
+    values = [0.0] + record.first_pile.pile[:, index].tolist()
+    return list(range(len(values))), values
+
+
+def draw_gradient_pile(record: RunRecord, ax: matplotlib.axes.Axes, max_steps: int | None = None) -> PileArtists:
+    """Plot `.grad` of a few parameters after each micro-step of the first update, with the
+    big-batch gradient each pile should reach drawn as a dashed target line.
+
+    `max_steps` fixes the x axis (e.g. the largest K a slider allows) so that it need not move.
+    """
+    piles, targets = [], []
+    for i, (name, index) in enumerate(PILE_PARAMETERS.items()):
+        colour = OKABE_ITO[(i + 3) % len(OKABE_ITO)]
+        xs, ys = _pile_xy(record, index)
+        (pile,) = ax.plot(xs, ys, color=colour, marker="os^"[i], drawstyle="steps-post", label=name)
+        target = ax.axhline(float(record.first_target[index]), color=colour, linestyle="--", linewidth=1)
+        piles.append(pile)
+        targets.append(target)
+    ax.axhline(0.0, color="0.6", linewidth=0.6)
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=8, integer=True))
+    ax.yaxis.set_major_locator(MaxNLocator(nbins=5))
+    _scale_pile_axis(record, ax, max_steps)
+    ax.set_xlabel("micro_step (backward passes so far)")
+    ax.set_ylabel(".grad of the parameter")
+    ax.set_title("Gradient pile over the first update (dashed: big-batch gradient)", fontsize=10)
+    ax.legend(loc="upper left", fontsize=8, ncols=3)
+    return PileArtists(piles, targets)
+
+
+def update_gradient_pile(
+    record: RunRecord, ax: matplotlib.axes.Axes, artists: PileArtists, max_steps: int | None = None
+) -> PileArtists:
+    """Move the lines made by `draw_gradient_pile` to a new record, in place, and rescale."""
+    for pile, target, index in zip(artists.piles, artists.targets, PILE_PARAMETERS.values()):
+        pile.set_data(*_pile_xy(record, index))
+        y = float(record.first_target[index])
+        target.set_ydata([y, y])
+    _scale_pile_axis(record, ax, max_steps)
+    return artists
+
+
+def _scale_pile_axis(record: RunRecord, ax: matplotlib.axes.Axes, max_steps: int | None) -> None:
+    """Fit the pile's y axis, but keep the current limits while the data fill them reasonably:
+    unchanged limits let the figure be redrawn by blitting (see `FastCanvas`)."""
+    ax.set_xlim(-0.3, (max_steps or record.config.accumulation_steps) + 0.3)
+    values = [0.0]
+    for index in PILE_PARAMETERS.values():
+        values += _pile_xy(record, index)[1] + [float(record.first_target[index])]
+    values = [v for v in values if math.isfinite(v)]
+    lo, hi = min(values), max(values)
+    span = max(hi - lo, 1e-12)
+    old_lo, old_hi = ax.get_ylim()
+    if ax.get_autoscaley_on() or lo < old_lo or hi > old_hi or span < 0.4 * (old_hi - old_lo):
+        ax.set_ylim(lo - 0.08 * span, hi + 0.25 * span)  # headroom above for the legend
+
+
+def _loss_xy(record: RunRecord, regime: str) -> tuple[list[int], list[float]]:
+    """Update 0 is the starting loss; update u is the loss after u optimizer steps."""
+    values = [record.initial_eval_loss] + record.eval_loss[regime]
+    return list(range(len(values))), values
+
+
+def draw_loss_curves(record: RunRecord, ax: matplotlib.axes.Axes) -> dict[str, matplotlib.lines.Line2D]:
+    """Plot the full-data loss after each update for the three regimes; returns a line per regime."""
+    lines = {}
+    for regime in REGIMES:
+        (lines[regime],) = ax.plot(*_loss_xy(record, regime), label=REGIME_LABEL[regime], **REGIME_STYLE[regime])
+    ax.set_xlabel("update (optimizer steps)")
+    ax.set_ylabel("loss on all examples (MSE)")
+    ax.set_title("Loss per update", fontsize=10)
+    ax.legend(loc="upper right", fontsize=8)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    _scale_loss_axis(record, ax)
+    return lines
+
+
+def update_loss_curves(record: RunRecord, ax: matplotlib.axes.Axes, lines: dict[str, matplotlib.lines.Line2D]) -> dict:
+    """Move the lines made by `draw_loss_curves` to a new record, in place, and rescale."""
+    for regime, line in lines.items():
+        line.set_data(*_loss_xy(record, regime))
+    _scale_loss_axis(record, ax)
+    return lines
+
+
+def _scale_loss_axis(record: RunRecord, ax: matplotlib.axes.Axes) -> None:
+    """Fixed limits from 0 to 2x the starting loss: the same for every K and b, so curves can be
+    compared by eye from one setting to the next (a diverging run leaves through the top)."""
+    ax.set_xlim(-0.5, record.config.total_updates + 0.5)
+    ax.set_ylim(0, 2 * record.initial_eval_loss)
+
+
+class FastCanvas:
+    """PNG frames of a figure whose `moving` artists change: the rest is drawn once and cached.
+
+    This is matplotlib's blitting recipe on the Agg canvas. Text is what costs most to draw;
+    while no axis limit changes, a frame only pastes the cached background and draws the moving
+    lines. A limit change (or `full=True`) redraws everything and refreshes the cache.
+    """
+
+    def __init__(self, figure: matplotlib.figure.Figure, moving: list[matplotlib.artist.Artist]):
+        self.figure = figure
+        self.canvas = figure.canvas if isinstance(figure.canvas, FigureCanvasAgg) else FigureCanvasAgg(figure)
+        self.moving = list(moving)
+        for artist in self.moving:
+            artist.set_animated(True)  # skipped by canvas.draw(), drawn by hand below
+        self._background = None
+        self._limits = None
+        self.full_redraws = 0
+
+    def _current_limits(self) -> tuple:
+        return tuple((ax.get_xlim(), ax.get_ylim()) for ax in self.figure.axes)
+
+    def png(self, full: bool = False) -> bytes:
+        """One frame as PNG bytes."""
+        limits = self._current_limits()
+        if full or self._background is None or limits != self._limits:
+            self.canvas.draw()
+            self._background = self.canvas.copy_from_bbox(self.figure.bbox)
+            self._limits = limits
+            self.full_redraws += 1
+        else:
+            self.canvas.restore_region(self._background)
+        for artist in self.moving:
+            artist.axes.draw_artist(artist)
+        width, height = self.canvas.get_width_height()
+        frame = Image.frombuffer("RGBA", (width, height), self.canvas.buffer_rgba(), "raw", "RGBA", 0, 1)
+        buffer = io.BytesIO()
+        frame.convert("RGB").save(buffer, format="png", compress_level=1)
+        return buffer.getvalue()
