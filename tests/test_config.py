@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from widgets.config import BUGS, AccumulationConfig, check_bugs, check_float, check_int
+from widgets.config import BUG_NEEDS, BUGS, AccumulationConfig, check_bugs, check_float, check_int, unmet_bug_needs
 
 BAD_CONFIGS = [
     (dict(accumulation_steps=0), ValueError, "accumulation_steps"),
@@ -65,3 +65,52 @@ def test_checkers_accept_good_values():
     assert check_float("lr", 1, 0, 10) == 1.0
     assert check_bugs("loss_not_divided") == frozenset({"loss_not_divided"})
     assert set(BUGS) >= {"loss_not_divided", "zero_grad_every_micro_step", "step_every_micro_step"}
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, word",
+    [
+        (dict(max_grad_norm=0), ValueError, "max_grad_norm"),
+        (dict(max_grad_norm=-1.0), ValueError, "max_grad_norm"),
+        (dict(max_grad_norm="1"), TypeError, "max_grad_norm"),
+        (dict(warmup_updates=-1), ValueError, "warmup_updates"),
+        (dict(warmup_updates=1.5), TypeError, "warmup_updates"),
+    ],
+)
+def test_bad_clipping_and_warmup_are_refused(kwargs, error, word):
+    with pytest.raises(error, match=word):
+        AccumulationConfig(**kwargs)
+
+
+@pytest.mark.parametrize(
+    "bug, setting",
+    [
+        ("forget_final_step", "tail_micro_batches"),
+        ("tail_divided_by_k", "tail_micro_batches"),
+        ("clip_every_micro_step", "max_grad_norm"),
+        ("scheduler_every_micro_step", "warmup_updates"),
+    ],
+)
+def test_a_bug_without_the_setting_it_needs_says_which_setting(bug, setting):
+    with pytest.raises(ValueError, match=f"{bug} needs .*{setting}"):
+        AccumulationConfig(bugs={bug})
+    assert set(unmet_bug_needs(frozenset({bug}))) == {bug}
+
+
+def test_a_one_update_warmup_is_not_enough_for_the_scheduler_bug():
+    # update 0 runs at the schedule's first value however the scheduler is stepped
+    with pytest.raises(ValueError, match="warmup_updates >= 2"):
+        AccumulationConfig(bugs={"scheduler_every_micro_step"}, warmup_updates=1)
+    assert AccumulationConfig(bugs={"scheduler_every_micro_step"}, warmup_updates=2).warmup_updates == 2
+
+
+def test_every_bug_has_a_description_and_needs_name_real_bugs():
+    assert len(BUGS) == 9 and all(BUGS.values())
+    assert set(BUG_NEEDS) <= set(BUGS)
+
+
+def test_unmet_bug_needs_checks_its_bugs():
+    with pytest.raises(TypeError, match="bugs"):
+        unmet_bug_needs(5)
+    with pytest.raises(ValueError, match="bugs"):
+        unmet_bug_needs({"no_such_bug"})

@@ -4,7 +4,15 @@ import sys
 
 import pytest
 
-COMPUTE_MODULES = ["widgets", "widgets.config", "widgets.accumulation", "widgets.training"]
+COMPUTE_MODULES = [
+    "widgets",
+    "widgets.config",
+    "widgets.accumulation",
+    "widgets.training",
+    "widgets.auditor",
+    "widgets.bricks",
+    "widgets.catalog",
+]
 
 
 @pytest.mark.parametrize("module", COMPUTE_MODULES)
@@ -21,6 +29,6 @@ def test_compute_module_imports_no_matplotlib_or_ipywidgets(module):
 def test_package_exposes_the_explorer_lazily():
     import widgets
 
-    assert callable(widgets.make_accumulation_explorer)
+    assert callable(widgets.make_accumulation_explorer) and callable(widgets.make_bricks_widget)
     with pytest.raises(AttributeError, match="no_such_name"):
         widgets.no_such_name  # noqa: B018

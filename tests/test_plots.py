@@ -7,8 +7,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from widgets.config import AccumulationConfig  # noqa: E402
+from widgets.figures import FastCanvas  # noqa: E402
 from widgets.plots import (  # noqa: E402
-    FastCanvas,
     draw_gradient_pile,
     draw_loss_curves,
     update_gradient_pile,

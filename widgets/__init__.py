@@ -1,17 +1,20 @@
 """Shared code of the Gradient Accumulation Lab notebooks.
 
-Layers: compute (`config`, `accumulation`, `training`: torch only), drawing (`plots`:
-matplotlib, takes an Axes), controls (`explorer`: ipywidgets). Importing this package
+Layers: compute (`config`, `accumulation`, `training`, `auditor`: torch only; `bricks`,
+`catalog`: plain Python), drawing (`figures`, `plots`, `bricks_plots`: matplotlib, drawing onto
+a given Axes), controls (`explorer`, `bricks_explorer`, `exercises`: ipywidgets and display). Importing this package
 imports none of them; `import widgets.training` never pulls in matplotlib or ipywidgets.
 """
 
-__all__ = ["make_accumulation_explorer"]
+__all__ = ["make_accumulation_explorer", "make_bricks_widget"]
+
+_BUILDERS = {"make_accumulation_explorer": "widgets.explorer", "make_bricks_widget": "widgets.bricks_explorer"}
 
 
 def __getattr__(name: str):
     # Lazy, so that `import widgets` stays free of matplotlib and ipywidgets.
-    if name == "make_accumulation_explorer":
-        from widgets.explorer import make_accumulation_explorer
+    if name in _BUILDERS:
+        import importlib
 
-        return make_accumulation_explorer
+        return getattr(importlib.import_module(_BUILDERS[name]), name)
     raise AttributeError(f"module 'widgets' has no attribute {name!r}")

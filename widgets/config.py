@@ -14,6 +14,22 @@ BUGS: dict[str, str] = {
     "loss_not_divided": "each micro-batch loss is not divided by accumulation_steps",
     "zero_grad_every_micro_step": "optimizer.zero_grad() runs after every micro-step",
     "step_every_micro_step": "optimizer.step() runs after every micro-step",
+    # Divided by K twice. Dividing by K a loss that already sums over examples (reduction="sum")
+    # is the same family, a wrong scale on every micro-batch; the auditor calls it loss_sum_reduction.
+    "loss_divided_twice": "each micro-batch loss is divided by accumulation_steps twice",
+    "forget_final_step": "the uneven final group never gets its optimizer.step()",
+    "tail_divided_by_k": "the final group's losses are divided by K instead of by its own size",
+    "log_divided_loss": "the logged train_loss is the divided loss (gradients are unaffected)",
+    "clip_every_micro_step": "gradient clipping runs on the half-built pile after every micro-step",
+    "scheduler_every_micro_step": "the learning-rate warmup is stepped every micro-step, not every update",
+}
+
+# What a bug needs in the config before it can change anything, as a hint for the learner.
+BUG_NEEDS: dict[str, str] = {
+    "forget_final_step": "an uneven final group: set tail_micro_batches > 0 (which needs K >= 2)",
+    "tail_divided_by_k": "an uneven final group: set tail_micro_batches > 0 (which needs K >= 2)",
+    "clip_every_micro_step": "gradient clipping: set max_grad_norm",
+    "scheduler_every_micro_step": "a warmup of at least 2 updates: set warmup_updates >= 2",
 }
 
 
@@ -54,12 +70,31 @@ def check_bugs(bugs: object, known: dict[str, str] = BUGS) -> frozenset[str]:
     return names
 
 
+def unmet_bug_needs(
+    bugs: frozenset[str], *, tail_micro_batches: int = 0, max_grad_norm: float | None = None, warmup_updates: int = 0
+) -> dict[str, str]:
+    """The bugs in `bugs` that these settings leave without effect, each with what it needs."""
+    bugs = check_bugs(bugs)
+    has = {
+        "forget_final_step": tail_micro_batches > 0,
+        "tail_divided_by_k": tail_micro_batches > 0,
+        "clip_every_micro_step": max_grad_norm is not None,
+        # a warmup of one update is the same whichever way it is stepped: the first update
+        # always uses the schedule's first value
+        "scheduler_every_micro_step": warmup_updates >= 2,
+    }
+    return {name: BUG_NEEDS[name] for name in sorted(bugs) if not has.get(name, True)}
+
+
 @dataclass(frozen=True)
 class AccumulationConfig:
     """One accumulation experiment: K micro-batches of b examples make one update of K*b examples.
 
     `tail_micro_batches` adds one last, shorter group of that many micro-batches (0 <= tail < K),
-    the uneven final group a real epoch often ends with.
+    the uneven final group a real epoch often ends with. `max_grad_norm` clips the gradient once
+    per update (None: no clipping); `warmup_updates` ramps the learning rate linearly over that
+    many updates (0: constant). Every regime gets both, per update, so they stay comparable.
+    A bug that needs one of these (see `BUG_NEEDS`) raises a ValueError when it is missing.
     """
 
     accumulation_steps: int = 4
@@ -70,6 +105,8 @@ class AccumulationConfig:
     num_examples: int = 1024
     seed: int = 0
     bugs: frozenset[str] = field(default_factory=frozenset)
+    max_grad_norm: float | None = None
+    warmup_updates: int = 0
 
     def __post_init__(self) -> None:
         check_int("num_examples", self.num_examples, 1, 100_000)
@@ -80,6 +117,15 @@ class AccumulationConfig:
         check_int("tail_micro_batches", self.tail_micro_batches, 0, self.accumulation_steps - 1)
         check_int("seed", self.seed, 0, 2**31 - 1)
         object.__setattr__(self, "bugs", check_bugs(self.bugs))
+        if self.max_grad_norm is not None:
+            object.__setattr__(self, "max_grad_norm", check_float("max_grad_norm", self.max_grad_norm, 0.0, 1e6))
+        check_int("warmup_updates", self.warmup_updates, 0, 1000)
+        unmet = unmet_bug_needs(
+            self.bugs, tail_micro_batches=self.tail_micro_batches, max_grad_norm=self.max_grad_norm,
+            warmup_updates=self.warmup_updates,
+        )
+        if unmet:
+            raise ValueError("bugs: " + "; ".join(f"{name} needs {need}" for name, need in unmet.items()))
         if self.effective_batch_size > self.num_examples:
             raise ValueError(
                 f"accumulation_steps x micro_batch_size = {self.accumulation_steps} x "

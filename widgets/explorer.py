@@ -13,9 +13,10 @@ import ipywidgets as W
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from widgets.config import BUGS, AccumulationConfig
-from widgets.plots import FastCanvas, draw_gradient_pile, draw_loss_curves, update_gradient_pile, update_loss_curves
-from widgets.training import RunRecord, run_regimes
+from widgets.config import BUGS, AccumulationConfig, unmet_bug_needs
+from widgets.figures import FastCanvas, with_static_fallback
+from widgets.plots import draw_gradient_pile, draw_loss_curves, update_gradient_pile, update_loss_curves
+from widgets.training import RunRecord, bug_symptoms, run_regimes
 
 K_RANGE = (1, 16)
 B_RANGE = (1, 64)
@@ -24,7 +25,17 @@ BUG_LABELS = {
     "loss_not_divided": "loss not divided by K",
     "zero_grad_every_micro_step": "zero_grad every micro-step",
     "step_every_micro_step": "optimizer step every micro-step",
+    # the rest sit in the "more bugs" drawer, beside the settings they need
+    "loss_divided_twice": "loss divided by K twice",
+    "forget_final_step": "no step for the final uneven group",
+    "tail_divided_by_k": "final group divided by K",
+    "log_divided_loss": "log the divided loss",
+    "clip_every_micro_step": "clip every micro-step",
+    "scheduler_every_micro_step": "warmup stepped every micro-step",
 }
+MAIN_BUGS = ("loss_not_divided", "zero_grad_every_micro_step", "step_every_micro_step")
+CLIP_OPTIONS = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0)  # max_grad_norm choices; the gradients here are ~0.1-2
+SETTINGS = ("tail_micro_batches", "max_grad_norm", "warmup_updates")  # what some of those bugs need
 _CACHE_SIZE = 64
 
 
@@ -53,6 +64,9 @@ class AccumulationExplorer(W.VBox):
         }
         for name, label in BUG_LABELS.items():
             self.controls[name] = W.Checkbox(value=name in config.bugs, description=f"bug: {label}", indent=False)
+        self.controls.update(_setting_controls(config))
+        self.notes: list[str] = []
+        self._syncing = False
         self.readout = W.HTML()
         self.errors = W.Output()
         self.record = self._run(config)
@@ -71,8 +85,14 @@ class AccumulationExplorer(W.VBox):
         for control in self.controls.values():
             control.observe(self._on_change, names="value")
         sliders = W.VBox([self.controls[n] for n in ("accumulation_steps", "micro_batch_size", "learning_rate")])
-        bugs = W.VBox([self.controls[n] for n in BUG_LABELS])
-        super().__init__([W.HBox([sliders, bugs]), self.image, self.readout, self.errors])
+        bugs = W.VBox([self.controls[n] for n in MAIN_BUGS])
+        more = W.Accordion(
+            [W.HBox([W.VBox([self.controls[n] for n in BUG_LABELS if n not in MAIN_BUGS]),
+                     W.VBox([self.controls[n] for n in SETTINGS])])],
+            titles=("more bugs: the uneven final group, logging, clipping, the warmup",),
+            selected_index=0 if config.bugs - set(MAIN_BUGS) else None,
+        )
+        super().__init__([W.HBox([sliders, bugs]), more, self.image, self.readout, self.errors])
 
     def current_config(self) -> AccumulationConfig:
         """The configuration the controls describe now (raises ValueError if they are out of range)."""
@@ -84,7 +104,21 @@ class AccumulationExplorer(W.VBox):
             num_updates=self._base.num_updates,
             num_examples=self._base.num_examples,
             seed=self._base.seed,
-            bugs=frozenset(n for n in BUG_LABELS if c[n].value),
+            bugs=self._checked_bugs() - set(self._unmet()),
+            tail_micro_batches=c["tail_micro_batches"].value,
+            max_grad_norm=c["max_grad_norm"].value or None,
+            warmup_updates=c["warmup_updates"].value,
+        )
+
+    def _checked_bugs(self) -> frozenset[str]:
+        return frozenset(n for n in BUG_LABELS if self.controls[n].value)
+
+    def _unmet(self) -> dict[str, str]:
+        """Checked bugs the settings leave without effect (they are left out of the run, with a note)."""
+        c = self.controls
+        return unmet_bug_needs(
+            self._checked_bugs(), tail_micro_batches=c["tail_micro_batches"].value,
+            max_grad_norm=c["max_grad_norm"].value or None, warmup_updates=c["warmup_updates"].value,
         )
 
     def _run(self, config: AccumulationConfig) -> RunRecord:
@@ -100,20 +134,29 @@ class AccumulationExplorer(W.VBox):
 
     def _on_change(self, change: dict | None = None) -> None:
         """Recompute and redraw; an error is shown under the figure and the explorer stays live."""
+        if self._syncing:  # a control being adjusted below; one redraw follows
+            return
         try:
-            self.update(self.current_config())
+            self._syncing = True
+            try:  # the tail is shorter than a full group; lowering max clamps the value
+                self.controls["tail_micro_batches"].max = max(0, self.controls["accumulation_steps"].value - 1)
+            finally:
+                self._syncing = False
+            notes = [f"'{BUG_LABELS[n]}' is not applied yet: it needs {need}" for n, need in self._unmet().items()]
+            self.update(self.current_config(), notes)
             self.errors.outputs = ()
         except Exception as error:  # a callback must never take the explorer down
             self.errors.outputs = ()
             self.errors.append_stdout(f"Could not update the explorer: {type(error).__name__}: {error}\n")
 
-    def update(self, config: AccumulationConfig) -> None:
-        """Show `config`: recompute, move the lines in place, redraw, refresh the readout."""
+    def update(self, config: AccumulationConfig, notes: list[str] | tuple[str, ...] = ()) -> None:
+        """Show `config`: recompute, move the lines in place, redraw, refresh the readout (+ `notes`)."""
+        self.notes = list(notes)
         self.record = self._run(config)
         update_gradient_pile(self.record, self._axes[0], self._pile_artists, max_steps=K_RANGE[1])
         update_loss_curves(self.record, self._axes[1], self._loss_lines)
         self.render()
-        self.readout.value = readout_html(self.record)
+        self.readout.value = readout_html(self.record, self.notes)
 
     def render(self, full: bool = False) -> None:
         """Redraw the figure into the image widget (the bare redraw the benchmark compares with)."""
@@ -121,15 +164,14 @@ class AccumulationExplorer(W.VBox):
 
     def _repr_mimebundle_(self, **kwargs):
         """The live widget where a kernel runs; a static PNG and a one-line summary elsewhere."""
-        bundle = super()._repr_mimebundle_(**kwargs)
-        data = bundle[0] if isinstance(bundle, tuple) else bundle
-        data["image/png"] = self.image.value
-        data["text/plain"] = f"AccumulationExplorer: {readout_text(self.record)}"
-        return bundle
+        text = f"AccumulationExplorer: {readout_text(self.record, self.notes)}"
+        return with_static_fallback(super()._repr_mimebundle_(**kwargs), self.image.value, text)
 
 
-def readout_lines(record: RunRecord) -> list[str]:
-    """The explorer's readout as plain sentences, all computed from `record`."""
+def readout_lines(record: RunRecord, notes: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """The explorer's readout as plain sentences, computed from `record`, then any `notes`."""
+    if not isinstance(record, RunRecord):
+        raise TypeError(f"record must be a RunRecord (from run_regimes), got {type(record).__name__}")
     c = record.config
     K, b = c.accumulation_steps, c.micro_batch_size
     verdict = "allclose: True" if record.allclose else "allclose: False"
@@ -143,24 +185,26 @@ def readout_lines(record: RunRecord) -> list[str]:
         lines.append("bugs on: " + ", ".join(BUG_LABELS[n] for n in sorted(c.bugs)))
         if K == 1:
             lines.append("with K = 1 there is nothing to accumulate, so these bugs change nothing")
+        else:
+            lines += bug_symptoms(record)
     for regime, update in record.diverged_at.items():
         if update is not None:
             lines.append(
                 f"the {regime.replace('_', ' ')} run diverged at update {update} (loss or gradient not finite): "
                 "lower the learning rate"
             )
-    return lines
+    return lines + list(notes)
 
 
-def readout_text(record: RunRecord) -> str:
+def readout_text(record: RunRecord, notes: list[str] | tuple[str, ...] = ()) -> str:
     """The readout in one line."""
-    return "; ".join(readout_lines(record))
+    return "; ".join(readout_lines(record, notes))
 
 
-def readout_html(record: RunRecord) -> str:
+def readout_html(record: RunRecord, notes: list[str] | tuple[str, ...] = ()) -> str:
     """The readout as HTML for the `HTML` widget; the verdict is coloured and also spelled out."""
     items = []
-    for line in readout_lines(record):
+    for line in readout_lines(record, notes):
         text = html.escape(line)
         if "allclose: True" in line:
             text = text.replace("allclose: True", "<b style='color:#009E73'>allclose: True ✓</b>")
@@ -175,19 +219,50 @@ def make_accumulation_explorer(
     micro_batch_size: int = 8,
     learning_rate: float = 0.1,
     bugs: tuple[str, ...] | frozenset[str] = (),
-    num_updates: int = 12,
+    num_updates: int = 8,
     seed: int = 0,
+    *,
+    tail_micro_batches: int = 0,
+    max_grad_norm: float | None = None,
+    warmup_updates: int = 0,
 ) -> AccumulationExplorer:
-    """Build (not display) the explorer. Bad starting values raise a ValueError naming the parameter."""
+    """Build (not display) the explorer. Bad starting values raise a ValueError naming the parameter;
+    so does a bug without the setting it needs (e.g. `forget_final_step` without a tail)."""
     from widgets.config import check_bugs, check_float, check_int
 
     check_int("accumulation_steps", accumulation_steps, *K_RANGE)
     check_int("micro_batch_size", micro_batch_size, *B_RANGE)
     check_float("learning_rate", learning_rate, *LR_RANGE, low_inclusive=True)
     check_bugs(bugs, BUGS)
+    check_int("num_updates", num_updates, 1, 1000)
+    check_int("warmup_updates", warmup_updates, 0, num_updates)
+    if max_grad_norm is not None and max_grad_norm not in CLIP_OPTIONS:
+        raise ValueError(f"max_grad_norm must be None or one of {CLIP_OPTIONS}, got {max_grad_norm!r}")
     config = AccumulationConfig(
         accumulation_steps=accumulation_steps, micro_batch_size=micro_batch_size,
         learning_rate=learning_rate, bugs=frozenset(bugs) if not isinstance(bugs, str) else frozenset([bugs]),
-        num_updates=num_updates, seed=seed,
+        num_updates=num_updates, seed=seed, tail_micro_batches=tail_micro_batches,
+        max_grad_norm=max_grad_norm, warmup_updates=warmup_updates,
     )
     return AccumulationExplorer(config)
+
+
+def _setting_controls(config: AccumulationConfig) -> dict[str, W.Widget]:
+    """The settings some bugs need: the tail (at most K - 1), clipping (off by default), the warmup."""
+    style, layout = {"description_width": "130px"}, W.Layout(width="380px")
+    clip = W.SelectionSlider(
+        options=[("off", 0.0)] + [(f"{v:g}", v) for v in CLIP_OPTIONS], description="max_grad_norm",
+        continuous_update=False, style=style, layout=layout,
+    )
+    clip.index = CLIP_OPTIONS.index(config.max_grad_norm) + 1 if config.max_grad_norm else 0
+    return {
+        "tail_micro_batches": W.IntSlider(
+            value=config.tail_micro_batches, min=0, max=config.accumulation_steps - 1, description="tail_micro_batches",
+            continuous_update=False, style=style, layout=layout,
+        ),
+        "max_grad_norm": clip,
+        "warmup_updates": W.IntSlider(
+            value=config.warmup_updates, min=0, max=config.num_updates, description="warmup_updates",
+            continuous_update=False, style=style, layout=layout,
+        ),
+    }

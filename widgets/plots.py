@@ -1,25 +1,21 @@
 """Matplotlib drawing: each function takes data and an `Axes`, draws, and returns what it drew.
 
-No figure is created, saved or shown here. Colours are from the Okabe-Ito palette, which
-stays distinguishable under the common colour-vision deficiencies, and every series also has
-its own line style or marker, so a figure survives greyscale printing too.
+No figure is created, saved or shown here. Colours are from the Okabe-Ito palette (see
+`widgets.figures`), and every series also has its own line style or marker, so a figure
+survives colour-vision deficiencies and greyscale printing.
 """
 from __future__ import annotations
 
-import io
 import math
 from dataclasses import dataclass
 
 import matplotlib.axes
-import matplotlib.figure
 import matplotlib.lines
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.ticker import MaxNLocator
-from PIL import Image
 
+from widgets.figures import OKABE_ITO
 from widgets.training import PILE_PARAMETERS, REGIMES, RunRecord
 
-OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
 REGIME_STYLE = {
     "accumulated": dict(color=OKABE_ITO[0], linestyle="-", marker="o", markersize=4, linewidth=2.2),
     "big_batch": dict(color=OKABE_ITO[1], linestyle="--", marker="s", markersize=6, linewidth=1.6, markerfacecolor="none"),
@@ -85,7 +81,7 @@ def update_gradient_pile(
 
 def _scale_pile_axis(record: RunRecord, ax: matplotlib.axes.Axes, max_steps: int | None) -> None:
     """Fit the pile's y axis, but keep the current limits while the data fill them reasonably:
-    unchanged limits let the figure be redrawn by blitting (see `FastCanvas`)."""
+    unchanged limits let the figure be redrawn by blitting (see `widgets.figures.FastCanvas`)."""
     ax.set_xlim(-0.3, (max_steps or record.config.accumulation_steps) + 0.3)
     values = [0.0]
     for index in PILE_PARAMETERS.values():
@@ -131,43 +127,3 @@ def _scale_loss_axis(record: RunRecord, ax: matplotlib.axes.Axes) -> None:
     compared by eye from one setting to the next (a diverging run leaves through the top)."""
     ax.set_xlim(-0.5, record.config.total_updates + 0.5)
     ax.set_ylim(0, 2 * record.initial_eval_loss)
-
-
-class FastCanvas:
-    """PNG frames of a figure whose `moving` artists change: the rest is drawn once and cached.
-
-    This is matplotlib's blitting recipe on the Agg canvas. Text is what costs most to draw;
-    while no axis limit changes, a frame only pastes the cached background and draws the moving
-    lines. A limit change (or `full=True`) redraws everything and refreshes the cache.
-    """
-
-    def __init__(self, figure: matplotlib.figure.Figure, moving: list[matplotlib.artist.Artist]):
-        self.figure = figure
-        self.canvas = figure.canvas if isinstance(figure.canvas, FigureCanvasAgg) else FigureCanvasAgg(figure)
-        self.moving = list(moving)
-        for artist in self.moving:
-            artist.set_animated(True)  # skipped by canvas.draw(), drawn by hand below
-        self._background = None
-        self._limits = None
-        self.full_redraws = 0
-
-    def _current_limits(self) -> tuple:
-        return tuple((ax.get_xlim(), ax.get_ylim()) for ax in self.figure.axes)
-
-    def png(self, full: bool = False) -> bytes:
-        """One frame as PNG bytes."""
-        limits = self._current_limits()
-        if full or self._background is None or limits != self._limits:
-            self.canvas.draw()
-            self._background = self.canvas.copy_from_bbox(self.figure.bbox)
-            self._limits = limits
-            self.full_redraws += 1
-        else:
-            self.canvas.restore_region(self._background)
-        for artist in self.moving:
-            artist.axes.draw_artist(artist)
-        width, height = self.canvas.get_width_height()
-        frame = Image.frombuffer("RGBA", (width, height), self.canvas.buffer_rgba(), "raw", "RGBA", 0, 1)
-        buffer = io.BytesIO()
-        frame.convert("RGB").save(buffer, format="png", compress_level=1)
-        return buffer.getvalue()

@@ -1,0 +1,72 @@
+"""Figure plumbing shared by every widget: the palette, fast PNG frames, the static fallback.
+
+Torch-free, so that widgets which train nothing (the bricks) do not pay torch's import.
+"""
+from __future__ import annotations
+
+import base64
+import io
+
+import matplotlib.artist
+import matplotlib.figure
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from PIL import Image
+
+# Okabe-Ito: distinguishable under the common colour-vision deficiencies.
+OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
+
+
+def with_static_fallback(bundle, png: bytes, text: str):
+    """Add a PNG and one deterministic line of text to a widget's mimebundle.
+
+    JupyterLab with a kernel renders the live widget; GitHub and nbviewer, which cannot, show
+    the PNG; nbval compares only the text (it skips images and widget views).
+    """
+    data = bundle[0] if isinstance(bundle, tuple) else bundle
+    data["image/png"] = base64.b64encode(bytes(png)).decode("ascii")
+    data["text/plain"] = text
+    return bundle
+
+
+class FastCanvas:
+    """PNG frames of a figure whose `moving` artists change: the rest is drawn once and cached.
+
+    This is matplotlib's blitting recipe on the Agg canvas. Text is what costs most to draw;
+    while no axis limit changes, a frame only pastes the cached background and draws the moving
+    lines. A limit change (or `full=True`) redraws everything and refreshes the cache.
+    """
+
+    def __init__(self, figure: matplotlib.figure.Figure, moving: list[matplotlib.artist.Artist]):
+        if not isinstance(figure, matplotlib.figure.Figure):
+            raise TypeError(f"figure must be a matplotlib Figure, got {type(figure).__name__}")
+        if not all(isinstance(a, matplotlib.artist.Artist) and a.axes is not None for a in moving):
+            raise TypeError("moving must be a list of artists drawn on the figure's axes")
+        self.figure = figure
+        self.canvas = figure.canvas if isinstance(figure.canvas, FigureCanvasAgg) else FigureCanvasAgg(figure)
+        self.moving = list(moving)
+        for artist in self.moving:
+            artist.set_animated(True)  # skipped by canvas.draw(), drawn by hand below
+        self._background = None
+        self._limits = None
+        self.full_redraws = 0
+
+    def _current_limits(self) -> tuple:
+        return tuple((ax.get_xlim(), ax.get_ylim()) for ax in self.figure.axes)
+
+    def png(self, full: bool = False) -> bytes:
+        """One frame as PNG bytes."""
+        limits = self._current_limits()
+        if full or self._background is None or limits != self._limits:
+            self.canvas.draw()
+            self._background = self.canvas.copy_from_bbox(self.figure.bbox)
+            self._limits = limits
+            self.full_redraws += 1
+        else:
+            self.canvas.restore_region(self._background)
+        for artist in self.moving:
+            artist.axes.draw_artist(artist)
+        width, height = self.canvas.get_width_height()
+        frame = Image.frombuffer("RGBA", (width, height), self.canvas.buffer_rgba(), "raw", "RGBA", 0, 1)
+        buffer = io.BytesIO()
+        frame.convert("RGB").save(buffer, format="png", compress_level=1)
+        return buffer.getvalue()
