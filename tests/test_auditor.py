@@ -218,6 +218,19 @@ def test_log_divided_loss_gives_the_factor():
 def test_a_loop_that_returns_nothing_gets_a_note_not_a_mistake():
     report = audit_training_loop(loss_not_divided, 4)
     assert any("logging not checked" in n for n in report.notes)
+    assert report.log_checked is False
+
+
+def test_log_checked_says_whether_a_returned_log_was_compared():
+    assert audit_training_loop(correct_loop, 4).log_checked is True  # a right log
+    assert audit_training_loop(log_divided_loss, 4).log_checked is True  # a wrong one, named
+    assert audit_training_loop(correct_clipping_loop, 4, clip_norm=1.0).log_checked is False  # none returned
+
+    def returns_a_string(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+        correct_loop(model, optimizer, loss_fn, batches, accumulation_steps)
+        return "done"
+
+    assert audit_training_loop(returns_a_string, 4).log_checked is False  # no list of numbers to compare
 
 
 def test_num_batches_divisible_by_k_tests_no_tail():

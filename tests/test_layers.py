@@ -10,6 +10,11 @@ COMPUTE_MODULES = [
     "widgets.accumulation",
     "widgets.training",
     "widgets.auditor",
+    "widgets.auditor_instruments",
+    "widgets.exercises_proof",
+    "widgets.exercises_loop",
+    "widgets.exercises_gallery",
+    "widgets.developer_exercises",
     "widgets.bricks",
     "widgets.catalog",
 ]

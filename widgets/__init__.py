@@ -1,9 +1,11 @@
 """Shared code of the Gradient Accumulation Lab notebooks.
 
-Layers: compute (`config`, `accumulation`, `training`, `auditor`: torch only; `bricks`,
-`catalog`: plain Python), drawing (`figures`, `plots`, `bricks_plots`: matplotlib, drawing onto
-a given Axes), controls (`explorer`, `bricks_explorer`, `exercises`: ipywidgets and display). Importing this package
-imports none of them; `import widgets.training` never pulls in matplotlib or ipywidgets.
+Layers: compute (`config`, `accumulation`, `training`, `auditor`, `auditor_instruments`: torch
+only; `bricks`, `catalog`, `exercises`: plain Python; `exercises_proof`, `exercises_loop`,
+`exercises_gallery`, gathered by `developer_exercises`: the developer tier's checkers), drawing
+(`figures`, `plots`, `bricks_plots`: matplotlib, drawing onto a given Axes), controls
+(`explorer`, `bricks_explorer`: ipywidgets). Importing this package imports none of them;
+`import widgets.training` never pulls in matplotlib or ipywidgets.
 """
 
 __all__ = ["make_accumulation_explorer", "make_bricks_widget"]

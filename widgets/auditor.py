@@ -6,25 +6,34 @@
 The loop is watched from outside, nothing is bound behind the learner's back: hooks on the
 model's single weight see every backward pass (what it added to `.grad`, what `.grad` held
 before), the optimizer keeps the gradient and learning rate of each `step()` and counts
-`zero_grad()`, the scheduler counts its steps. The correct loop runs on the same problem as
-the reference. Mistakes are named with the `widgets.config.BUGS` names where one applies; the
-others are listed in `AUDIT_MISTAKES`. Float64 throughout, so every ratio is exact to ~1e-12.
+`zero_grad()`, the scheduler counts its steps; those instruments live in
+`widgets.auditor_instruments`, and this module reads what they recorded. The correct loop runs
+on the same problem as the reference. Mistakes are named with the `widgets.config.BUGS` names
+where one applies; the others are listed in `AUDIT_MISTAKES`. Float64 throughout, so every
+ratio is exact to ~1e-12.
 """
 from __future__ import annotations
 
 import inspect
 import math
-import os
-import traceback
-import warnings
 from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
 
-from widgets.accumulation import is_update_step
+from widgets.auditor_instruments import (
+    LEARNING_RATE,
+    Problem,
+    Tape,
+    make_problem,
+    reference_loop,
+    run_loop,
+    true_gradient,
+)
 from widgets.config import check_float, check_int
-from widgets.training import clip_flat, linear_warmup
+from widgets.training import clip_flat
+
+__all__ = ["AUDIT_MISTAKES", "LEARNING_RATE", "AuditReport", "audit_training_loop"]
 
 # Every mistake the auditor can name: (what is wrong, the fix). BUGS names where one applies.
 _MISTAKES: dict[str, tuple[str, str]] = {
@@ -80,14 +89,15 @@ _MISTAKES: dict[str, tuple[str, str]] = {
 }
 AUDIT_MISTAKES: dict[str, str] = {name: what for name, (what, _) in _MISTAKES.items()}
 _SCALES = {"loss_not_divided", "loss_divided_twice", "loss_sum_reduction", "wrong_loss_scale", "tail_divided_by_k"}
-LEARNING_RATE = 0.05
 _TOL = 1e-6  # relative: float64 ratios of the same sums agree to ~1e-12; this leaves room
 
 
 @dataclass(frozen=True)
 class AuditReport:
     """What `audit_training_loop` found. `counts[name] = (yours, reference)`; `update_ratios[u]` is
-    the gradient `optimizer.step()` used at update u over the reference gradient at the same weights."""
+    the gradient `optimizer.step()` used at update u over the reference gradient at the same weights;
+    `log_checked` is True when the loop returned a list of logged losses that was compared with the
+    true mean loss of each update (a wrong log is then among the mistakes)."""
 
     loop_name: str
     accumulation_steps: int
@@ -98,6 +108,7 @@ class AuditReport:
     notes: list[str] = field(default_factory=list)
     counts: dict[str, tuple[int, int]] = field(default_factory=dict)
     update_ratios: list[float] = field(default_factory=list)
+    log_checked: bool = False
 
     @property
     def matches_reference(self) -> bool:
@@ -126,170 +137,6 @@ class AuditReport:
 
     def _repr_pretty_(self, printer, cycle) -> None:
         printer.text(str(self))
-
-
-# ----------------------------------------------------------------------------- the problem
-
-
-@dataclass(frozen=True)
-class _Problem:
-    batches: list[tuple[torch.Tensor, torch.Tensor]]
-    groups: list[range]  # the backward passes (= batch indices) of each update
-    K: int
-    b: int
-    clip_norm: float | None
-    with_scheduler: bool
-
-
-def _make_problem(K: int, num_batches: int, clip_norm: float | None, with_scheduler: bool) -> _Problem:
-    """Linear regression, 3 features, micro-batches of b = K + 1 examples (so a loss summed over
-    examples, b x too big, is never mistaken for an undivided one, K x too big)."""
-    b = K + 1
-    g = torch.Generator().manual_seed(0)
-    x = torch.randn(num_batches * b, 3, generator=g, dtype=torch.float64)
-    y = x @ torch.tensor([[1.5], [-2.0], [0.5]], dtype=torch.float64)
-    y = y + 0.5 * torch.randn(y.shape, generator=g, dtype=torch.float64)
-    if clip_norm is not None:
-        # targets large enough that even a first micro-step's pile exceeds clip_norm, so clipping acts
-        # (and shows) wherever the loop puts it; with zero starting weights the gradient scales with y
-        smallest = min(float((2 / b) * (x[i : i + b].T @ y[i : i + b]).norm()) for i in range(0, len(x), b))
-        y = y * max(1.0, 20 * K * clip_norm / smallest)
-    batches = [(x[i : i + b], y[i : i + b]) for i in range(0, len(x), b)]
-    groups = [range(s, min(s + K, num_batches)) for s in range(0, num_batches, K)]
-    return _Problem(batches, groups, K, b, clip_norm, with_scheduler)
-
-
-def _true_gradient(weight: torch.Tensor, batch) -> tuple[torch.Tensor, float]:
-    """The gradient and value of one micro-batch's mean squared error at `weight`."""
-    w = weight.detach().clone().requires_grad_(True)
-    loss = torch.nn.functional.mse_loss(batch[0] @ w.T, batch[1])
-    (grad,) = torch.autograd.grad(loss, w)
-    return grad.reshape(-1), loss.item()
-
-
-# ----------------------------------------------------------------------------- the instruments
-
-
-class _Tape:
-    """Everything observed during one run of a loop, in order."""
-
-    def __init__(self, model: torch.nn.Linear):
-        self.weights, self.incoming, self.before, self.after = [], [], [], []  # one per backward pass
-        self.steps: list[tuple[int, torch.Tensor, float]] = []  # (backward passes so far, .grad, lr)
-        self.zero_grads = 0
-        self.scheduler_calls: list[int] = []  # optimizer steps so far at each scheduler.step()
-        p = model.weight
-        p.register_hook(lambda grad: self._on_backward(p, grad))  # runs before grad is added to .grad
-        p.register_post_accumulate_grad_hook(lambda q: self.after.append(_flat(q.grad)))
-
-    def _on_backward(self, p, grad) -> None:
-        self.weights.append(p.detach().clone())
-        self.incoming.append(grad.detach().reshape(-1).clone())
-        self.before.append(_flat(p.grad))
-
-
-def _flat(grad: torch.Tensor | None) -> torch.Tensor | None:
-    return None if grad is None else grad.detach().reshape(-1).clone()
-
-
-class _AuditModel(torch.nn.Linear):
-    """y = x @ w.T with one weight of shape (1, 3), starting at zero; counts model.zero_grad()."""
-
-    def __init__(self):
-        super().__init__(3, 1, bias=False, dtype=torch.float64)
-        self.tape = _Tape(self)
-
-    def reset_parameters(self) -> None:
-        torch.nn.init.zeros_(self.weight)  # no random init: the global random state stays untouched
-
-    def zero_grad(self, set_to_none: bool = True) -> None:
-        self.tape.zero_grads += 1
-        super().zero_grad(set_to_none)
-
-
-class _AuditSGD(torch.optim.SGD):
-    def __init__(self, model: _AuditModel):
-        super().__init__(model.parameters(), lr=LEARNING_RATE)
-        self._model = model
-
-    def step(self, closure=None):
-        tape, grad = self._model.tape, self._model.weight.grad
-        tape.steps.append((len(tape.incoming), _flat(grad), self.param_groups[0]["lr"]))
-        return super().step(closure)
-
-    def zero_grad(self, set_to_none: bool = True) -> None:
-        self._model.tape.zero_grads += 1
-        super().zero_grad(set_to_none)
-
-
-class _AuditScheduler(torch.optim.lr_scheduler.LambdaLR):
-    def __init__(self, optimizer: _AuditSGD, warmup_updates: int):
-        self._tape = None  # LambdaLR steps once while it is built: that one is not the loop's
-        super().__init__(optimizer, linear_warmup(warmup_updates))
-        self._tape = optimizer._model.tape
-
-    def step(self, *args, **kwargs):
-        if self._tape is not None:
-            self._tape.scheduler_calls.append(len(self._tape.steps))
-        return super().step(*args, **kwargs)
-
-
-def _reference_loop(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None, *, clip_norm=None):
-    """The correct loop: each mean loss divided by its group's size, one clip/step/schedule/zero_grad per update."""
-    K, n, logged, losses = accumulation_steps, len(batches), [], []
-    for i, (x, y) in enumerate(batches):
-        group_size = min(K, n - (i - i % K))  # K, or fewer for the uneven final group
-        loss = loss_fn(model(x), y)
-        (loss / group_size).backward()
-        losses.append(loss.item())
-        if is_update_step(i, K, n):
-            if clip_norm is not None:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
-            optimizer.step()
-            if scheduler is not None:
-                scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
-            logged.append(sum(losses) / len(losses))
-            losses = []
-    return logged
-
-
-@dataclass
-class _Run:
-    tape: _Tape
-    weight: torch.Tensor
-    returned: object = None
-    error: str | None = None
-    warnings: list[str] = field(default_factory=list)
-
-
-def _run(loop: Callable, problem: _Problem) -> _Run:
-    model = _AuditModel()
-    optimizer = _AuditSGD(model)
-    args = [model, optimizer, torch.nn.MSELoss(), [(x.clone(), y.clone()) for x, y in problem.batches], problem.K]
-    if problem.with_scheduler:
-        args.append(_AuditScheduler(optimizer, len(problem.groups)))
-    run = _Run(model.tape, model.weight)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            run.returned = loop(*args)
-        except Exception as error:  # the learner's mistake is the report, not a traceback
-            run.error = f"{type(error).__name__}: {error}, at {_where(error)}"
-    run.weight = model.weight.detach().clone()
-    run.warnings = list(dict.fromkeys(str(w.message).split(". ")[0] for w in caught))[:3]  # first sentences
-    return run
-
-
-def _where(error: BaseException) -> str:
-    """The innermost line of the learner's own code in the traceback."""
-    library = (os.path.dirname(torch.__file__), os.path.dirname(__file__))
-    frames = traceback.extract_tb(error.__traceback__)
-    own = [f for f in frames if not f.filename.startswith(library)] or frames[-1:]
-    if not own:
-        return "location unknown"
-    f = own[-1]
-    return f"line {f.lineno} of {f.name}" + (f": {f.line.strip()}" if f.line else "")
 
 
 # ----------------------------------------------------------------------------- the analysis
@@ -340,7 +187,7 @@ def _say(out: dict[str, str], name: str, seen: str) -> None:
     out.setdefault(name, f"{what} ({seen}). Fix: {fix}.")
 
 
-def _check_piles(tape: _Tape, p: _Problem, out: dict) -> None:
+def _check_piles(tape: Tape, p: Problem, out: dict) -> None:
     """What .grad held before each backward pass: empty at an update's start, the pile inside it."""
     starts = {g.start: u for u, g in enumerate(p.groups)}
     wiped, clipped, changed = [], [], []
@@ -362,7 +209,7 @@ def _check_piles(tape: _Tape, p: _Problem, out: dict) -> None:
         _say(out, "grad_modified", f"before micro-steps {changed}")
 
 
-def _check_steps(tape: _Tape, p: _Problem, out: dict) -> None:
+def _check_steps(tape: Tape, p: Problem, out: dict) -> None:
     # groups whose batches never went through backward are reported as dropped, not as missing steps
     positions, expected = [s[0] for s in tape.steps], [g.stop for g in p.groups if g.stop <= len(tape.incoming)]
     seen = f"{len(positions)} steps, the reference {len(expected)}"
@@ -377,7 +224,7 @@ def _check_steps(tape: _Tape, p: _Problem, out: dict) -> None:
         _say(out, "wrong_step_positions", f"steps after backward passes {positions}, the reference after {expected}")
 
 
-def _check_loss_scale(tape: _Tape, truth: list, p: _Problem, out: dict) -> None:
+def _check_loss_scale(tape: Tape, truth: list, p: Problem, out: dict) -> None:
     """The factor each micro-batch's mean loss was multiplied by, read off the gradient it added."""
     full_groups_mistake = None
     for u, g in enumerate(p.groups):
@@ -406,7 +253,7 @@ def _fraction(a: float) -> str:
     return f"1/{round(1 / a)}" if 0 < a < 1 and _close(1 / a, round(1 / a)) else f"{a:.4g}"
 
 
-def _check_updates(tape: _Tape, truth: list, p: _Problem, out: dict, ratios: list[float]) -> bool:
+def _check_updates(tape: Tape, truth: list, p: Problem, out: dict, ratios: list[float]) -> bool:
     """The gradient each step used, against the reference gradient at the same weights (only when
     steps fall on update boundaries: with steps inside an update there is no one reference).
     Returns whether every update was exactly the reference's."""
@@ -434,7 +281,7 @@ def _check_updates(tape: _Tape, truth: list, p: _Problem, out: dict, ratios: lis
     return all_right
 
 
-def _check_scheduler(tape: _Tape, ref: _Tape, p: _Problem, out: dict) -> None:
+def _check_scheduler(tape: Tape, ref: Tape, p: Problem, out: dict) -> None:
     calls, expected = len(tape.scheduler_calls), len(ref.scheduler_calls)
     rates = f"learning rates {[float(f'{s[2]:.3g}') for s in tape.steps[:4]]}, " \
             f"reference {[float(f'{s[2]:.3g}') for s in ref.steps[:4]]}"
@@ -446,21 +293,22 @@ def _check_scheduler(tape: _Tape, ref: _Tape, p: _Problem, out: dict) -> None:
         _say(out, "scheduler_before_step", rates)
 
 
-def _check_log(returned: object, truth: list, p: _Problem, out: dict, notes: list[str]) -> None:
-    """The loop's optional return value, the loss it logged at each update, against the true mean."""
+def _check_log(returned: object, truth: list, p: Problem, out: dict, notes: list[str]) -> bool:
+    """The loop's optional return value, the loss it logged at each update, against the true mean.
+    Returns whether there was a log to compare (the comparison's verdict goes into `out`)."""
     if returned is None:
         notes.append("logging not checked: the loop returned no list of logged losses")
-        return
+        return False
     try:
         logged = [float(v) for v in returned]  # type: ignore[union-attr]
     except (TypeError, ValueError):
         _say(out, "bad_return_value", f"it returned {type(returned).__name__} {returned!r:.50}")
-        return
+        return False
     if len(truth) < len(p.batches):
-        return  # not every batch went through backward: no true mean to compare with
+        return False  # not every batch went through backward: no true mean to compare with
     if len(logged) != len(p.groups):
         _say(out, "log_wrong", f"{len(logged)} values for {len(p.groups)} updates")
-        return
+        return True
     for u, (value, g) in enumerate(zip(logged, p.groups)):
         losses = [truth[j][1] for j in g]
         mean, last, n = sum(losses) / len(g), losses[-1], len(g)
@@ -473,6 +321,7 @@ def _check_log(returned: object, truth: list, p: _Problem, out: dict, notes: lis
             _say(out, "log_last_micro_batch", seen)
         else:
             _say(out, "log_wrong", seen)
+    return True
 
 
 def _checked_arguments(loop, accumulation_steps, num_batches, with_scheduler, clip_norm) -> tuple[int, int]:
@@ -517,10 +366,11 @@ def audit_training_loop(
     it logged at each update, which is then checked too. Bad arguments raise TypeError/ValueError.
     """
     K, N = _checked_arguments(loop, accumulation_steps, num_batches, with_scheduler, clip_norm)
-    problem = _make_problem(K, N, None if clip_norm is None else float(clip_norm), with_scheduler)
-    reference = _run(lambda *args: _reference_loop(*args, clip_norm=problem.clip_norm), problem)
-    run = _run(loop, problem)
+    problem = make_problem(K, N, None if clip_norm is None else float(clip_norm), with_scheduler)
+    reference = run_loop(lambda *args: reference_loop(*args, clip_norm=problem.clip_norm), problem)
+    run = run_loop(loop, problem)
     tape, out, notes, ratios = run.tape, {}, [], []  # out: mistake name -> its finding
+    log_checked = False
     if run.error is not None:
         _say(out, "loop_raised", run.error)
     elif not tape.incoming:
@@ -531,7 +381,7 @@ def audit_training_loop(
             _say(out, "tail_dropped", f"{backward} of {N} batches went through backward()")
         elif backward != N:
             _say(out, "backward_count", f"{backward} backward passes for {N} batches")
-        truth = [_true_gradient(w, problem.batches[j]) for j, w in enumerate(tape.weights[:N])]
+        truth = [true_gradient(w, problem.batches[j]) for j, w in enumerate(tape.weights[:N])]
         _check_piles(tape, problem, out)
         _check_steps(tape, problem, out)
         _check_loss_scale(tape, truth, problem, out)
@@ -542,7 +392,7 @@ def audit_training_loop(
             notes.append("your loop rescales .grad instead of the loss; the updates come out right")
             for name in _SCALES:
                 out.pop(name, None)
-        _check_log(run.returned, truth, problem, out, notes)
+        log_checked = _check_log(run.returned, truth, problem, out, notes)
         if not tape.steps and bool(run.weight.abs().max() > 0):
             notes.append("the weights changed, but not through the optimizer passed in: use that optimizer")
         if not out and not torch.allclose(run.weight, reference.weight, rtol=1e-9, atol=1e-12):
@@ -558,5 +408,6 @@ def audit_training_loop(
     return AuditReport(
         loop_name=_name(loop), accumulation_steps=K, num_batches=N, micro_batch_size=problem.b,
         mistakes=frozenset(out), findings=list(out.values()), counts=counts, update_ratios=ratios,
+        log_checked=log_checked,
         notes=notes + [f"torch warned: {w}" for w in run.warnings],
     )
