@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: lab test install benchmark execute
+.PHONY: lab test install benchmark execute reliability binder-check
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,3 +25,10 @@ execute: install
 
 benchmark: install
 	$(BIN)/python benchmarks/benchmark.py
+
+# Slow checks kept out of `make test`; results go to benchmarks/results/.
+reliability: install
+	$(BIN)/python benchmarks/reliability.py
+
+binder-check: install
+	$(BIN)/python benchmarks/check_binder_env.py

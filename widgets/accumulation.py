@@ -82,6 +82,8 @@ def micro_batch_weight(micro_batch_examples: int, update_examples: int) -> float
 
 def micro_batch_weights(sizes: Sequence[int]) -> list[float]:
     """The weight of each micro-batch in one update, from their sizes; the weights sum to one."""
+    if isinstance(sizes, (str, bytes)) or not hasattr(sizes, "__iter__"):
+        raise TypeError(f"sizes must be a sequence of whole numbers, got {sizes!r}")
     sizes = list(sizes)
     if not sizes:
         raise ValueError("sizes must name at least one micro-batch")
@@ -91,8 +93,23 @@ def micro_batch_weights(sizes: Sequence[int]) -> list[float]:
     return [micro_batch_weight(n, total) for n in sizes]
 
 
+def _check_model(model: object) -> None:
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+
+
+def _check_examples(x: object, y: object) -> None:
+    """x and y: tensors with the same number of examples (first dimension)."""
+    for name, value in (("x", x), ("y", y)):
+        if not isinstance(value, torch.Tensor) or value.dim() == 0:
+            raise TypeError(f"{name} must be a torch tensor of examples (first dimension), got {type(value).__name__}")
+    if x.shape[0] != y.shape[0]:
+        raise ValueError(f"x and y must hold the same number of examples, got {x.shape[0]} and {y.shape[0]}")
+
+
 def flat_grad(model: torch.nn.Module) -> torch.Tensor:
     """All parameters' `.grad` as one flat vector (zeros where `.grad` is None); shape (P,)."""
+    _check_model(model)
     parts = [
         (p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in model.parameters()
     ]
@@ -101,6 +118,8 @@ def flat_grad(model: torch.nn.Module) -> torch.Tensor:
 
 def big_batch_gradient(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, loss_fn: LossFn) -> torch.Tensor:
     """The gradient of the mean loss over the whole batch in one pass; flat, shape (P,)."""
+    _check_model(model)
+    _check_examples(x, y)
     model.zero_grad(set_to_none=True)
     loss_fn(model(x), y).backward()
     grad = flat_grad(model)
@@ -136,8 +155,8 @@ def accumulated_gradient(
     so the pile ends equal to `big_batch_gradient` up to float rounding, uneven last group included.
     `divide_loss=False` reproduces the classic bug: the pile ends (number of micro-batches)x too big.
     """
-    if x.shape[0] != y.shape[0]:
-        raise ValueError(f"x and y must hold the same number of examples, got {x.shape[0]} and {y.shape[0]}")
+    _check_model(model)
+    _check_examples(x, y)
     slices = split_into_micro_batches(x.shape[0], micro_batch_size)
     sizes = [s.stop - s.start for s in slices]
     model.zero_grad(set_to_none=True)
@@ -153,6 +172,9 @@ def accumulated_gradient(
 
 def compare_gradients(a: torch.Tensor, b: torch.Tensor) -> tuple[float, bool]:
     """max |a - b| and whether `torch.allclose` holds at the package tolerances."""
+    for name, value in (("a", a), ("b", b)):
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(f"{name} must be a torch tensor, got {type(value).__name__}")
     if a.shape != b.shape:
         raise ValueError(f"gradients must have the same shape, got {tuple(a.shape)} and {tuple(b.shape)}")
     return float((a - b).abs().max()), bool(torch.allclose(a, b, rtol=GRAD_RTOL, atol=GRAD_ATOL))

@@ -1,0 +1,275 @@
+"""The notebooks in a real browser: JupyterLab served from this test, driven in headless Chromium.
+
+nbval proves the kernel side; this proves what a learner sees: every widget renders (no "Error
+displaying widget", no console error), the explorer answers the keyboard with a new figure and
+readout, and a bug switch flips its verdict. It also times key press -> new figure for the
+explorer and for a bare one-slider widget (the round-trip floor), in the same page, and writes
+both to test-artifacts/browser_latency.json. Screenshots go to test-artifacts/ as well.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import time
+import warnings
+
+import pytest
+
+from browser_support import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    ROOT,
+    LabPage,
+    jupyterlab,
+    widget_notebooks,
+    widget_output_count,
+)
+
+pytestmark = pytest.mark.browser
+
+if not CHROMIUM.exists():
+    pytest.skip(
+        f"{CHROMIUM} not found: the browser tests need Debian's chromium (apt-get install chromium; "
+        ".ci/run does it)",
+        allow_module_level=True,
+    )
+sync_api = pytest.importorskip("playwright.sync_api", reason="the browser tests need the playwright package")
+
+ARTIFACTS = ROOT / "test-artifacts"
+FIXTURE = ROOT / "tests" / "browser" / "round_trip_floor.ipynb"
+NOTEBOOKS = widget_notebooks(ROOT / "notebooks")
+LATENCY_BUDGET = 1.5  # explorer median / bare median (issue 4)
+PRESSES = 24  # per widget for the latency medians (the issue asks for >= 20)
+# The accumulation explorer's signature on the page: its first bug switch (other widgets, e.g. the
+# bricks, have an accumulation_steps slider too).
+EXPLORER_BUG = "bug: loss not divided by K"
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """JupyterLab on copies of the widget notebooks and the fixture, with Chromium on it."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    work = tmp_path_factory.mktemp("jupyterlab")
+    with jupyterlab(work, NOTEBOOKS + [FIXTURE]) as server, sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            yield LabPage(page, server)
+        finally:
+            browser.close()
+
+
+@pytest.fixture(autouse=True)
+def fresh_tab(lab):
+    """Each test starts with no notebook open and no kernel running, whatever the last one left."""
+    yield
+    lab.close_all()
+
+
+def relative(path) -> str:
+    return path.resolve().relative_to(ROOT).as_posix()
+
+
+def open_and_run_all(lab: LabPage, path) -> dict:
+    """Open a notebook, Run All, wait for its widgets; fail on any widget error."""
+    lab.open(relative(path))
+    assert lab.run_all(), f"{path.name}: Run All stopped at a cell that raised:\n" + "\n".join(lab.error_outputs())
+    lab.wait_for_kernel_idle(path.name)
+    expected = widget_output_count(path)
+    status = lab.wait_for_widgets(expected)
+    assert not status["errors"], f"{path.name}: {status['errors']}; browser console: {lab.console_errors()[-3:]}"
+    assert status["views"] >= expected and not status["loading"], (
+        f"{path.name}: {status['views']} of {expected} widgets rendered, {status['loading']} still loading"
+    )
+    return status
+
+
+def screenshot(lab: LabPage, path) -> None:
+    first = lab.top_level_widgets().first
+    if first.count():
+        first.scroll_into_view_if_needed()
+    lab.page.screenshot(path=str(ARTIFACTS / f"{path.stem}.png"))
+
+
+class Explorer:
+    """Locators for one explorer on the page: its sliders, bug boxes, figure and readout."""
+
+    def __init__(self, lab: LabPage, root):
+        self.lab, self.root = lab, root
+        self.image = root.locator("img.widget-image")
+        self.readout = root.locator(".widget-html-content")
+
+    def open_drawers(self) -> None:
+        """Open every collapsed section (e.g. "more bugs"), so that all its sliders can be reached."""
+        headers = self.root.locator(".jupyter-widget-Collapse-header")
+        for i in range(headers.count()):
+            if headers.nth(i).locator("xpath=following-sibling::*[1]").get_attribute("class").count("lm-mod-hidden"):
+                headers.nth(i).click()
+
+    def sliders(self) -> list[str]:
+        """Labels of the visible sliders, top to bottom."""
+        labels = self.root.locator(".widget-slider:visible > label.widget-label")
+        return [labels.nth(i).inner_text().strip() for i in range(labels.count())]
+
+    def handle(self, label: str):
+        slider = self.root.locator(".widget-slider", has=self.lab.page.locator("label.widget-label", has_text=label))
+        return slider.locator(".noUi-handle")
+
+    def value(self, label: str) -> float:
+        return float(self.handle(label).get_attribute("aria-valuenow"))
+
+    def effective_batch_text(self) -> str:
+        K, b = int(self.value("accumulation_steps K")), int(self.value("micro_batch_size b"))
+        return f"effective_batch_size = K x b = {K} x {b} = {K * b}"
+
+    def press(self, label: str) -> None:
+        """One notch on a slider (up, or down at its top): the value, the figure's bytes and the
+        readout's effective batch size must all follow."""
+        handle = self.handle(label)
+        at_top = handle.get_attribute("aria-valuenow") == handle.get_attribute("aria-valuemax")
+        value, picture = self.value(label), self.lab.image_hash(self.image)
+        ms = self.lab.press_and_time(handle, "ArrowLeft" if at_top else "ArrowRight", self.image)
+        assert self.value(label) != value, f"{label}: the key press did not move the slider"
+        assert ms is not None, f"{label}: the figure did not change within 20 s of the key press"
+        assert self.lab.image_hash(self.image) != picture, f"{label}: a new image arrived with the same pixels"
+        sync_api.expect(self.readout).to_contain_text(self.effective_batch_text())
+
+
+def explorers(lab: LabPage) -> list[Explorer]:
+    roots = lab.top_level_widgets().filter(has=lab.page.locator("label.widget-label-basic", has_text=EXPLORER_BUG))
+    return [Explorer(lab, roots.nth(i)) for i in range(roots.count())]
+
+
+def assert_every_slider_widget_responds(lab: LabPage, name: str, timeout: float = 20) -> int:
+    """Press a key on the first slider of each top-level widget; what it shows must change."""
+    roots = lab.top_level_widgets()
+    checked = 0
+    for i in range(roots.count()):
+        root = roots.nth(i)
+        handles = root.locator(".noUi-handle")
+        if not handles.count() or not root.locator("img, canvas, .widget-html-content").count():
+            continue
+        handle = handles.first
+        at_top = handle.get_attribute("aria-valuenow") == handle.get_attribute("aria-valuemax")
+        root.scroll_into_view_if_needed()
+        before = lab.fingerprint(root)
+        handle.focus()
+        lab.page.keyboard.press("ArrowLeft" if at_top else "ArrowRight")
+        deadline = time.monotonic() + timeout
+        while lab.fingerprint(root) == before:
+            assert time.monotonic() < deadline, f"{name}: widget {i} did not change within {timeout} s of a key press"
+            time.sleep(0.1)
+        checked += 1
+    return checked
+
+
+def press_sequence(handle_value: float, low: float, high: float, step: float, presses: int) -> list[str]:
+    """ArrowRight up to the slider's top, then ArrowLeft: every press moves the value."""
+    keys, value = [], handle_value
+    direction = "ArrowRight"
+    for _ in range(presses):
+        if direction == "ArrowRight" and value + step > high + 1e-9:
+            direction = "ArrowLeft"
+        elif direction == "ArrowLeft" and value - step < low - 1e-9:
+            direction = "ArrowRight"
+        keys.append(direction)
+        value += step if direction == "ArrowRight" else -step
+    return keys
+
+
+def time_presses(lab: LabPage, handle, image, presses: int) -> tuple[list[float], list[bool]]:
+    """Latencies of `presses` key presses up and down a slider, and whether each press reached
+    a value not seen before in the sequence (for the explorer: a run not in its cache)."""
+    low, high = float(handle.get_attribute("aria-valuemin")), float(handle.get_attribute("aria-valuemax"))
+    value = float(handle.get_attribute("aria-valuenow"))
+    seen, samples, first_visit = {value}, [], []
+    for key in press_sequence(value, low, high, 1.0, presses):
+        ms = lab.press_and_time(handle, key, image)
+        assert ms is not None, "the figure did not change within 20 s of the key press"
+        value = float(handle.get_attribute("aria-valuenow"))
+        samples.append(ms)
+        first_visit.append(value not in seen)
+        seen.add(value)
+    return samples, first_visit
+
+
+def test_explorer_answers_the_keyboard_and_is_timed_against_the_floor(lab):
+    """The fixture notebook: a bug box flips the verdict, the two latencies, then every slider."""
+    since = len(lab.console)
+    status = open_and_run_all(lab, FIXTURE)
+    assert status["views"] == 2
+    (explorer,) = explorers(lab)
+    sync_api.expect(explorer.readout).to_contain_text("allclose: True")
+
+    # At the starting settings (no clipping: clipping to a small norm would hide this bug).
+    bug = explorer.root.locator("label.widget-label-basic", has_text=EXPLORER_BUG).locator("input")
+    bug.check()
+    sync_api.expect(explorer.readout).to_contain_text("allclose: False")
+    bug.uncheck()
+    sync_api.expect(explorer.readout).to_contain_text("allclose: True")
+
+    # Timed at the starting settings: K from 4 up to 16 and back down to 4.
+    floor = lab.panel().locator(".round-trip-floor")
+    bare, _ = time_presses(lab, floor.locator(".noUi-handle"), floor.locator("img.widget-image"), PRESSES)
+    live, cold = time_presses(lab, explorer.handle("accumulation_steps K"), explorer.image, PRESSES)
+
+    explorer.open_drawers()
+    labels = explorer.sliders()
+    assert {"accumulation_steps K", "micro_batch_size b", "learning_rate"} <= set(labels), labels
+    for label in labels:
+        explorer.press(label)
+    sync_api.expect(explorer.readout).to_contain_text("effective_batch_size = K x b = 5 x 9 = 45")
+    screenshot(lab, FIXTURE)
+
+    assert lab.console_errors(since) == [], "console errors"
+
+    ratio = round(statistics.median(live) / statistics.median(bare), 2)
+    result = {
+        "command": "python -m pytest tests/test_browser.py",
+        "what": "key press on a slider handle -> the figure's <img> has loaded a new PNG, in headless Chromium; "
+                "the accumulation_steps slider goes up to its top and back down",
+        "presses": PRESSES,
+        "bare_one_slider_ms": summary(bare),
+        "explorer_ms": summary(live),
+        "explorer_first_visit_ms": summary([ms for ms, c in zip(live, cold) if c]),
+        "explorer_revisit_ms": summary([ms for ms, c in zip(live, cold) if not c]),
+        "explorer_over_bare": ratio,
+        "budget": f"explorer median <= {LATENCY_BUDGET} x bare median",
+        "within_budget": ratio <= LATENCY_BUDGET,
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+    }
+    (ARTIFACTS / "browser_latency.json").write_text(json.dumps(result, indent=2) + "\n")
+    print(
+        f"\nkey press -> figure changed, median of {PRESSES}: explorer {result['explorer_ms']['median']} ms, "
+        f"bare one-slider {result['bare_one_slider_ms']['median']} ms (x{ratio})"
+    )
+    # Timing on a shared 2-core machine is too noisy to fail the suite on; the budget is reported.
+    if ratio > LATENCY_BUDGET:
+        warnings.warn(f"explorer latency is {ratio} x the bare round trip (budget {LATENCY_BUDGET} x)")
+
+
+def summary(samples: list[float]) -> dict:
+    ordered = sorted(samples)
+    return {
+        "median": round(statistics.median(ordered), 1),
+        "p90": round(ordered[int(0.9 * (len(ordered) - 1))], 1),
+        "max": round(ordered[-1], 1),
+        "samples": [round(s, 1) for s in samples],
+    }
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_widget_notebook_renders_and_its_explorers_respond(lab, path):
+    """Every notebook with a widget output: Run All renders every widget without an error."""
+    since = len(lab.console)
+    open_and_run_all(lab, path)
+    screenshot(lab, path)
+    assert_every_slider_widget_responds(lab, path.name)
+    for explorer in explorers(lab):
+        explorer.root.scroll_into_view_if_needed()
+        explorer.press("accumulation_steps K")
+    assert lab.console_errors(since) == [], f"{path.name}: console errors"
+
