@@ -63,6 +63,9 @@ def test_fast_canvas_blits_until_a_limit_changes(records):
     lines["accumulated"].set_ydata([0.0] * len(lines["accumulated"].get_xdata()))
     second = canvas.png()
     assert canvas.full_redraws == 1 and second != first  # blitted, and the picture changed
+    limits = ax.get_ylim()
     ax.set_ylim(0, 10)
     canvas.png()
     assert canvas.full_redraws == 2
+    ax.set_ylim(*limits)  # back to limits seen before: their background is still cached
+    assert canvas.png() == second and canvas.full_redraws == 2

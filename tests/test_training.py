@@ -211,3 +211,10 @@ def test_each_bug_has_a_symptom_sentence_with_a_number(bug):
 def test_new_functions_refuse_bad_input_naming_the_parameter(call, error, word):
     with pytest.raises(error, match=word):
         call()
+
+
+def test_clipping_that_hides_the_scale_bug_is_named():
+    config = AccumulationConfig(bugs={"loss_not_divided"}, max_grad_norm=0.05)
+    record = run_regimes(config)
+    assert record.allclose  # both gradients clipped to the same length: the bug is invisible
+    assert any("hides this bug" in line for line in bug_symptoms(record))

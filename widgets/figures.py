@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import io
+from collections import OrderedDict
 
 import matplotlib.artist
 import matplotlib.figure
@@ -32,9 +33,11 @@ class FastCanvas:
     """PNG frames of a figure whose `moving` artists change: the rest is drawn once and cached.
 
     This is matplotlib's blitting recipe on the Agg canvas. Text is what costs most to draw;
-    while no axis limit changes, a frame only pastes the cached background and draws the moving
-    lines. A limit change (or `full=True`) redraws everything and refreshes the cache.
+    while the axis limits are ones seen recently, a frame only pastes the background cached for
+    them and draws the moving lines. New limits (or `full=True`) redraw everything and cache it.
     """
+
+    CACHED_BACKGROUNDS = 6  # one per set of axis limits recently seen; each is one RGBA frame
 
     def __init__(self, figure: matplotlib.figure.Figure, moving: list[matplotlib.artist.Artist]):
         if not isinstance(figure, matplotlib.figure.Figure):
@@ -46,8 +49,7 @@ class FastCanvas:
         self.moving = list(moving)
         for artist in self.moving:
             artist.set_animated(True)  # skipped by canvas.draw(), drawn by hand below
-        self._background = None
-        self._limits = None
+        self._backgrounds: OrderedDict[tuple, object] = OrderedDict()  # axis limits -> cached pixels
         self.full_redraws = 0
 
     def _current_limits(self) -> tuple:
@@ -56,13 +58,17 @@ class FastCanvas:
     def png(self, full: bool = False) -> bytes:
         """One frame as PNG bytes."""
         limits = self._current_limits()
-        if full or self._background is None or limits != self._limits:
+        background = None if full else self._backgrounds.get(limits)
+        if background is None:
             self.canvas.draw()
-            self._background = self.canvas.copy_from_bbox(self.figure.bbox)
-            self._limits = limits
+            background = self.canvas.copy_from_bbox(self.figure.bbox)
+            self._backgrounds[limits] = background
             self.full_redraws += 1
+            if len(self._backgrounds) > self.CACHED_BACKGROUNDS:
+                self._backgrounds.popitem(last=False)
         else:
-            self.canvas.restore_region(self._background)
+            self._backgrounds.move_to_end(limits)
+            self.canvas.restore_region(background)
         for artist in self.moving:
             artist.axes.draw_artist(artist)
         width, height = self.canvas.get_width_height()

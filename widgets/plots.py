@@ -13,6 +13,7 @@ import matplotlib.axes
 import matplotlib.lines
 from matplotlib.ticker import MaxNLocator
 
+from widgets.config import check_int
 from widgets.figures import OKABE_ITO
 from widgets.training import PILE_PARAMETERS, REGIMES, RunRecord
 
@@ -36,6 +37,16 @@ class PileArtists:
     targets: list[matplotlib.lines.Line2D]
 
 
+def _check_inputs(record: object, ax: object, max_steps: int | None = None) -> None:
+    """Refuse wrong arguments here, with their names, rather than deep inside matplotlib."""
+    if not isinstance(record, RunRecord):
+        raise TypeError(f"record must be a RunRecord (from widgets.training.run_regimes), got {type(record).__name__}")
+    if not isinstance(ax, matplotlib.axes.Axes):
+        raise TypeError(f"ax must be a matplotlib Axes, got {type(ax).__name__}")
+    if max_steps is not None:
+        check_int("max_steps", max_steps, 1)
+
+
 def _pile_xy(record: RunRecord, index: int) -> tuple[list[int], list[float]]:
     """Micro-step 0 is the empty pile (zero); micro-step k is the pile after k backward passes."""
     values = [0.0] + record.first_pile.pile[:, index].tolist()
@@ -48,6 +59,7 @@ def draw_gradient_pile(record: RunRecord, ax: matplotlib.axes.Axes, max_steps: i
 
     `max_steps` fixes the x axis (e.g. the largest K a slider allows) so that it need not move.
     """
+    _check_inputs(record, ax, max_steps)
     piles, targets = [], []
     for i, (name, index) in enumerate(PILE_PARAMETERS.items()):
         colour = OKABE_ITO[(i + 3) % len(OKABE_ITO)]
@@ -71,6 +83,7 @@ def update_gradient_pile(
     record: RunRecord, ax: matplotlib.axes.Axes, artists: PileArtists, max_steps: int | None = None
 ) -> PileArtists:
     """Move the lines made by `draw_gradient_pile` to a new record, in place, and rescale."""
+    _check_inputs(record, ax, max_steps)
     for pile, target, index in zip(artists.piles, artists.targets, PILE_PARAMETERS.values()):
         pile.set_data(*_pile_xy(record, index))
         y = float(record.first_target[index])
@@ -90,8 +103,20 @@ def _scale_pile_axis(record: RunRecord, ax: matplotlib.axes.Axes, max_steps: int
     lo, hi = min(values), max(values)
     span = max(hi - lo, 1e-12)
     old_lo, old_hi = ax.get_ylim()
-    if ax.get_autoscaley_on() or lo < old_lo or hi > old_hi or span < 0.4 * (old_hi - old_lo):
-        ax.set_ylim(lo - 0.08 * span, hi + 0.25 * span)  # headroom above for the legend
+    if ax.get_autoscaley_on() or lo < old_lo or hi > old_hi or span < 0.3 * (old_hi - old_lo):
+        ax.set_ylim(*_nice_limits(lo, hi))
+
+
+def _nice_limits(lo: float, hi: float) -> tuple[float, float]:
+    """Limits on a 1-2-5 grid around [lo, hi], with room above for the legend.
+
+    Snapping to a grid means that many settings share the same limits, so the explorer can
+    reuse a cached background instead of paying for a full redraw.
+    """
+    raw = max(hi - lo, 1e-12) / 4
+    magnitude = 10 ** math.floor(math.log10(raw))
+    step = next(m * magnitude for m in (1, 2, 5, 10) if m * magnitude >= raw)
+    return (math.floor(lo / step) - 0.5) * step, (math.ceil(hi / step) + 1.5) * step
 
 
 def _loss_xy(record: RunRecord, regime: str) -> tuple[list[int], list[float]]:
@@ -102,6 +127,7 @@ def _loss_xy(record: RunRecord, regime: str) -> tuple[list[int], list[float]]:
 
 def draw_loss_curves(record: RunRecord, ax: matplotlib.axes.Axes) -> dict[str, matplotlib.lines.Line2D]:
     """Plot the full-data loss after each update for the three regimes; returns a line per regime."""
+    _check_inputs(record, ax)
     lines = {}
     for regime in REGIMES:
         (lines[regime],) = ax.plot(*_loss_xy(record, regime), label=REGIME_LABEL[regime], **REGIME_STYLE[regime])
@@ -116,6 +142,7 @@ def draw_loss_curves(record: RunRecord, ax: matplotlib.axes.Axes) -> dict[str, m
 
 def update_loss_curves(record: RunRecord, ax: matplotlib.axes.Axes, lines: dict[str, matplotlib.lines.Line2D]) -> dict:
     """Move the lines made by `draw_loss_curves` to a new record, in place, and rescale."""
+    _check_inputs(record, ax)
     for regime, line in lines.items():
         line.set_data(*_loss_xy(record, regime))
     _scale_loss_axis(record, ax)

@@ -320,6 +320,9 @@ def bug_symptoms(record: RunRecord) -> list[str]:
     counted = f"optimizer steps: accumulated {steps['accumulated']}, big batch {steps['big_batch']}"
     if bugs & {"loss_not_divided", "loss_divided_twice"} and scales:
         out.append(f"update 0 applied {scales[0]:.3g} x the big-batch gradient (K = {K})")
+        if c.max_grad_norm is not None and record.allclose:
+            out.append(f"clipping to max_grad_norm = {c.max_grad_norm:g} cut both gradients to the same length, "
+                       "which hides this bug: the direction was right, only the length was wrong")
     if "zero_grad_every_micro_step" in bugs and scales:
         out.append(f"update 0 applied only the last micro-batch's share: {scales[0]:.3g} x the big-batch size")
     if "step_every_micro_step" in bugs:
