@@ -2,6 +2,8 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+# JupyterLab refuses to start as root (containers, some cloud machines) unless told it may.
+LAB_FLAGS ?= $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 .PHONY: lab test install benchmark execute reliability binder-check
 
@@ -14,7 +16,7 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 install: $(VENV)/.installed
 
 lab: install
-	$(BIN)/jupyter lab notebooks/00_start_here.ipynb
+	$(BIN)/jupyter lab $(LAB_FLAGS) notebooks/00_start_here.ipynb
 
 test: install
 	$(BIN)/python -m pytest
