@@ -10,6 +10,7 @@ metadata entry without a `state` key breaks GitHub's notebook renderer.
 from __future__ import annotations
 
 import sys
+import sysconfig
 import time
 from pathlib import Path
 
@@ -23,6 +24,25 @@ def all_notebooks() -> list[Path]:
     return sorted((ROOT / "notebooks").rglob("*.ipynb"))
 
 
+# Tracebacks name files by absolute path; a committed notebook should not show this machine's.
+MACHINE_PATHS = {
+    sysconfig.get_paths()["purelib"]: "<site-packages>",
+    str(ROOT): "<repository>",
+    sys.prefix: "<python>",
+}
+
+
+def scrub_machine_paths(nb: nbformat.NotebookNode) -> None:
+    """Replace absolute paths in error tracebacks (nbval does not compare tracebacks)."""
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "error":
+                lines = output["traceback"]
+                for path, placeholder in MACHINE_PATHS.items():
+                    lines = [line.replace(path, placeholder) for line in lines]
+                output["traceback"] = lines
+
+
 def execute(path: Path) -> float:
     """Run one notebook in place with a fresh kernel; returns the seconds it took, kernel start included."""
     nb = nbformat.read(path, as_version=4)
@@ -34,6 +54,7 @@ def execute(path: Path) -> float:
     client.execute()
     seconds = time.perf_counter() - start
     nb.metadata.pop("widgets", None)
+    scrub_machine_paths(nb)
     nbformat.write(nb, path)
     return seconds
 
