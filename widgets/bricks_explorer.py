@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 
 from widgets.bricks import MAX_BRICKS_PER_TRIP, MAX_TRIPS, BricksState, describe
 from widgets.bricks_plots import draw_bricks, update_bricks
-from widgets.figures import FastCanvas, with_static_fallback
+from widgets.figures import FastCanvas, errors_shown_in, with_static_fallback
 
 PLAY_INTERVAL_MS = 900  # one trip per 0.9 s: slow enough to read the labels
 _SLIDER = dict(continuous_update=True, style={"description_width": "250px"}, layout=W.Layout(width="520px"))
@@ -70,20 +70,17 @@ class BricksWidget(W.VBox):
         """Follow the controls; an error is shown under the picture and the widget stays live."""
         if self._syncing:
             return
-        try:
+        with errors_shown_in(self.errors, "the bricks"):
             self._syncing = True
-            K = self.controls["accumulation_steps"].value
-            # The trip slider (and Play) only go up to K; lowering K pulls the trip down with it.
-            for control in (self.controls["trip"], self.play):
-                control.value = min(control.value, K)
-                control.max = K
-            self.show(self.current_state())
-            self.errors.outputs = ()
-        except Exception as error:  # a callback must never take the widget down
-            self.errors.outputs = ()
-            self.errors.append_stdout(f"Could not update the bricks: {type(error).__name__}: {error}\n")
-        finally:
-            self._syncing = False
+            try:
+                K = self.controls["accumulation_steps"].value
+                # The trip slider (and Play) only go up to K; lowering K pulls the trip down with it.
+                for control in (self.controls["trip"], self.play):
+                    control.value = min(control.value, K)
+                    control.max = K
+                self.show(self.current_state())
+            finally:
+                self._syncing = False
 
     def show(self, state: BricksState) -> None:
         """Move the bricks and labels to `state`, blit a new frame, refresh the sentence below."""

@@ -13,8 +13,8 @@ import ipywidgets as W
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from widgets.config import BUGS, AccumulationConfig, unmet_bug_needs
-from widgets.figures import FastCanvas, with_static_fallback
+from widgets.config import AccumulationConfig, check_float, check_int, unmet_bug_needs
+from widgets.figures import OKABE_ITO, FastCanvas, errors_shown_in, with_static_fallback
 from widgets.plots import draw_gradient_pile, draw_loss_curves, update_gradient_pile, update_loss_curves
 from widgets.training import RunRecord, bug_symptoms, run_regimes
 
@@ -48,18 +48,15 @@ class AccumulationExplorer(W.VBox):
         self.controls = {
             "accumulation_steps": W.IntSlider(
                 value=config.accumulation_steps, min=K_RANGE[0], max=K_RANGE[1],
-                description="accumulation_steps K", continuous_update=False, style={"description_width": "170px"},
-                layout=W.Layout(width="420px"),
+                description="accumulation_steps K", **_slider_options(),
             ),
             "micro_batch_size": W.IntSlider(
                 value=config.micro_batch_size, min=B_RANGE[0], max=B_RANGE[1],
-                description="micro_batch_size b", continuous_update=False, style={"description_width": "170px"},
-                layout=W.Layout(width="420px"),
+                description="micro_batch_size b", **_slider_options(),
             ),
             "learning_rate": W.FloatLogSlider(
                 value=config.learning_rate, base=10, min=-3, max=1, step=0.1, readout_format=".3g",
-                description="learning_rate", continuous_update=False, style={"description_width": "170px"},
-                layout=W.Layout(width="420px"),
+                description="learning_rate", **_slider_options(),
             ),
         }
         for name, label in BUG_LABELS.items():
@@ -136,7 +133,7 @@ class AccumulationExplorer(W.VBox):
         """Recompute and redraw; an error is shown under the figure and the explorer stays live."""
         if self._syncing:  # a control being adjusted below; one redraw follows
             return
-        try:
+        with errors_shown_in(self.errors, "the explorer"):
             self._syncing = True
             try:  # the tail is shorter than a full group; lowering max clamps the value
                 self.controls["tail_micro_batches"].max = max(0, self.controls["accumulation_steps"].value - 1)
@@ -144,10 +141,6 @@ class AccumulationExplorer(W.VBox):
                 self._syncing = False
             notes = [f"'{BUG_LABELS[n]}' is not applied yet: it needs {need}" for n, need in self._unmet().items()]
             self.update(self.current_config(), notes)
-            self.errors.outputs = ()
-        except Exception as error:  # a callback must never take the explorer down
-            self.errors.outputs = ()
-            self.errors.append_stdout(f"Could not update the explorer: {type(error).__name__}: {error}\n")
 
     def update(self, config: AccumulationConfig, notes: list[str] | tuple[str, ...] = ()) -> None:
         """Show `config`: recompute, move the lines in place, redraw, refresh the readout (+ `notes`)."""
@@ -207,9 +200,9 @@ def readout_html(record: RunRecord, notes: list[str] | tuple[str, ...] = ()) -> 
     for line in readout_lines(record, notes):
         text = html.escape(line)
         if "allclose: True" in line:
-            text = text.replace("allclose: True", "<b style='color:#009E73'>allclose: True ✓</b>")
+            text = text.replace("allclose: True", f"<b style='color:{OKABE_ITO[2]}'>allclose: True ✓</b>")
         elif "allclose: False" in line:
-            text = text.replace("allclose: False", "<b style='color:#D55E00'>allclose: False ✗</b>")
+            text = text.replace("allclose: False", f"<b style='color:{OKABE_ITO[5]}'>allclose: False ✗</b>")
         items.append(f"<li>{text}</li>")
     return "<ul style='margin:0'>" + "".join(items) + "</ul>"
 
@@ -228,41 +221,44 @@ def make_accumulation_explorer(
 ) -> AccumulationExplorer:
     """Build (not display) the explorer. Bad starting values raise a ValueError naming the parameter;
     so does a bug without the setting it needs (e.g. `forget_final_step` without a tail)."""
-    from widgets.config import check_bugs, check_float, check_int
-
     check_int("accumulation_steps", accumulation_steps, *K_RANGE)
     check_int("micro_batch_size", micro_batch_size, *B_RANGE)
     check_float("learning_rate", learning_rate, *LR_RANGE, low_inclusive=True)
-    check_bugs(bugs, BUGS)
     check_int("num_updates", num_updates, 1, 1000)
     check_int("warmup_updates", warmup_updates, 0, num_updates)
     if max_grad_norm is not None and max_grad_norm not in CLIP_OPTIONS:
         raise ValueError(f"max_grad_norm must be None or one of {CLIP_OPTIONS}, got {max_grad_norm!r}")
     config = AccumulationConfig(
         accumulation_steps=accumulation_steps, micro_batch_size=micro_batch_size,
-        learning_rate=learning_rate, bugs=frozenset(bugs) if not isinstance(bugs, str) else frozenset([bugs]),
+        learning_rate=learning_rate, bugs=bugs,  # the config checks and normalises the bug names
         num_updates=num_updates, seed=seed, tail_micro_batches=tail_micro_batches,
         max_grad_norm=max_grad_norm, warmup_updates=warmup_updates,
     )
     return AccumulationExplorer(config)
 
 
+def _slider_options(label_width: int = 170, width: int = 420) -> dict:
+    """Keyword arguments every slider here shares: update on release (or key press), not while dragging."""
+    return dict(
+        continuous_update=False, style={"description_width": f"{label_width}px"}, layout=W.Layout(width=f"{width}px")
+    )
+
+
 def _setting_controls(config: AccumulationConfig) -> dict[str, W.Widget]:
     """The settings some bugs need: the tail (at most K - 1), clipping (off by default), the warmup."""
-    style, layout = {"description_width": "130px"}, W.Layout(width="380px")
     clip = W.SelectionSlider(
         options=[("off", 0.0)] + [(f"{v:g}", v) for v in CLIP_OPTIONS], description="max_grad_norm",
-        continuous_update=False, style=style, layout=layout,
+        **_slider_options(130, 380),
     )
     clip.index = CLIP_OPTIONS.index(config.max_grad_norm) + 1 if config.max_grad_norm else 0
     return {
         "tail_micro_batches": W.IntSlider(
             value=config.tail_micro_batches, min=0, max=config.accumulation_steps - 1, description="tail_micro_batches",
-            continuous_update=False, style=style, layout=layout,
+            **_slider_options(130, 380),
         ),
         "max_grad_norm": clip,
         "warmup_updates": W.IntSlider(
             value=config.warmup_updates, min=0, max=config.num_updates, description="warmup_updates",
-            continuous_update=False, style=style, layout=layout,
+            **_slider_options(130, 380),
         ),
     }

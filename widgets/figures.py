@@ -1,4 +1,5 @@
-"""Figure plumbing shared by every widget: the palette, fast PNG frames, the static fallback.
+"""Plumbing shared by every widget: the palette, fast PNG frames, the static fallback, and
+callback errors shown under the widget.
 
 Torch-free, so that widgets which train nothing (the bricks) do not pay torch's import.
 """
@@ -7,6 +8,7 @@ from __future__ import annotations
 import base64
 import io
 from collections import OrderedDict
+from contextlib import contextmanager
 
 import matplotlib.artist
 import matplotlib.figure
@@ -15,6 +17,17 @@ from PIL import Image
 
 # Okabe-Ito: distinguishable under the common colour-vision deficiencies.
 OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
+
+
+@contextmanager
+def errors_shown_in(output, what: str):
+    """Run a widget callback's body; an exception is written into `output` (an ipywidgets
+    `Output`) instead of escaping, so the widget stays live. A success clears the last error."""
+    output.outputs = ()
+    try:
+        yield
+    except Exception as error:  # a callback must never take the widget down
+        output.append_stdout(f"Could not update {what}: {type(error).__name__}: {error}\n")
 
 
 def with_static_fallback(bundle, png: bytes, text: str):

@@ -19,6 +19,7 @@ import torch
 
 from widgets.accumulation import (
     GradientPile,
+    big_batch_gradient,
     compare_gradients,
     flat_grad,
     is_update_step,
@@ -128,11 +129,14 @@ def _optimizer(model, config):
     return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, linear_warmup(config.warmup_updates))
 
 
-def _clip(model, max_norm) -> float:
-    """Clip `.grad` in place when `max_norm` is set; return the norm before clipping."""
+def _clip(model, max_norm) -> tuple[float, torch.Tensor]:
+    """Clip `.grad` in place when `max_norm` is set; return the norm before clipping and the
+    flat gradient `optimizer.step()` will use."""
     if max_norm is None:
-        return float(flat_grad(model).norm())
-    return float(torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm))
+        grad = flat_grad(model)
+        return float(grad.norm()), grad
+    norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm))
+    return norm, flat_grad(model)
 
 
 def _run_accumulated(config, x, y, order, record):
@@ -178,8 +182,8 @@ def _run_accumulated(config, x, y, order, record):
             flags.append(boundary)
             if boundary:
                 # clip once, on the completed pile (the bug above has already clipped it)
-                norms.append(_clip(model, None if "clip_every_micro_step" in bugs else max_norm))
-                grad = flat_grad(model)
+                norm, grad = _clip(model, None if "clip_every_micro_step" in bugs else max_norm)
+                norms.append(norm)
                 _compare(grad, applied_target, diffs, matches, scales)
                 lrs.append(optimizer.param_groups[0]["lr"])
                 optimizer.step()
@@ -232,9 +236,7 @@ def _compare(grad, target, diffs, matches, scales):
 def _reference_gradient(model, x, y):
     """The big-batch gradient at the model's current weights, leaving its `.grad` untouched."""
     saved = [p.grad for p in model.parameters()]
-    model.zero_grad(set_to_none=True)
-    mse(model(x), y).backward()
-    grad = flat_grad(model)
+    grad = big_batch_gradient(model, x, y, mse)
     for p, g in zip(model.parameters(), saved):
         p.grad = g
     return grad
@@ -257,7 +259,7 @@ def _run_plain(config, x, y, order, *, big: bool):
         idx = group if big else group[:b]
         loss = mse(model(x[idx]), y[idx])
         loss.backward()
-        norms.append(_clip(model, config.max_grad_norm))
+        norms.append(_clip(model, config.max_grad_norm)[0])
         lrs.append(optimizer.param_groups[0]["lr"])
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
