@@ -61,7 +61,7 @@ def slider_script() -> list[tuple[str, object]]:
 
 
 def measure_explorer() -> dict:
-    from widgets.explorer import make_accumulation_explorer
+    from widgets.controls.explorer import make_accumulation_explorer
 
     start = time.perf_counter()
     explorer = make_accumulation_explorer(accumulation_steps=4, micro_batch_size=8)

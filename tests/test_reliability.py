@@ -22,8 +22,10 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from widgets import accumulation, config, explorer, figures, plots, training  # noqa: E402
-from widgets.config import AccumulationConfig  # noqa: E402
+from widgets.controls import explorer  # noqa: E402
+from widgets.core import accumulation, config, training  # noqa: E402
+from widgets.draw import frames as figures, training_plots as plots  # noqa: E402
+from widgets.core.config import AccumulationConfig  # noqa: E402
 
 
 @dataclass

@@ -1,0 +1,76 @@
+"""The bricks analogy as data: the pile grows t·b per trip, and the wall appears only at trip K."""
+import subprocess
+import sys
+
+import pytest
+
+from widgets.core.bricks import MAX_BRICKS_PER_TRIP, MAX_TRIPS, BricksState, bricks_states, count, describe
+
+
+@pytest.mark.parametrize("b, K", [(1, 1), (5, 4), (3, 7), (MAX_BRICKS_PER_TRIP, MAX_TRIPS)])
+def test_pile_grows_by_b_per_trip_and_the_wall_waits_for_trip_k(b, K):
+    states = bricks_states(b, K)
+    assert [s.trip for s in states] == list(range(K + 1))
+    for s in states:
+        t = s.trip
+        assert s.pile == t * b
+        assert s.downstairs + s.pile == K * b == s.effective_batch_size  # no brick lost or made up
+        assert s.wall_built == (t == K)
+        assert s.wall == (K * b if t == K else 0)  # never a part-built wall
+    assert sum(s.wall_built for s in states) == 1  # one update per K micro-steps
+
+
+def test_each_brick_remembers_its_trip():
+    assert BricksState(2, 3, 2).pile_trips == (1, 1, 2, 2)
+    assert BricksState(2, 3, 0).pile_trips == ()
+
+
+def test_describe_uses_both_vocabularies_and_the_numbers():
+    before, after = describe(BricksState(5, 4, 2)), describe(BricksState(5, 4, 4))
+    assert "2 x 5 = 10 bricks" in before and "No wall yet" in before and "micro_steps done: 2" in before
+    assert "4 x 5 = 20 bricks" in after and "ONE wall" in after and "effective_batch_size" in after
+    assert "update" in after and "zero_grad" in after
+    assert "carry 1 brick (" in describe(BricksState(1, 2, 0))
+
+
+def test_count_uses_the_singular_for_one():
+    assert (count(1, "brick"), count(0, "brick"), count(7, "trip")) == ("1 brick", "0 bricks", "7 trips")
+
+
+@pytest.mark.parametrize(
+    "args, error, message",
+    [
+        ((0, 4, 0), ValueError, "micro_batch_size must be a whole number from 1 to 8, got 0"),
+        ((9, 4, 0), ValueError, "micro_batch_size must be a whole number from 1 to 8, got 9"),
+        ((2.5, 4, 0), TypeError, "micro_batch_size"),
+        ((5, 0, 0), ValueError, "accumulation_steps must be a whole number from 1 to 8, got 0"),
+        ((5, 9, 0), ValueError, "accumulation_steps must be a whole number from 1 to 8"),
+        ((5, "4", 0), TypeError, "accumulation_steps"),
+        ((5, 4, -1), ValueError, "trip must be a whole number from 0 to 4, got -1"),
+        ((5, 4, 5), ValueError, "trip must be a whole number from 0 to 4, got 5"),
+        ((5, 4, True), TypeError, "trip"),
+    ],
+)
+def test_bad_input_names_the_parameter_and_its_range(args, error, message):
+    with pytest.raises(error, match=message):
+        BricksState(*args)
+
+
+@pytest.mark.parametrize("args, word", [((0, 4), "micro_batch_size"), ((4, 20), "accumulation_steps")])
+def test_bricks_states_checks_its_input(args, word):
+    with pytest.raises(ValueError, match=word):
+        bricks_states(*args)
+
+
+def test_state_is_frozen():
+    with pytest.raises(AttributeError):
+        BricksState(1, 1, 0).trip = 1  # type: ignore[misc]
+
+
+def test_compute_modules_import_no_plotting_widgets_or_torch():
+    code = (
+        "import sys, widgets.core.bricks, widgets.core.catalog; "
+        "bad = {'matplotlib', 'ipywidgets', 'torch'} & set(sys.modules); "
+        "assert not bad, bad"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -1,0 +1,220 @@
+"""The three regimes: accumulated matches big batch exactly; each bug switch breaks that."""
+import math
+
+import pytest
+import torch
+
+from widgets.core.config import BUGS, AccumulationConfig
+from widgets.core.training import REGIMES, bug_symptoms, clip_flat, example_order, linear_warmup, run_regimes
+
+
+@pytest.mark.parametrize("K, b", [(1, 1), (2, 3), (4, 8), (7, 5), (16, 64)])
+def test_accumulated_run_matches_big_batch(K, b):
+    record = run_regimes(AccumulationConfig(accumulation_steps=K, micro_batch_size=b, num_updates=4))
+    assert record.allclose, record.max_grad_diff
+    # same gradients at every update, so the same weights and losses, up to float rounding
+    assert record.eval_loss["accumulated"] == pytest.approx(record.eval_loss["big_batch"], rel=1e-4)
+
+
+@pytest.mark.parametrize("bug", ["loss_not_divided", "zero_grad_every_micro_step", "step_every_micro_step"])
+@pytest.mark.parametrize("K, b", [(2, 4), (4, 8), (16, 2)])
+def test_each_bug_leaves_the_big_batch_run(bug, K, b):
+    record = run_regimes(AccumulationConfig(accumulation_steps=K, micro_batch_size=b, num_updates=4, bugs={bug}))
+    assert not record.allclose
+    assert record.eval_loss["accumulated"][-1] != pytest.approx(record.eval_loss["big_batch"][-1], rel=1e-3)
+
+
+@pytest.mark.parametrize("bug", ["loss_not_divided", "zero_grad_every_micro_step", "step_every_micro_step"])
+def test_bugs_change_nothing_when_k_is_one(bug):
+    record = run_regimes(AccumulationConfig(accumulation_steps=1, micro_batch_size=8, num_updates=3, bugs={bug}))
+    assert record.allclose
+
+
+def test_loss_not_divided_gives_k_times_the_gradient():
+    record = run_regimes(AccumulationConfig(accumulation_steps=4, micro_batch_size=8, num_updates=1, bugs={"loss_not_divided"}))
+    assert torch.allclose(record.first_pile.accumulated, 4 * record.first_target, rtol=1e-4, atol=1e-6)
+
+
+def test_same_config_gives_a_bit_identical_record():
+    config = AccumulationConfig(accumulation_steps=3, micro_batch_size=5, num_updates=5, tail_micro_batches=2)
+    a, b = run_regimes(config), run_regimes(config)
+    assert a.train_loss == b.train_loss and a.eval_loss == b.eval_loss and a.grad_diff == b.grad_diff
+    assert torch.equal(a.first_pile.pile, b.first_pile.pile)
+
+
+def test_record_counts_passes_steps_and_boundaries():
+    config = AccumulationConfig(accumulation_steps=4, micro_batch_size=2, num_updates=3, tail_micro_batches=2)
+    record = run_regimes(config)
+    assert record.passes_per_update == {"accumulated": 4, "big_batch": 1, "small_batch": 1}
+    assert record.optimizer_steps == {r: 4 for r in REGIMES}  # 3 full groups + the tail
+    assert record.update_flags == [False, False, False, True] * 3 + [False, True]
+    assert all(len(record.eval_loss[r]) == 4 for r in REGIMES)
+    assert record.allclose  # the tail is weighted by its real size, so it is exact too
+
+
+def test_logged_loss_is_the_undivided_mean():
+    config = AccumulationConfig(accumulation_steps=4, micro_batch_size=8, num_updates=2)
+    record = run_regimes(config)
+    # the first update starts from the same weights in both regimes, on the same 32 examples
+    assert record.train_loss["accumulated"][0] == pytest.approx(record.train_loss["big_batch"][0], rel=1e-5)
+
+
+def test_step_every_micro_step_counts_k_steps_per_update():
+    config = AccumulationConfig(accumulation_steps=4, micro_batch_size=8, num_updates=3, bugs={"step_every_micro_step"})
+    assert run_regimes(config).optimizer_steps["accumulated"] == 12
+
+
+def test_divergence_is_recorded_not_raised():
+    config = AccumulationConfig(accumulation_steps=8, micro_batch_size=8, learning_rate=10.0, bugs={"loss_not_divided"})
+    record = run_regimes(config)
+    assert record.diverged_at["accumulated"] is not None
+    assert not record.allclose
+    assert not math.isfinite(record.eval_loss["accumulated"][-1]) or record.eval_loss["accumulated"][-1] > 1e3
+
+
+def test_run_rejects_a_non_config():
+    with pytest.raises(TypeError, match="config"):
+        run_regimes({"accumulation_steps": 4})
+
+
+# The newer bugs and the settings each needs to act at all.
+NEW_BUGS = {
+    "loss_divided_twice": {},
+    "forget_final_step": dict(tail_micro_batches=2),
+    "tail_divided_by_k": dict(tail_micro_batches=2),
+    "clip_every_micro_step": dict(max_grad_norm=0.1),
+    "scheduler_every_micro_step": dict(warmup_updates=4),
+}
+
+
+@pytest.mark.parametrize("bug", sorted(NEW_BUGS))
+@pytest.mark.parametrize("K, b", [(4, 8), (8, 2)])
+def test_each_new_bug_leaves_the_big_batch_run(bug, K, b):
+    config = AccumulationConfig(accumulation_steps=K, micro_batch_size=b, num_updates=4, bugs={bug}, **NEW_BUGS[bug])
+    record = run_regimes(config)
+    assert not record.allclose
+    assert record.eval_loss["accumulated"][-1] != pytest.approx(record.eval_loss["big_batch"][-1], rel=1e-3)
+    # the same settings without the bug are exact: the settings alone are not what breaks it
+    clean = AccumulationConfig(accumulation_steps=K, micro_batch_size=b, num_updates=4, **NEW_BUGS[bug])
+    assert run_regimes(clean).allclose
+
+
+def test_clipping_and_warmup_apply_per_update_to_every_regime_and_stay_exact():
+    config = AccumulationConfig(accumulation_steps=4, micro_batch_size=8, num_updates=5, max_grad_norm=0.3,
+                                warmup_updates=3, tail_micro_batches=3)
+    record = run_regimes(config)
+    assert record.allclose and record.log_matches
+    assert record.grad_norm["big_batch"][0] > 0.3  # so clipping really acted
+    expected = [0.1 * min(1.0, (u + 1) / 4) for u in range(6)]
+    for regime in REGIMES:
+        assert record.learning_rates[regime] == pytest.approx(expected)
+    assert record.eval_loss["accumulated"] == pytest.approx(record.eval_loss["big_batch"], rel=1e-4)
+
+
+def test_clip_flat_matches_torch_clipping():
+    model = torch.nn.Linear(3, 2)
+    for p in model.parameters():
+        p.grad = torch.arange(p.numel(), dtype=torch.float32).reshape(p.shape) - 2.0
+    flat = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.5)
+    clipped = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
+    assert torch.allclose(clip_flat(flat, 1.5), clipped, rtol=1e-6, atol=1e-7)
+    assert torch.equal(clip_flat(flat, None), flat)
+    assert torch.equal(clip_flat(flat, 1e6), flat)  # below the limit: untouched
+
+
+def test_linear_warmup_ramps_over_w_updates():
+    assert [linear_warmup(3)(n) for n in range(5)] == [0.25, 0.5, 0.75, 1.0, 1.0]
+    assert linear_warmup(0)(0) == 1.0
+    with pytest.raises(ValueError, match="warmup_updates"):
+        linear_warmup(-1)
+
+
+def test_loss_divided_twice_is_one_over_k_too_small():
+    config = AccumulationConfig(accumulation_steps=4, micro_batch_size=8, num_updates=1, bugs={"loss_divided_twice"})
+    record = run_regimes(config)
+    assert torch.allclose(record.first_pile.accumulated, record.first_target / 4, rtol=1e-4, atol=1e-7)
+    assert record.grad_scale[0] == pytest.approx(0.25, rel=1e-5)
+
+
+def test_forget_final_step_leaves_the_tail_unapplied():
+    config = AccumulationConfig(accumulation_steps=4, micro_batch_size=4, num_updates=3, tail_micro_batches=2,
+                                bugs={"forget_final_step"})
+    record = run_regimes(config)
+    assert record.optimizer_steps == {"accumulated": 3, "big_batch": 4, "small_batch": 4}
+    assert record.update_flags[-1] is False and record.update_flags.count(True) == 3
+    assert record.grads_match == [True, True, True, False] and record.grad_scale[-1] == 0.0
+    assert record.eval_loss["accumulated"][-1] == record.eval_loss["accumulated"][-2]  # the weights never moved
+
+
+def test_tail_divided_by_k_under_weights_the_tail_by_its_share():
+    config = AccumulationConfig(accumulation_steps=4, micro_batch_size=4, num_updates=2, tail_micro_batches=1,
+                                bugs={"tail_divided_by_k"})
+    record = run_regimes(config)
+    assert record.grads_match == [True, True, False]
+    assert record.grad_scale[-1] == pytest.approx(1 / 4, rel=1e-5)
+
+
+def test_log_divided_loss_changes_only_the_log():
+    """allclose is about the training (gradients, learning rates), so it stays True; the log is off by K."""
+    config = AccumulationConfig(accumulation_steps=4, micro_batch_size=8, num_updates=3, tail_micro_batches=2,
+                                bugs={"log_divided_loss"})
+    record = run_regimes(config)
+    clean = run_regimes(AccumulationConfig(accumulation_steps=4, micro_batch_size=8, num_updates=3,
+                                           tail_micro_batches=2))
+    assert record.allclose and not record.log_matches
+    assert record.eval_loss == clean.eval_loss and record.true_train_loss == clean.train_loss["accumulated"]
+    ratios = [t / logged for t, logged in zip(record.true_train_loss, record.train_loss["accumulated"])]
+    assert ratios == pytest.approx([4, 4, 4, 2])  # K for a full group; the tail's 2 micro-batches for the tail
+    assert clean.log_matches
+
+
+def test_scheduler_every_micro_step_ends_the_warmup_k_times_sooner():
+    config = AccumulationConfig(accumulation_steps=4, micro_batch_size=8, num_updates=4, warmup_updates=8,
+                                bugs={"scheduler_every_micro_step"})
+    record = run_regimes(config)
+    assert all(record.grads_match)  # each gradient is right; the learning rate it is applied with is not
+    assert not record.allclose
+    assert record.learning_rates["big_batch"] == pytest.approx([0.1 * (u + 1) / 9 for u in range(4)])
+    assert record.learning_rates["accumulated"] == pytest.approx([0.1 * min(1, 4 * (u + 1) / 9) for u in range(4)])
+
+
+def test_clip_every_micro_step_squashes_the_half_built_pile():
+    config = AccumulationConfig(accumulation_steps=4, micro_batch_size=8, num_updates=2, max_grad_norm=0.1,
+                                bugs={"clip_every_micro_step"})
+    record = run_regimes(config)
+    assert all(float(g.norm()) <= 0.1 + 1e-6 for g in record.first_pile.pile)  # every state of the pile
+    assert not record.grads_match[0]
+
+
+@pytest.mark.parametrize("bug", sorted(BUGS))
+def test_each_bug_has_a_symptom_sentence_with_a_number(bug):
+    needs = {**NEW_BUGS, "log_divided_loss": {}}.get(bug, {})
+    config = AccumulationConfig(accumulation_steps=4, micro_batch_size=4, num_updates=2, bugs={bug}, **needs)
+    record = run_regimes(config)
+    (sentence,) = bug_symptoms(record)
+    assert any(ch.isdigit() for ch in sentence)
+    assert bug_symptoms(run_regimes(AccumulationConfig(num_updates=2, **needs))) == []
+
+
+@pytest.mark.parametrize(
+    "call, error, word",
+    [
+        (lambda: clip_flat(torch.ones(3), "1"), TypeError, "max_norm"),
+        (lambda: clip_flat(torch.ones(3), -1.0), ValueError, "max_norm"),
+        (lambda: clip_flat(torch.ones(3), math.nan), ValueError, "max_norm"),
+        (lambda: example_order(None), TypeError, "config"),
+        (lambda: bug_symptoms("record"), TypeError, "record"),
+        (lambda: linear_warmup(2.0), TypeError, "warmup_updates"),
+    ],
+)
+def test_new_functions_refuse_bad_input_naming_the_parameter(call, error, word):
+    with pytest.raises(error, match=word):
+        call()
+
+
+def test_clipping_that_hides_the_scale_bug_is_named():
+    config = AccumulationConfig(bugs={"loss_not_divided"}, max_grad_norm=0.05)
+    record = run_regimes(config)
+    assert record.allclose  # both gradients clipped to the same length: the bug is invisible
+    assert any("hides this bug" in line for line in bug_symptoms(record))

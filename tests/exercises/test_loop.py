@@ -1,0 +1,120 @@
+"""Developer notebook 2's checkers: the right answer passes, each typical wrong answer fails with its message."""
+import pytest
+import torch
+
+from exercise_support import assert_incorrect
+from widgets.exercises.toolkit import Status
+from widgets.exercises.loop import loop_exercises
+
+LOOP = loop_exercises()
+
+
+# --- boundary ------------------------------------------------------------------------------
+
+def test_boundary_correct():
+    def is_boundary(m, k, t):
+        return (m + 1) % k == 0 or m == t - 1
+    assert LOOP.boundary.check(is_boundary).correct
+
+
+@pytest.mark.parametrize("answer, words", [
+    (lambda m, k, t: (m + 1) % k == 0, ["never updates", "total_micro_steps - 1"]),
+    (lambda m, k, t: m % k == 0, ["micro_step 0, K, 2K"]),
+    (lambda m, k, t: m % k == 0 or m == t - 1, ["micro_step 0, K, 2K"]),
+    (lambda m, k, t: m == t - 1, ["for micro_step=0, accumulation_steps=1"]),
+])
+def test_boundary_wrong(answer, words):
+    assert_incorrect(LOOP.boundary.check(answer), *words)
+
+
+def test_boundary_returning_none_is_not_attempted():
+    assert LOOP.boundary.check(lambda m, k, t: None).status is Status.NOT_ATTEMPTED
+
+
+# --- tail_weights --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("answer", [[8 / 19, 8 / 19, 3 / 19], torch.tensor([8, 8, 3]) / 19])
+def test_tail_weights_correct(answer):
+    assert LOOP.tail_weights.check(answer).correct
+
+
+@pytest.mark.parametrize("answer, words", [
+    ([0.25, 0.25, 0.25], ["configured K = 4", "under-weighted"]),
+    ([1 / 3] * 3, ["Weight by size"]),
+    ([8 / 32, 8 / 32, 3 / 32], ["divided by 32"]),
+    ([8, 8, 3], ["sizes themselves"]),
+    ([0.5, 0.5, 0.5], ["sum to 1.5"]),
+    ([0.5, 0.3, 0.2], ["not proportional"]),
+    ([0.5, 0.5], ["3 of them, got 2"]),
+])
+def test_tail_weights_wrong(answer, words):
+    assert_incorrect(LOOP.tail_weights.check(answer), *words)
+
+
+# --- update_loss ---------------------------------------------------------------------------
+
+def test_update_loss_correct():
+    def update_loss(losses, sizes):
+        return sum(l * n for l, n in zip(losses, sizes)) / sum(sizes)
+    assert LOOP.update_loss.check(update_loss).correct
+
+
+@pytest.mark.parametrize("answer, words", [
+    (lambda ls, ns: ls[-1], ["last micro-batch's loss alone", "tutorials"]),
+    (lambda ls, ns: ls[-1] * len(ls), ["K times the last micro-batch's loss"]),
+    (lambda ls, ns: sum(ls) / len(ls) / len(ls), ["divided loss"]),
+    (lambda ls, ns: ls[-1] / len(ls), ["divided loss"]),
+    (lambda ls, ns: sum(ls), ["K times too big"]),
+    (lambda ls, ns: sum(ls) / len(ls), ["same size", "weight each loss by its size"]),
+    (lambda ls, ns: 1.0, ["your function gives 1"]),
+])
+def test_update_loss_wrong(answer, words):
+    assert_incorrect(LOOP.update_loss.check(answer), *words)
+
+
+# --- clip_position, warmup_end -------------------------------------------------------------
+
+@pytest.mark.parametrize("answer", ["B", " b "])
+def test_clip_position_correct(answer):
+    assert LOOP.clip_position.check(answer).correct
+
+
+@pytest.mark.parametrize("answer, words", [
+    ("A", ["every backward"]), ("C", ["after optimizer.step()"]), ("D", ["after zero_grad"]), ("E", ["one of the letters"]),
+    (2, ["one of the letters"]),
+])
+def test_clip_position_wrong(answer, words):
+    assert_incorrect(LOOP.clip_position.check(answer), *words)
+
+
+def test_warmup_end():
+    assert LOOP.warmup_end.check(25).correct
+    assert_incorrect(LOOP.warmup_end.check(100), "once per update")
+    assert_incorrect(LOOP.warmup_end.check(400), "sooner, not later")
+    assert_incorrect(LOOP.warmup_end.check(4), "4 is K")
+    assert_incorrect(LOOP.warmup_end.check(50), "50 updates is not it")
+
+
+# --- amp_order -----------------------------------------------------------------------------
+
+def test_amp_order_correct_accepts_the_real_call_names():
+    assert LOOP.amp_order.check(["backward", "backward", "unscale", "clip", "step", "update", "zero_grad"]).correct
+    spelled = ["backward", "backward", "scaler.unscale_", "clip", "scaler.step", "scaler.update()", "optimizer.zero_grad()"]
+    assert LOOP.amp_order.check(spelled).correct
+
+
+@pytest.mark.parametrize("answer, words", [
+    (["backward", "unscale", "backward", "unscale", "clip", "step", "update", "zero_grad"], ["raises RuntimeError"]),
+    (["backward", "unscale", "backward", "clip", "step", "update", "zero_grad"], ["before the last backward"]),
+    (["backward", "backward", "clip", "step", "update", "zero_grad"], ["without unscale_"]),
+    (["backward", "backward", "clip", "unscale", "step", "update", "zero_grad"], ["clipping before unscale_"]),
+    (["backward", "zero_grad", "backward", "unscale", "clip", "step", "update"], ["wipes the first"]),
+    (["backward", "backward", "unscale", "step", "clip", "update", "zero_grad"], ["after the step"]),
+    (["backward", "backward", "unscale", "clip", "update", "step", "zero_grad"], ["update() before step()"]),
+    (["backward", "backward", "unscale", "clip", "step", "zero_grad"], ["['update']"]),
+    (["backward", "unscale", "clip", "step", "update", "zero_grad"], ["not 1 times"]),
+    (["backward", "backward", "unscale", "clip", "step", "update", "zero_grad", "explode"], ["unknown call"]),
+    ("backward", ["pass a list"]),
+])
+def test_amp_order_wrong(answer, words):
+    assert_incorrect(LOOP.amp_order.check(answer), *words)

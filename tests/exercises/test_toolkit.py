@@ -1,0 +1,139 @@
+"""The exercise toolkit: verdicts, placeholders, graded hints, solutions and their renderings."""
+import sys
+
+import pytest
+
+from widgets.exercises.toolkit import (
+    Exercise,
+    ExerciseSet,
+    Feedback,
+    Status,
+    as_number,
+    as_numbers,
+    close_to,
+    correct,
+    diagnose,
+    incorrect,
+    needs_function,
+    not_attempted,
+)
+
+
+def _is_four(x):
+    if x == 4:
+        return correct("four it is.")
+    if x == 2:
+        raise ZeroDivisionError("learner's function blew up")
+    return incorrect(f"{x} is not four.")
+
+
+def make_exercise():
+    return Exercise("four", "Find four", "Pass the number four.", _is_four,
+                    ["It is even.", "It is 2 + 2.", "It is 4."], "answer = 4", "Two plus two.")
+
+
+def test_correct_incorrect_and_not_attempted():
+    ex = make_exercise()
+    assert ex.check(4).status is Status.CORRECT and ex.check(4).correct
+    wrong = ex.check(5)
+    assert wrong.status is Status.INCORRECT and wrong.message == "5 is not four."
+    for blank in (None, ...):
+        assert ex.check(blank).status is Status.NOT_ATTEMPTED
+    assert ex.check().status is Status.NOT_ATTEMPTED
+
+
+def test_an_exception_while_checking_becomes_incorrect_naming_it():
+    feedback = make_exercise().check(2)
+    assert feedback.status is Status.INCORRECT
+    assert "ZeroDivisionError" in feedback.message and "blew up" in feedback.message
+
+
+def test_feedback_names_the_exercise_and_renders_deterministically():
+    feedback = make_exercise().check(5)
+    assert feedback.exercise == "Find four"
+    assert repr(feedback) == "Find four: Incorrect. 5 is not four."
+    assert "✗ Incorrect." in feedback._repr_markdown_()
+    assert repr(make_exercise().check(...)).startswith("Find four: Not attempted. Replace the `...`")
+
+
+def test_hints_come_one_at_a_time_and_stop_at_the_last():
+    ex = make_exercise()
+    numbers = [ex.hint().number for _ in range(5)]
+    assert numbers == [1, 2, 3, 3, 3]
+    assert ex.hint(2).text == "It is 2 + 2."
+    assert repr(ex.hint(1)) == "Find four: hint 1 of 3. It is even."
+    assert "ask again" in ex.hint(1)._repr_markdown_() and "ask again" not in ex.hint(3)._repr_markdown_()
+
+
+@pytest.mark.parametrize("bad", [0, 4, 1.0, True, "1"])
+def test_bad_hint_number_names_the_range(bad):
+    with pytest.raises(ValueError, match="from 1 to 3"):
+        make_exercise().hint(bad)
+
+
+def test_solution_holds_code_and_renders_a_code_block():
+    solution = make_exercise().solution()
+    assert solution.code == "answer = 4"
+    assert "```python\nanswer = 4\n```" in solution._repr_markdown_()
+
+
+def test_exercise_needs_a_hint():
+    with pytest.raises(ValueError, match="hints"):
+        Exercise("x", "X", "?", _is_four, [], "")
+
+
+def test_exercise_set_reaches_exercises_by_name_and_lists_them():
+    exercises = ExerciseSet("Demo", [make_exercise()])
+    assert exercises.four.check(4).correct
+    assert len(exercises) == 1 and "four" in dir(exercises)
+    assert repr(exercises) == "Demo: 1 exercises\n  ex.four: Find four"
+    with pytest.raises(AttributeError, match="four"):
+        exercises.five
+
+
+def test_helpers():
+    assert as_number(3) == 3.0
+    with pytest.raises(TypeError, match="answer must be a number"):
+        as_number("3")
+    assert close_to(3.9999998, 4) and not close_to(3.9, 4)
+    assert Feedback(Status.CORRECT, "") == correct("")
+    assert incorrect("x").status is Status.INCORRECT and not_attempted().status is Status.NOT_ATTEMPTED
+
+
+def test_toolkit_is_pure_python():
+    import subprocess
+
+    code = "import widgets.exercises.toolkit, sys; print('torch' in sys.modules, 'matplotlib' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "False"]
+
+
+def test_numbers_from_values_lists_and_arrays():
+    assert as_numbers(2) == [2.0] and as_numbers([1, (2, 3)]) == [1.0, 2.0, 3.0]
+
+    class Array:  # anything with .tolist(), as tensors and numpy arrays have
+        def tolist(self):
+            return [[4.0, 4.5]]
+
+    assert as_numbers(Array()) == [4.0, 4.5]
+    with pytest.raises(TypeError, match=r"ratio\[1\] must be a number"):
+        as_numbers([1, "x"], "ratio")
+
+
+def test_diagnose_picks_the_typical_message():
+    typical = {1.0: "still divided", 0.25: "upside down"}
+    assert diagnose(0.2500001, typical, "other").message == "upside down"
+    assert diagnose(7, typical, "other").message == "other"
+
+
+def test_needs_function():
+    assert needs_function(len, "f") is None
+    assert "pass the function itself, `f`" in needs_function(3, "f").message
+
+
+def test_a_worked_function_is_shown_by_its_source():
+    def answer_four():
+        return 4
+
+    exercise = Exercise("four", "Find four", "?", _is_four, ["hint"], answer_four)
+    assert exercise.solution().code == "def answer_four():\n    return 4"

@@ -1,0 +1,10 @@
+"""The loop auditor: run a learner's training loop on a tiny problem, watch it from outside with
+hooks, and name each mistake it made against a reference computed by plain autograd.
+
+May import: torch, the standard library and `widgets.core`. Never matplotlib or ipywidgets.
+
+    from widgets.audit import audit_training_loop
+"""
+from widgets.audit.auditor import AuditReport, audit_training_loop
+
+__all__ = ["AuditReport", "audit_training_loop"]

@@ -1,0 +1,264 @@
+"""The accumulation explorer: sliders for K and b, bug switches, a live figure and a readout.
+
+The figure is a plain matplotlib `Figure` (never pyplot, so nothing leaks into the notebook)
+made once; each change moves its lines in place and sends a fresh PNG to an `Image` widget.
+Displayed without a kernel (GitHub, nbviewer) the explorer falls back to that PNG.
+"""
+from __future__ import annotations
+
+import html
+from collections import OrderedDict
+
+import ipywidgets as W
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from widgets.core.config import AccumulationConfig, check_float, check_int, unmet_bug_needs
+from widgets.draw.frames import OKABE_ITO, FastCanvas, errors_shown_in, with_static_fallback
+from widgets.draw.training_plots import draw_gradient_pile, draw_loss_curves, update_gradient_pile, update_loss_curves
+from widgets.core.training import RunRecord, bug_symptoms, run_regimes
+
+K_RANGE = (1, 16)
+B_RANGE = (1, 64)
+LR_RANGE = (0.001, 10.0)
+BUG_LABELS = {
+    "loss_not_divided": "loss not divided by K",
+    "zero_grad_every_micro_step": "zero_grad every micro-step",
+    "step_every_micro_step": "optimizer step every micro-step",
+    # the rest sit in the "more bugs" drawer, beside the settings they need
+    "loss_divided_twice": "loss divided by K twice",
+    "forget_final_step": "no step for the final uneven group",
+    "tail_divided_by_k": "final group divided by K",
+    "log_divided_loss": "log the divided loss",
+    "clip_every_micro_step": "clip every micro-step",
+    "scheduler_every_micro_step": "warmup stepped every micro-step",
+}
+MAIN_BUGS = ("loss_not_divided", "zero_grad_every_micro_step", "step_every_micro_step")
+CLIP_OPTIONS = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0)  # max_grad_norm choices; the gradients here are ~0.1-2
+SETTINGS = ("tail_micro_batches", "max_grad_norm", "warmup_updates")  # what some of those bugs need
+_CACHE_SIZE = 64
+
+
+class AccumulationExplorer(W.VBox):
+    """Use `make_accumulation_explorer`; `controls`, `record`, `figure` and `readout` are public."""
+
+    def __init__(self, config: AccumulationConfig):
+        self._cache: OrderedDict[AccumulationConfig, RunRecord] = OrderedDict()
+        self._base = config
+        self.controls = {
+            "accumulation_steps": W.IntSlider(
+                value=config.accumulation_steps, min=K_RANGE[0], max=K_RANGE[1],
+                description="accumulation_steps K", **_slider_options(),
+            ),
+            "micro_batch_size": W.IntSlider(
+                value=config.micro_batch_size, min=B_RANGE[0], max=B_RANGE[1],
+                description="micro_batch_size b", **_slider_options(),
+            ),
+            "learning_rate": W.FloatLogSlider(
+                value=config.learning_rate, base=10, min=-3, max=1, step=0.1, readout_format=".3g",
+                description="learning_rate", **_slider_options(),
+            ),
+        }
+        for name, label in BUG_LABELS.items():
+            self.controls[name] = W.Checkbox(value=name in config.bugs, description=f"bug: {label}", indent=False)
+        self.controls.update(_setting_controls(config))
+        self.notes: list[str] = []
+        self._syncing = False
+        self.readout = W.HTML()
+        self.errors = W.Output()
+        self.record = self._run(config)
+        self.figure = Figure(figsize=(10, 3.6), dpi=72)
+        self.figure.subplots_adjust(left=0.08, right=0.98, bottom=0.14, top=0.9, wspace=0.22)
+        FigureCanvasAgg(self.figure)
+        ax_pile, ax_loss = self.figure.subplots(1, 2)
+        self._axes = (ax_pile, ax_loss)
+        self._pile_artists = draw_gradient_pile(self.record, ax_pile, max_steps=K_RANGE[1])
+        self._loss_lines = draw_loss_curves(self.record, ax_loss)
+        moving = self._pile_artists.piles + self._pile_artists.targets + list(self._loss_lines.values())
+        self.canvas = FastCanvas(self.figure, moving)
+        self.image = W.Image(format="png", layout=W.Layout(width="720px"))
+        self.render()
+        self.readout.value = readout_html(self.record)
+        for control in self.controls.values():
+            control.observe(self._on_change, names="value")
+        sliders = W.VBox([self.controls[n] for n in ("accumulation_steps", "micro_batch_size", "learning_rate")])
+        bugs = W.VBox([self.controls[n] for n in MAIN_BUGS])
+        more = W.Accordion(
+            [W.HBox([W.VBox([self.controls[n] for n in BUG_LABELS if n not in MAIN_BUGS]),
+                     W.VBox([self.controls[n] for n in SETTINGS])])],
+            titles=("more bugs: the uneven final group, logging, clipping, the warmup",),
+            selected_index=0 if config.bugs - set(MAIN_BUGS) else None,
+        )
+        super().__init__([W.HBox([sliders, bugs]), more, self.image, self.readout, self.errors])
+
+    def current_config(self) -> AccumulationConfig:
+        """The configuration the controls describe now (raises ValueError if they are out of range)."""
+        c = self.controls
+        return AccumulationConfig(
+            accumulation_steps=c["accumulation_steps"].value,
+            micro_batch_size=c["micro_batch_size"].value,
+            learning_rate=float(c["learning_rate"].value),
+            num_updates=self._base.num_updates,
+            num_examples=self._base.num_examples,
+            seed=self._base.seed,
+            bugs=self._checked_bugs() - set(self._unmet()),
+            tail_micro_batches=c["tail_micro_batches"].value,
+            max_grad_norm=c["max_grad_norm"].value or None,
+            warmup_updates=c["warmup_updates"].value,
+        )
+
+    def _checked_bugs(self) -> frozenset[str]:
+        return frozenset(n for n in BUG_LABELS if self.controls[n].value)
+
+    def _unmet(self) -> dict[str, str]:
+        """Checked bugs the settings leave without effect (they are left out of the run, with a note)."""
+        c = self.controls
+        return unmet_bug_needs(
+            self._checked_bugs(), tail_micro_batches=c["tail_micro_batches"].value,
+            max_grad_norm=c["max_grad_norm"].value or None, warmup_updates=c["warmup_updates"].value,
+        )
+
+    def _run(self, config: AccumulationConfig) -> RunRecord:
+        """Run (or reuse) the three regimes for `config`; keeps the last few records."""
+        if config in self._cache:
+            self._cache.move_to_end(config)
+            return self._cache[config]
+        record = run_regimes(config)
+        self._cache[config] = record
+        if len(self._cache) > _CACHE_SIZE:
+            self._cache.popitem(last=False)
+        return record
+
+    def _on_change(self, change: dict | None = None) -> None:
+        """Recompute and redraw; an error is shown under the figure and the explorer stays live."""
+        if self._syncing:  # a control being adjusted below; one redraw follows
+            return
+        with errors_shown_in(self.errors, "the explorer"):
+            self._syncing = True
+            try:  # the tail is shorter than a full group; lowering max clamps the value
+                self.controls["tail_micro_batches"].max = max(0, self.controls["accumulation_steps"].value - 1)
+            finally:
+                self._syncing = False
+            notes = [f"'{BUG_LABELS[n]}' is not applied yet: it needs {need}" for n, need in self._unmet().items()]
+            self.update(self.current_config(), notes)
+
+    def update(self, config: AccumulationConfig, notes: list[str] | tuple[str, ...] = ()) -> None:
+        """Show `config`: recompute, move the lines in place, redraw, refresh the readout (+ `notes`)."""
+        self.notes = list(notes)
+        self.record = self._run(config)
+        update_gradient_pile(self.record, self._axes[0], self._pile_artists, max_steps=K_RANGE[1])
+        update_loss_curves(self.record, self._axes[1], self._loss_lines)
+        self.render()
+        self.readout.value = readout_html(self.record, self.notes)
+
+    def render(self, full: bool = False) -> None:
+        """Redraw the figure into the image widget (the bare redraw the benchmark compares with)."""
+        self.image.value = self.canvas.png(full=full)
+
+    def _repr_mimebundle_(self, **kwargs):
+        """The live widget where a kernel runs; a static PNG and a one-line summary elsewhere."""
+        text = f"AccumulationExplorer: {readout_text(self.record, self.notes)}"
+        return with_static_fallback(super()._repr_mimebundle_(**kwargs), self.image.value, text)
+
+
+def readout_lines(record: RunRecord, notes: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """The explorer's readout as plain sentences, computed from `record`, then any `notes`."""
+    if not isinstance(record, RunRecord):
+        raise TypeError(f"record must be a RunRecord (from run_regimes), got {type(record).__name__}")
+    c = record.config
+    K, b = c.accumulation_steps, c.micro_batch_size
+    verdict = "allclose: True" if record.allclose else "allclose: False"
+    lines = [
+        f"effective_batch_size = K x b = {K} x {b} = {c.effective_batch_size}",
+        f"max |accumulated - big-batch gradient| = {record.max_grad_diff:.2e} -> {verdict}",
+        f"forward/backward passes per update: accumulated {K}, big batch 1 (time grows with K)",
+        f"activation memory of the accumulated run: b / (K x b) = 1/{K} of the big batch (memory grows with b)",
+    ]
+    if c.bugs:
+        lines.append("bugs on: " + ", ".join(BUG_LABELS[n] for n in sorted(c.bugs)))
+        if K == 1:
+            lines.append("with K = 1 there is nothing to accumulate, so these bugs change nothing")
+        else:
+            lines += bug_symptoms(record)
+    for regime, update in record.diverged_at.items():
+        if update is not None:
+            lines.append(
+                f"the {regime.replace('_', ' ')} run diverged at update {update} (loss or gradient not finite): "
+                "lower the learning rate"
+            )
+    return lines + list(notes)
+
+
+def readout_text(record: RunRecord, notes: list[str] | tuple[str, ...] = ()) -> str:
+    """The readout in one line."""
+    return "; ".join(readout_lines(record, notes))
+
+
+def readout_html(record: RunRecord, notes: list[str] | tuple[str, ...] = ()) -> str:
+    """The readout as HTML for the `HTML` widget; the verdict is coloured and also spelled out."""
+    items = []
+    for line in readout_lines(record, notes):
+        text = html.escape(line)
+        if "allclose: True" in line:
+            text = text.replace("allclose: True", f"<b style='color:{OKABE_ITO[2]}'>allclose: True ✓</b>")
+        elif "allclose: False" in line:
+            text = text.replace("allclose: False", f"<b style='color:{OKABE_ITO[5]}'>allclose: False ✗</b>")
+        items.append(f"<li>{text}</li>")
+    return "<ul style='margin:0'>" + "".join(items) + "</ul>"
+
+
+def make_accumulation_explorer(
+    accumulation_steps: int = 4,
+    micro_batch_size: int = 8,
+    learning_rate: float = 0.1,
+    bugs: tuple[str, ...] | frozenset[str] = (),
+    num_updates: int = 8,
+    seed: int = 0,
+    *,
+    tail_micro_batches: int = 0,
+    max_grad_norm: float | None = None,
+    warmup_updates: int = 0,
+) -> AccumulationExplorer:
+    """Build (not display) the explorer. Bad starting values raise a ValueError naming the parameter;
+    so does a bug without the setting it needs (e.g. `forget_final_step` without a tail)."""
+    check_int("accumulation_steps", accumulation_steps, *K_RANGE)
+    check_int("micro_batch_size", micro_batch_size, *B_RANGE)
+    check_float("learning_rate", learning_rate, *LR_RANGE, low_inclusive=True)
+    check_int("num_updates", num_updates, 1, 1000)
+    check_int("warmup_updates", warmup_updates, 0, num_updates)
+    if max_grad_norm is not None and max_grad_norm not in CLIP_OPTIONS:
+        raise ValueError(f"max_grad_norm must be None or one of {CLIP_OPTIONS}, got {max_grad_norm!r}")
+    config = AccumulationConfig(
+        accumulation_steps=accumulation_steps, micro_batch_size=micro_batch_size,
+        learning_rate=learning_rate, bugs=bugs,  # the config checks and normalises the bug names
+        num_updates=num_updates, seed=seed, tail_micro_batches=tail_micro_batches,
+        max_grad_norm=max_grad_norm, warmup_updates=warmup_updates,
+    )
+    return AccumulationExplorer(config)
+
+
+def _slider_options(label_width: int = 170, width: int = 420) -> dict:
+    """Keyword arguments every slider here shares: update on release (or key press), not while dragging."""
+    return dict(
+        continuous_update=False, style={"description_width": f"{label_width}px"}, layout=W.Layout(width=f"{width}px")
+    )
+
+
+def _setting_controls(config: AccumulationConfig) -> dict[str, W.Widget]:
+    """The settings some bugs need: the tail (at most K - 1), clipping (off by default), the warmup."""
+    clip = W.SelectionSlider(
+        options=[("off", 0.0)] + [(f"{v:g}", v) for v in CLIP_OPTIONS], description="max_grad_norm",
+        **_slider_options(130, 380),
+    )
+    clip.index = CLIP_OPTIONS.index(config.max_grad_norm) + 1 if config.max_grad_norm else 0
+    return {
+        "tail_micro_batches": W.IntSlider(
+            value=config.tail_micro_batches, min=0, max=config.accumulation_steps - 1, description="tail_micro_batches",
+            **_slider_options(130, 380),
+        ),
+        "max_grad_norm": clip,
+        "warmup_updates": W.IntSlider(
+            value=config.warmup_updates, min=0, max=config.num_updates, description="warmup_updates",
+            **_slider_options(130, 380),
+        ),
+    }

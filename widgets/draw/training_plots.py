@@ -1,0 +1,156 @@
+"""Matplotlib drawing: each function takes data and an `Axes`, draws, and returns what it drew.
+
+No figure is created, saved or shown here. Colours are from the Okabe-Ito palette (see
+`widgets.draw.frames`), and every series also has its own line style or marker, so a figure
+survives colour-vision deficiencies and greyscale printing.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import matplotlib.axes
+import matplotlib.lines
+from matplotlib.ticker import MaxNLocator
+
+from widgets.core.config import check_int
+from widgets.draw.frames import OKABE_ITO
+from widgets.core.training import PILE_PARAMETERS, REGIMES, RunRecord
+
+REGIME_STYLE = {
+    "accumulated": dict(color=OKABE_ITO[0], linestyle="-", marker="o", markersize=4, linewidth=2.2),
+    "big_batch": dict(color=OKABE_ITO[1], linestyle="--", marker="s", markersize=6, linewidth=1.6, markerfacecolor="none"),
+    "small_batch": dict(color=OKABE_ITO[2], linestyle=":", marker="^", markersize=4, linewidth=1.6),
+}
+REGIME_LABEL = {
+    "accumulated": "accumulated (K micro-batches of b)",
+    "big_batch": "big batch (K·b at once)",
+    "small_batch": "small batch (b, no accumulation)",
+}
+
+
+@dataclass
+class PileArtists:
+    """The lines `draw_gradient_pile` made: one pile and one target line per parameter."""
+
+    piles: list[matplotlib.lines.Line2D]
+    targets: list[matplotlib.lines.Line2D]
+
+
+def _check_inputs(record: object, ax: object, max_steps: int | None = None) -> None:
+    """Refuse wrong arguments here, with their names, rather than deep inside matplotlib."""
+    if not isinstance(record, RunRecord):
+        raise TypeError(f"record must be a RunRecord (from widgets.core.training.run_regimes), got {type(record).__name__}")
+    if not isinstance(ax, matplotlib.axes.Axes):
+        raise TypeError(f"ax must be a matplotlib Axes, got {type(ax).__name__}")
+    if max_steps is not None:
+        check_int("max_steps", max_steps, 1)
+
+
+def _pile_xy(record: RunRecord, index: int) -> tuple[list[int], list[float]]:
+    """Micro-step 0 is the empty pile (zero); micro-step k is the pile after k backward passes."""
+    values = [0.0] + record.first_pile.pile[:, index].tolist()
+    return list(range(len(values))), values
+
+
+def draw_gradient_pile(record: RunRecord, ax: matplotlib.axes.Axes, max_steps: int | None = None) -> PileArtists:
+    """Plot `.grad` of a few parameters after each micro-step of the first update, with the
+    big-batch gradient each pile should reach drawn as a dashed target line.
+
+    `max_steps` fixes the x axis (e.g. the largest K a slider allows) so that it need not move.
+    """
+    _check_inputs(record, ax, max_steps)
+    piles, targets = [], []
+    for i, (name, index) in enumerate(PILE_PARAMETERS.items()):
+        colour = OKABE_ITO[(i + 3) % len(OKABE_ITO)]
+        xs, ys = _pile_xy(record, index)
+        (pile,) = ax.plot(xs, ys, color=colour, marker="os^"[i], drawstyle="steps-post", label=name)
+        target = ax.axhline(float(record.first_target[index]), color=colour, linestyle="--", linewidth=1)
+        piles.append(pile)
+        targets.append(target)
+    ax.axhline(0.0, color="0.6", linewidth=0.6)
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=8, integer=True))
+    ax.yaxis.set_major_locator(MaxNLocator(nbins=5))
+    _scale_pile_axis(record, ax, max_steps)
+    ax.set_xlabel("micro_step (backward passes so far)")
+    ax.set_ylabel(".grad of the parameter")
+    ax.set_title("Gradient pile over the first update (dashed: big-batch gradient)", fontsize=10)
+    ax.legend(loc="upper left", fontsize=8, ncols=3)
+    return PileArtists(piles, targets)
+
+
+def update_gradient_pile(
+    record: RunRecord, ax: matplotlib.axes.Axes, artists: PileArtists, max_steps: int | None = None
+) -> PileArtists:
+    """Move the lines made by `draw_gradient_pile` to a new record, in place, and rescale."""
+    _check_inputs(record, ax, max_steps)
+    for pile, target, index in zip(artists.piles, artists.targets, PILE_PARAMETERS.values()):
+        pile.set_data(*_pile_xy(record, index))
+        y = float(record.first_target[index])
+        target.set_ydata([y, y])
+    _scale_pile_axis(record, ax, max_steps)
+    return artists
+
+
+def _scale_pile_axis(record: RunRecord, ax: matplotlib.axes.Axes, max_steps: int | None) -> None:
+    """Fit the pile's y axis, but keep the current limits while the data fill them reasonably:
+    unchanged limits let the figure be redrawn by blitting (see `widgets.draw.frames.FastCanvas`)."""
+    ax.set_xlim(-0.3, (max_steps or record.config.accumulation_steps) + 0.3)
+    values = [0.0]
+    for index in PILE_PARAMETERS.values():
+        values += _pile_xy(record, index)[1] + [float(record.first_target[index])]
+    values = [v for v in values if math.isfinite(v)]
+    lo, hi = min(values), max(values)
+    span = max(hi - lo, 1e-12)
+    old_lo, old_hi = ax.get_ylim()
+    if ax.get_autoscaley_on() or lo < old_lo or hi > old_hi or span < 0.3 * (old_hi - old_lo):
+        ax.set_ylim(*_nice_limits(lo, hi))
+
+
+def _nice_limits(lo: float, hi: float) -> tuple[float, float]:
+    """Limits on a 1-2-5 grid around [lo, hi], with room above for the legend.
+
+    Snapping to a grid means that many settings share the same limits, so the explorer can
+    reuse a cached background instead of paying for a full redraw.
+    """
+    raw = max(hi - lo, 1e-12) / 4
+    magnitude = 10 ** math.floor(math.log10(raw))
+    step = next(m * magnitude for m in (1, 2, 5, 10) if m * magnitude >= raw)
+    return (math.floor(lo / step) - 0.5) * step, (math.ceil(hi / step) + 1.5) * step
+
+
+def _loss_xy(record: RunRecord, regime: str) -> tuple[list[int], list[float]]:
+    """Update 0 is the starting loss; update u is the loss after u optimizer steps."""
+    values = [record.initial_eval_loss] + record.eval_loss[regime]
+    return list(range(len(values))), values
+
+
+def draw_loss_curves(record: RunRecord, ax: matplotlib.axes.Axes) -> dict[str, matplotlib.lines.Line2D]:
+    """Plot the full-data loss after each update for the three regimes; returns a line per regime."""
+    _check_inputs(record, ax)
+    lines = {}
+    for regime in REGIMES:
+        (lines[regime],) = ax.plot(*_loss_xy(record, regime), label=REGIME_LABEL[regime], **REGIME_STYLE[regime])
+    ax.set_xlabel("update (optimizer steps)")
+    ax.set_ylabel("loss on all examples (MSE)")
+    ax.set_title("Loss per update", fontsize=10)
+    ax.legend(loc="upper right", fontsize=8)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    _scale_loss_axis(record, ax)
+    return lines
+
+
+def update_loss_curves(record: RunRecord, ax: matplotlib.axes.Axes, lines: dict[str, matplotlib.lines.Line2D]) -> dict:
+    """Move the lines made by `draw_loss_curves` to a new record, in place, and rescale."""
+    _check_inputs(record, ax)
+    for regime, line in lines.items():
+        line.set_data(*_loss_xy(record, regime))
+    _scale_loss_axis(record, ax)
+    return lines
+
+
+def _scale_loss_axis(record: RunRecord, ax: matplotlib.axes.Axes) -> None:
+    """Fixed limits from 0 to 2x the starting loss: the same for every K and b, so curves can be
+    compared by eye from one setting to the next (a diverging run leaves through the top)."""
+    ax.set_xlim(-0.5, record.config.total_updates + 0.5)
+    ax.set_ylim(0, 2 * record.initial_eval_loss)

@@ -1,0 +1,26 @@
+"""Checked exercises: the check/hint/solution toolkit (`toolkit`) and one module per notebook's set.
+
+May import: torch, the standard library, `widgets.core`, `widgets.research` and `widgets.audit`.
+Never matplotlib or ipywidgets. The sets a notebook calls are importable from here:
+
+    from widgets.exercises import proof_exercises
+    ex = proof_exercises()
+    ex.ratio.check(my_ratio)     # Correct / Incorrect: why / Not attempted
+    ex.ratio.hint()
+    ex.ratio.solution()
+"""
+import importlib
+
+_SETS = {  # exercise set -> the module that builds it; loaded on first use, so that the toolkit
+    # itself (`widgets.exercises.toolkit`) stays pure Python without torch
+    "proof_exercises": "widgets.exercises.developer",
+    "loop_exercises": "widgets.exercises.developer",
+    "gallery_exercises": "widgets.exercises.developer",
+}
+__all__ = sorted(_SETS)
+
+
+def __getattr__(name: str):
+    if name in _SETS:
+        return getattr(importlib.import_module(_SETS[name]), name)
+    raise AttributeError(f"module 'widgets.exercises' has no attribute {name!r}")

@@ -1,0 +1,247 @@
+"""A small exercise toolkit: `check` an answer, ask for a `hint` at a time, see the `solution`.
+
+In the spirit of Kaggle's learntools (`q.check()`, `q.hint()`, `q.solution()`), with one
+difference: nothing is read from the notebook behind the learner's back. The learner hands the
+answer over explicitly, as a value or a function: `ex.ratio.check(my_ratio)`.
+
+Every call returns a small object a test can inspect and Jupyter renders as Markdown; its
+plain-text form is deterministic, so executed notebooks re-run identically under nbval.
+Pure Python: the checkers that need torch live in `widgets.exercises.developer`.
+"""
+from __future__ import annotations
+
+import enum
+import html
+import inspect
+import math
+import numbers
+import textwrap
+from dataclasses import dataclass, replace
+from typing import Callable, Iterable, Sequence
+
+
+class Status(enum.Enum):
+    """The three possible outcomes of `Exercise.check`."""
+
+    CORRECT = "Correct"
+    INCORRECT = "Incorrect"
+    NOT_ATTEMPTED = "Not attempted"
+
+
+_MARK = {Status.CORRECT: "✓", Status.INCORRECT: "✗", Status.NOT_ATTEMPTED: "…"}
+_COLOUR = {Status.CORRECT: "#009E73", Status.INCORRECT: "#D55E00", Status.NOT_ATTEMPTED: "#0072B2"}
+PLACEHOLDER_MESSAGE = "replace the `...` with your answer, then run the cell again"
+
+
+@dataclass(frozen=True)
+class Feedback:
+    """The verdict on one answer: its status and, in plain words, what is right or wrong."""
+
+    status: Status
+    message: str
+    exercise: str = ""
+
+    @property
+    def correct(self) -> bool:
+        return self.status is Status.CORRECT
+
+    def _sentence(self) -> str:
+        return self.message[:1].upper() + self.message[1:]
+
+    def __repr__(self) -> str:
+        head = f"{self.exercise}: " if self.exercise else ""
+        return f"{head}{self.status.value}. {self._sentence()}".rstrip()
+
+    def _repr_markdown_(self) -> str:
+        head = f"{html.escape(self.exercise)}: " if self.exercise else ""
+        colour, mark = _COLOUR[self.status], _MARK[self.status]
+        return f'{head}<span style="color:{colour}">**{mark} {self.status.value}.**</span> {self._sentence()}'.rstrip()
+
+
+def correct(message: str = "") -> Feedback:
+    """What a checker returns for a right answer (the message may add why it is right)."""
+    return Feedback(Status.CORRECT, message)
+
+
+def incorrect(message: str) -> Feedback:
+    """What a checker returns for a wrong answer: `message` says what is wrong."""
+    return Feedback(Status.INCORRECT, message)
+
+
+def not_attempted(message: str = PLACEHOLDER_MESSAGE) -> Feedback:
+    """What a checker returns when the answer is still the placeholder."""
+    return Feedback(Status.NOT_ATTEMPTED, message)
+
+
+@dataclass(frozen=True)
+class Hint:
+    """Hint `number` of `total` for one exercise."""
+
+    exercise: str
+    number: int
+    total: int
+    text: str
+
+    def __repr__(self) -> str:
+        return f"{self.exercise}: hint {self.number} of {self.total}. {self.text}"
+
+    def _repr_markdown_(self) -> str:
+        more = "" if self.number == self.total else " (ask again for the next one)"
+        return f"{html.escape(self.exercise)}: **hint {self.number} of {self.total}**{more}. {self.text}"
+
+
+@dataclass(frozen=True)
+class Solution:
+    """A worked answer: a sentence or two of explanation and the code (or value) itself."""
+
+    exercise: str
+    explanation: str
+    code: str
+
+    def __repr__(self) -> str:
+        return f"{self.exercise}: solution. {self.explanation}\n{self.code}"
+
+    def _repr_markdown_(self) -> str:
+        return f"{html.escape(self.exercise)}: **solution.** {self.explanation}\n\n```python\n{self.code}\n```"
+
+
+def is_placeholder(value: object) -> bool:
+    """Is `value` the blank a learner has not filled in yet (`...` or None)?"""
+    return value is None or value is Ellipsis
+
+
+class Exercise:
+    """One question with its checker, graded hints and solution.
+
+    `checker(*answers)` returns a `Feedback` (use `correct`/`incorrect`/`not_attempted`); the
+    `solution` is code as text, or a worked function whose source is shown. A
+    placeholder answer is reported as not attempted before the checker runs, and an exception
+    raised while checking (usually from the learner's own function) becomes an `Incorrect` that
+    names it, so a check cell never fails.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        title: str,
+        prompt: str,
+        checker: Callable[..., Feedback],
+        hints: Sequence[str],
+        solution: str | Callable,
+        explanation: str = "",
+    ):
+        if not hints:
+            raise ValueError(f"exercise {name!r}: hints must hold at least one hint")
+        self.name, self.title, self.prompt = name, title, prompt
+        self._checker = checker
+        self.hints = tuple(hints)
+        # a worked function is shown by its own source, so the solution shown is the code that is tested
+        code = inspect.getsource(solution) if callable(solution) else solution
+        self._solution = Solution(title, explanation, textwrap.dedent(code).strip())
+        self.hints_shown = 0
+
+    def check(self, *answers: object) -> Feedback:
+        """Judge the learner's answer(s): Correct, Incorrect (saying what is wrong) or Not attempted."""
+        if not answers or any(is_placeholder(a) for a in answers):
+            feedback = not_attempted()
+        else:
+            try:
+                feedback = self._checker(*answers)
+            except Exception as error:  # the learner's function failed: say so, do not crash the cell
+                feedback = incorrect(f"checking your answer raised {type(error).__name__}: {error}")
+        return replace(feedback, exercise=self.title)
+
+    def hint(self, number: int | None = None) -> Hint:
+        """The next hint (or hint `number`, counted from 1); hints get more specific one at a time."""
+        if number is None:
+            self.hints_shown = min(self.hints_shown + 1, len(self.hints))
+            number = self.hints_shown
+        elif isinstance(number, bool) or not isinstance(number, int) or not 1 <= number <= len(self.hints):
+            raise ValueError(f"number must be a whole number from 1 to {len(self.hints)}, got {number!r}")
+        return Hint(self.title, number, len(self.hints), self.hints[number - 1])
+
+    def solution(self) -> Solution:
+        """The worked answer."""
+        return self._solution
+
+    def _heading(self) -> str:
+        return self.title if self.title[-1:] in ".?!" else self.title + "."
+
+    def __repr__(self) -> str:
+        return f"{self._heading()} {self.prompt}"
+
+    def _repr_markdown_(self) -> str:
+        return f"**{html.escape(self._heading())}** {self.prompt}"
+
+
+class ExerciseSet:
+    """The exercises of one notebook, reached as attributes: `ex = ...; ex.ratio.check(4.0)`."""
+
+    def __init__(self, title: str, exercises: Iterable[Exercise]):
+        self.title = title
+        self._exercises = {e.name: e for e in exercises}
+
+    def __getattr__(self, name: str) -> Exercise:
+        exercises = self.__dict__.get("_exercises", {})
+        if name in exercises:
+            return exercises[name]
+        raise AttributeError(f"no exercise named {name!r}; this set has {sorted(exercises)}")
+
+    def __iter__(self):
+        return iter(self._exercises.values())
+
+    def __len__(self) -> int:
+        return len(self._exercises)
+
+    def __dir__(self):
+        return [*super().__dir__(), *self._exercises]
+
+    def __repr__(self) -> str:
+        lines = [f"{self.title}: {len(self)} exercises"]
+        lines += [f"  ex.{e.name}: {e.title}" for e in self]
+        return "\n".join(lines)
+
+    def _repr_markdown_(self) -> str:
+        rows = "\n".join(f"| `ex.{e.name}` | {html.escape(e.title)} |" for e in self)
+        return f"**{html.escape(self.title)}**: {len(self)} exercises\n\n| call | exercise |\n|---|---|\n{rows}"
+
+
+def as_number(value: object, name: str = "answer") -> float:
+    """A learner's number as a float; anything with `.item()` (a one-element tensor) works too."""
+    if hasattr(value, "item") and callable(value.item) and getattr(value, "numel", lambda: 1)() == 1:
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
+    return float(value)
+
+
+def close_to(value: float, target: float, rel: float = 1e-3) -> bool:
+    """Equal up to a relative tolerance: a learner's 3.9999998 is the answer 4."""
+    return math.isclose(value, target, rel_tol=rel, abs_tol=1e-9)
+
+
+def as_numbers(answer: object, name: str = "answer") -> list[float]:
+    """A number, a list of numbers or a tensor/array (anything with `.tolist()`), as a flat list of floats."""
+    if hasattr(answer, "tolist") and not isinstance(answer, (int, float)):
+        answer = answer.tolist()
+    if not isinstance(answer, (list, tuple)):
+        return [as_number(answer, name)]
+    values: list[float] = []
+    for i, v in enumerate(answer):
+        values += as_numbers(v, f"{name}[{i}]") if isinstance(v, (list, tuple)) else [as_number(v, f"{name}[{i}]")]
+    return values
+
+
+def diagnose(value: float, typical: dict[float, str], fallback: str) -> Feedback:
+    """Incorrect, with the message of the typical wrong value `value` is close to, else `fallback`."""
+    for wrong, message in typical.items():
+        if close_to(value, wrong):
+            return incorrect(message)
+    return incorrect(fallback)
+
+
+def needs_function(answer: object, name: str) -> Feedback | None:
+    """None if `answer` is callable; else the Incorrect that says to pass the function itself."""
+    if callable(answer):
+        return None
+    return incorrect(f"pass the function itself, `{name}` (no parentheses), not {type(answer).__name__} {answer!r:.60}")
