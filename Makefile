@@ -1,36 +1,88 @@
-# Two commands do all the set-up:   make lab   (install, open JupyterLab)   make test   (all tests)
+# Two commands do all the set-up:   make lab   (install the learner set, open start-here)
+#                                   make test  (add the test tools, run every test)
+# Options:  make lab TORCH=cpu       CPU-only torch from PyTorch's CPU wheel index (Linux; small)
+#           make lab WHEELS=DIR      install with no network from a folder made by `make wheelhouse`
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-# JupyterLab refuses to start as root (containers, some cloud machines) unless told it may.
+TORCH ?=
+WHEELS ?=
+TORCH_VERSION := $(shell sed -n 's/^torch==//p' requirements.txt)
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+PIP := $(BIN)/python -m pip install --progress-bar on $(if $(WHEELS),--no-index --find-links $(WHEELS),)
+# JupyterLab and Voila refuse to start as root (containers, some cloud machines) unless told they may.
 LAB_FLAGS ?= $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: lab test install benchmark execute reliability binder-check
+.PHONY: lab test install install-test doctor present stop benchmark execute reliability binder-check \
+	install-size classroom plans wheelhouse
 
 $(VENV)/.installed: requirements.txt pyproject.toml
+	@$(PYTHON) tools/install_notice.py learner $(if $(TORCH),--torch $(TORCH),)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -r requirements.txt
+ifeq ($(TORCH),cpu)
+	@echo "--- torch $(TORCH_VERSION)+cpu from $(TORCH_CPU_INDEX) (a CPU-only build, Linux)"
+	$(PIP) --extra-index-url $(TORCH_CPU_INDEX) "torch==$(TORCH_VERSION)+cpu" || { \
+	  echo "Could not install torch $(TORCH_VERSION)+cpu from $(TORCH_CPU_INDEX) (unreachable from here?)."; \
+	  echo "Run plain 'make lab' instead: it takes torch from PyPI."; exit 1; }
+endif
+	@echo "--- the learner set: requirements.txt"
+	$(PIP) -r requirements.txt
+	touch $@
+
+$(VENV)/.installed-test: requirements-test.txt $(VENV)/.installed
+	@$(PYTHON) tools/install_notice.py test
+	$(PIP) -r requirements-test.txt
 	touch $@
 
 install: $(VENV)/.installed
+install-test: $(VENV)/.installed-test
 
+# Opens start-here and prints its URL; if this checkout's lab is already running, prints its URL.
 lab: install
-	$(BIN)/jupyter lab $(LAB_FLAGS) notebooks/00_start_here.ipynb
+	$(BIN)/python tools/lab.py $(LAB_FLAGS)
 
-test: install
+stop:
+	$(BIN)/python tools/lab.py --stop
+
+# Checks this environment the way a notebook's `widgets.doctor()` checks its kernel.
+doctor: install
+	$(BIN)/python -m widgets.lab.doctor
+
+# The projector view: the explorer and the bricks as a page with no code, large type (Voila).
+# make present PRESET=forgot-to-divide   or   make present STATE=<code from explorer.share_code()>
+present: install
+	LAB_PRESET="$(PRESET)" LAB_STATE="$(STATE)" $(BIN)/voila present/explorer.ipynb $(LAB_FLAGS) \
+	  --Voila.ip=127.0.0.1 --VoilaConfiguration.file_allowlist="[]"
+
+test: install-test
 	$(BIN)/python -m pytest
 
 # Re-execute every notebook in place (after changing one), then re-run the benchmark.
-execute: install
+execute: install-test
 	$(BIN)/python benchmarks/execute_notebooks.py
 
-benchmark: install
+benchmark: install-test
 	$(BIN)/python benchmarks/benchmark.py
 
 # Slow checks kept out of `make test`; results go to benchmarks/results/.
-reliability: install
+reliability: install-test
 	$(BIN)/python benchmarks/reliability.py
 
-binder-check: install
+binder-check: install-test
 	$(BIN)/python benchmarks/check_binder_env.py
+
+# Fresh virtual environments in /tmp: size and time of the learner and the test installs.
+install-size: install-test
+	$(BIN)/python benchmarks/install_size.py
+
+# Peak kernel memory of start-here and the explorer notebook, and 5 and 10 kernels at once.
+classroom: install-test
+	$(BIN)/python benchmarks/classroom.py
+
+# instructor/plans.md and instructor/room_setup.md, computed from benchmarks/results*.
+plans: install
+	$(BIN)/python instructor/make_plans.py
+
+# Every wheel the learner set needs, for a room with no network: then `make lab WHEELS=wheelhouse`.
+wheelhouse: install
+	$(BIN)/python -m pip download --progress-bar on -d wheelhouse -r requirements.txt setuptools wheel
