@@ -19,8 +19,9 @@ import widgets
 
 PACKAGE_DIR = Path(widgets.__file__).parent
 PURE = ("core", "research", "audit", "exercises")  # torch and the standard library only
-ORDER = (*PURE, "draw", "controls")
+ORDER = ("lab", *PURE, "draw", "controls")  # lab first: the probe would not see it import torch after core
 FORBIDDEN = {  # layer -> third-party packages and lab layers it must not import
+    "lab": ("torch", "matplotlib", "ipywidgets", "widgets.draw", "widgets.controls"),  # the doctor must run when those are broken
     **{layer: ("matplotlib", "ipywidgets", "widgets.draw", "widgets.controls") for layer in PURE},
     "draw": ("ipywidgets", "widgets.controls"),
     "controls": (),
