@@ -92,6 +92,30 @@ def test_bad_starting_values_name_the_parameter(kwargs, error, word):
         make_bricks_widget(**kwargs)
 
 
+def test_the_bug_box_builds_the_wall_from_the_undivided_pile():
+    widget = make_bricks_widget(micro_batch_size=5, accumulation_steps=4, trip=4)
+    right = bytes(widget.image.value)
+    assert widget._artists.labels["update"].get_text() == "update = pile ÷ 4\n(the average armful)"
+    widget.controls["divided"].value = True  # ticked: "forget to divide"
+    assert widget.state == BricksState(5, 4, 4, divided=False)
+    assert "4x too strong" in widget._artists.labels["update"].get_text()
+    assert "4 times too strong" in widget.readout.value and bytes(widget.image.value) != right
+    widget.controls["trip"].value = 2  # before the wall, nothing is built from the pile yet
+    assert widget._artists.labels["update"].get_text() == ""
+    assert make_bricks_widget(divided=False).controls["divided"].value is True
+
+
+def test_static_fallback_is_the_midway_frame_and_leaves_the_live_picture_alone():
+    widget = make_bricks_widget(micro_batch_size=5, accumulation_steps=4)  # live at trip 0
+    live = bytes(widget.image.value)
+    bundle = widget._repr_mimebundle_()
+    data = bundle[0] if isinstance(bundle, tuple) else bundle
+    midway_frame = make_bricks_widget(micro_batch_size=5, accumulation_steps=4, trip=2)
+    assert base64.b64decode(data["image/png"]) == bytes(midway_frame.image.value)  # trip 2: a pile, no wall
+    assert bytes(widget.image.value) == live and _counts(widget) == (20, 0, 0)
+    assert data["text/plain"].startswith("BricksWidget: Trip 0 of 4")  # the live state, for nbval
+
+
 def test_static_fallback_is_a_png_and_deterministic_text():
     a, b = make_bricks_widget(3, 2, trip=1), make_bricks_widget(3, 2, trip=1)
     bundle_a, bundle_b = a._repr_mimebundle_(), b._repr_mimebundle_()

@@ -4,7 +4,16 @@ import sys
 
 import pytest
 
-from widgets.core.bricks import MAX_BRICKS_PER_TRIP, MAX_TRIPS, BricksState, bricks_states, count, describe
+from widgets.core.bricks import (
+    MAX_BRICKS_PER_TRIP,
+    MAX_TRIPS,
+    BricksState,
+    bricks_states,
+    count,
+    describe,
+    midway,
+    update_rule,
+)
 
 
 @pytest.mark.parametrize("b, K", [(1, 1), (5, 4), (3, 7), (MAX_BRICKS_PER_TRIP, MAX_TRIPS)])
@@ -33,6 +42,40 @@ def test_describe_uses_both_vocabularies_and_the_numbers():
     assert "carry 1 brick (" in describe(BricksState(1, 2, 0))
 
 
+def test_the_pile_is_a_sum_and_the_update_divides_it_by_k():
+    """The pile holds K armfuls added up; the right update is their average (strength 1), the
+    undivided pile is K times too strong: exactly the notebook's forgot-to-divide bug."""
+    for K in range(1, MAX_TRIPS + 1):
+        right, bug = BricksState(3, K, K), BricksState(3, K, K, divided=False)
+        assert right.pile == bug.pile == K * 3  # the same sum either way
+        assert (right.strength, bug.strength) == (1, K)
+        assert BricksState(3, K, K - 1, divided=False).strength == 0  # no wall, no push yet
+    assert update_rule(BricksState(5, 4, 4)) == "update = pile ÷ 4\n(the average armful)"
+    assert "4x too strong" in update_rule(BricksState(5, 4, 4, divided=False))
+    assert "nothing to divide" in update_rule(BricksState(5, 1, 1))
+
+
+def test_describe_reconciles_the_sum_with_the_average():
+    right, bug = describe(BricksState(5, 4, 4)), describe(BricksState(5, 4, 4, divided=False))
+    assert "a sum of 4 armfuls" in right and "pile ÷ 4" in right and "single batch of 20" in right
+    assert "BUG" in bug and "4 times too strong" in bug and "never divided" in bug
+    assert "a sum" in describe(BricksState(5, 4, 2))
+
+
+def test_one_trip_is_an_ordinary_small_batch_not_the_big_wall_at_once():
+    text = describe(BricksState(5, 1, 1))
+    assert "a batch of b = 5" in text and "smaller wall" in text and "nothing is accumulated" in text
+    assert BricksState(5, 1, 1).wall == 5  # b unchanged: the wall shrinks from 20 to 5
+
+
+@pytest.mark.parametrize("K, trip, shown", [(4, 0, 2), (4, 4, 2), (4, 3, 3), (3, 0, 2), (2, 2, 1), (1, 0, 1), (8, 8, 4)])
+def test_midway_is_a_growing_pile_whenever_there_is_one(K, trip, shown):
+    frame = midway(BricksState(5, K, trip, divided=False))
+    assert frame == BricksState(5, K, shown, divided=False)
+    if K > 1:
+        assert 0 < frame.trip < K and frame.pile > 0 and frame.downstairs > 0 and not frame.wall_built
+
+
 def test_count_uses_the_singular_for_one():
     assert (count(1, "brick"), count(0, "brick"), count(7, "trip")) == ("1 brick", "0 bricks", "7 trips")
 
@@ -49,6 +92,7 @@ def test_count_uses_the_singular_for_one():
         ((5, 4, -1), ValueError, "trip must be a whole number from 0 to 4, got -1"),
         ((5, 4, 5), ValueError, "trip must be a whole number from 0 to 4, got 5"),
         ((5, 4, True), TypeError, "trip"),
+        ((5, 4, 4, "no"), TypeError, "divided must be True or False"),
     ],
 )
 def test_bad_input_names_the_parameter_and_its_range(args, error, message):

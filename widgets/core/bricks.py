@@ -2,11 +2,17 @@
 
 bricks per trip = micro_batch_size (b), trips = accumulation_steps (K), the pile at the top =
 the accumulated gradient in `.grad`, bricks in the wall = effective_batch_size (K·b), building
-the wall = the update (`optimizer.step()`). Pure Python: no torch, matplotlib or ipywidgets.
+the wall = the update (`optimizer.step()`).
+
+The pile is a SUM: every trip adds its armful. The update needs an AVERAGE, the blame of the
+average armful, because that is what one batch of K·b gives (its loss is a mean). So the wall is
+built from the pile divided by K: in code, each micro-batch loss divided by K (its `.mean()`
+already divides by b). Building from the pile as it is, undivided, is the classic bug: an update
+K times too strong. Pure Python: no torch, matplotlib or ipywidgets.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from widgets.core.config import check_int
 
@@ -22,11 +28,14 @@ class BricksState:
     micro_batch_size: int  # b: bricks carried per trip
     accumulation_steps: int  # K: trips before the wall is built
     trip: int  # trips done so far, 0..K
+    divided: bool = True  # False: the wall is built from the pile as it is (the forgot-to-divide bug)
 
     def __post_init__(self) -> None:
         check_int("micro_batch_size", self.micro_batch_size, 1, MAX_BRICKS_PER_TRIP)
         check_int("accumulation_steps", self.accumulation_steps, 1, MAX_TRIPS)
         check_int("trip", self.trip, 0, self.accumulation_steps)
+        if not isinstance(self.divided, bool):
+            raise TypeError(f"divided must be True or False, got {self.divided!r}")
 
     @property
     def effective_batch_size(self) -> int:
@@ -54,6 +63,15 @@ class BricksState:
         return self.effective_batch_size if self.wall_built else 0
 
     @property
+    def strength(self) -> int:
+        """How hard the update pushes, in units of the right push (the average armful's blame):
+        1 when the pile is divided by K, K when it is used as it is. Only an update has a push;
+        an unbuilt wall pushes nothing (0)."""
+        if not self.wall_built:
+            return 0
+        return 1 if self.divided else self.accumulation_steps
+
+    @property
     def pile_trips(self) -> tuple[int, ...]:
         """For each brick in the pile, the trip (1..t) that carried it, in carrying order."""
         return tuple(t for t in range(1, self.trip + 1) for _ in range(self.micro_batch_size))
@@ -64,11 +82,30 @@ def count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
-def bricks_states(micro_batch_size: int, accumulation_steps: int) -> list[BricksState]:
+def bricks_states(micro_batch_size: int, accumulation_steps: int, divided: bool = True) -> list[BricksState]:
     """Every state of one wall, from trip 0 (nothing carried) to trip K (wall built); K + 1 states."""
     check_int("micro_batch_size", micro_batch_size, 1, MAX_BRICKS_PER_TRIP)
     check_int("accumulation_steps", accumulation_steps, 1, MAX_TRIPS)
-    return [BricksState(micro_batch_size, accumulation_steps, t) for t in range(accumulation_steps + 1)]
+    return [BricksState(micro_batch_size, accumulation_steps, t, divided) for t in range(accumulation_steps + 1)]
+
+
+def midway(state: BricksState) -> BricksState:
+    """The frame that tells the story best on its own: `state` if the pile is growing, else the
+    same wall about half-way (trip ceil(K/2): a pile, bricks still downstairs, no wall yet).
+    With one trip there is no half-way, and the built wall is shown."""
+    if 0 < state.trip < state.accumulation_steps:
+        return state
+    return replace(state, trip=(state.accumulation_steps + 1) // 2)
+
+
+def update_rule(state: BricksState) -> str:
+    """What the update is made of, in a few words: the pile divided by K, or the pile as it is."""
+    K = state.accumulation_steps
+    if K == 1:
+        return "update = the one armful\n(nothing to divide)"
+    if state.divided:
+        return f"update = pile ÷ {K}\n(the average armful)"
+    return f"update = pile as it is:\n{K}x too strong (bug)"
 
 
 def describe(state: BricksState) -> str:
@@ -82,11 +119,27 @@ def describe(state: BricksState) -> str:
         )
     if not state.wall_built:
         return (
-            f"Trip {t} of {K} (micro_steps done: {t}): the pile at the top holds {t} x {b} = {pile} "
-            f"(the accumulated gradient). No wall yet: the update waits for trip {K}."
+            f"Trip {t} of {K} (micro_steps done: {t}): the pile at the top holds {t} x {b} = {pile}, "
+            f"a sum (the accumulated gradient). No wall yet: the update waits for trip {K}."
+        )
+    if K == 1:
+        return (
+            f"Trip 1 of 1 (micro_steps done: 1): one armful of {everything} is the whole wall. With one trip "
+            f"nothing is accumulated: this is ordinary training with a batch of b = {b}, a smaller wall; more "
+            f"trips of {count(b, 'brick')} would build a bigger one. Then the landing is cleared (zero_grad)."
+        )
+    if state.divided:
+        built = (
+            f"The pile is a sum of {K} armfuls; the wall is built from their average, the pile ÷ {K} "
+            f"(each trip's loss divided by K = {K}): the update a single batch of {K * b} would give."
+        )
+    else:
+        built = (
+            f"BUG: the wall is built from the pile as it is, {K} armfuls added up and never divided by "
+            f"K = {K}, so the update is {K} times too strong (forgot to divide)."
         )
     return (
         f"Trip {t} of {K} (micro_steps done: {t}): all {K} x {b} = {everything} are up "
         f"(effective_batch_size K·b), so ONE wall is built from the whole pile: the update "
-        f"(optimizer.step()). Then the landing is cleared for the next wall (zero_grad)."
+        f"(optimizer.step()). {built} Then the landing is cleared for the next wall (zero_grad)."
     )

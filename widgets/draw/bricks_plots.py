@@ -1,7 +1,7 @@
 """Draw the bricks analogy onto a given Axes: bricks downstairs, a staircase, the pile, the wall.
 
 `draw_bricks` lays out the scene once and returns the few artists that change (three brick
-collections and four labels); `update_bricks` moves them to another `BricksState` in place.
+collections and five labels); `update_bricks` moves them to another `BricksState` in place.
 The axis limits never change, so a `FastCanvas` redraws a frame by blitting only those artists.
 Bricks are coloured by the trip that carried them (Okabe-Ito colours, safe for colour-blind eyes).
 """
@@ -15,12 +15,13 @@ from matplotlib.collections import PolyCollection
 from matplotlib.patches import Polygon
 from matplotlib.text import Text
 
-from widgets.core.bricks import BricksState, count
+from widgets.core.bricks import BricksState, count, update_rule
 from widgets.draw.frames import OKABE_ITO
 
 # One colour per trip: the Okabe-Ito palette with its vermillion (the most brick-like) first.
 TRIP_COLOURS = (OKABE_ITO[5], *OKABE_ITO[:5], *OKABE_ITO[6:])
 DOWNSTAIRS_COLOUR = "#C9B8A4"  # not yet carried: no trip colour
+BUG_COLOUR = OKABE_ITO[5]  # the update built from the undivided pile
 BRICK_W, BRICK_H = 0.6, 0.3  # data units; the layout below holds MAX_BRICKS_PER_TRIP x MAX_TRIPS
 FLOOR = 3.5  # height of the top landing
 DOWNSTAIRS_X = (0.3, 6.5)
@@ -37,7 +38,7 @@ class BricksArtists:
     downstairs: PolyCollection
     pile: PolyCollection
     wall: PolyCollection
-    labels: dict[str, Text]  # "title", "downstairs", "pile", "wall"
+    labels: dict[str, Text]  # "title", "downstairs", "pile", "wall", "update"
 
     @property
     def moving(self) -> list:
@@ -101,15 +102,16 @@ def _draw_scene(ax: matplotlib.axes.Axes) -> None:
     ax.annotate("", xy=(STAIRS_X[1] - 0.6, FLOOR + 0.5), xytext=(STAIRS_X[0] - 0.4, 0.9),
                 arrowprops=dict(arrowstyle="-|>", color="0.5", linewidth=1.2, connectionstyle="arc3,rad=-0.15"))
     key = (
-        "bricks per trip = micro_batch_size b     trips = accumulation_steps K     one trip = one micro_step\n"
-        "pile at the top = accumulated gradient (.grad)     bricks in the wall = effective_batch_size K·b     "
-        "building the wall = update"
+        "bricks per trip = micro_batch_size b     trips = accumulation_steps K     "
+        "bricks in the wall = effective_batch_size K·b\n"
+        "one trip = one micro_step     pile at the top = accumulated gradient (.grad), a sum     "
+        "the wall, built from pile ÷ K = update"
     )
     ax.text(sum(X_LIMITS) / 2, Y_LIMITS[0] + 0.1, key, ha="center", va="bottom", fontsize=8.5, color="0.25")
     # What each place means stays fixed; only the counts below these captions move (text is what
     # costs most to draw, so the moving labels are kept short).
     ax.text(STAIRS_X[0] - 0.6, 2.4, "one trip up\n= one micro_step", ha="right", va="bottom", fontsize=9, color="0.3")
-    captions = {sum(PILE_X) / 2: "pile at the top\n(accumulated gradient)", sum(WALL_X) / 2: "the wall\n(the update)"}
+    captions = {sum(PILE_X) / 2: "pile at the top: a sum\n(accumulated gradient)", sum(WALL_X) / 2: "the wall\n(the update)"}
     for x, caption in captions.items():
         ax.text(x, FLOOR - 0.2, caption, ha="center", va="top", fontsize=9, color="0.3")
 
@@ -130,6 +132,8 @@ def draw_bricks(state: BricksState, ax: matplotlib.axes.Axes) -> BricksArtists:
         "downstairs": ax.text(sum(DOWNSTAIRS_X) / 2, -0.15, "", ha="center", va="top", fontsize=9),
         "pile": ax.text(sum(PILE_X) / 2, FLOOR - 1.05, "", **count_text),
         "wall": ax.text(sum(WALL_X) / 2, FLOOR - 1.05, "", **count_text),
+        # the pile is a sum, the update an average: what the wall is built from, once it is built
+        "update": ax.text(sum(WALL_X) / 2, FLOOR - 1.6, "", ha="center", va="top", fontsize=9),
     }
     return update_bricks(state, ax, BricksArtists(*collections, labels))
 
@@ -156,5 +160,7 @@ def update_bricks(state: BricksState, ax: matplotlib.axes.Axes, artists: BricksA
     pile = "all went into the wall" if state.wall_built else f"{t} x {b} = {count(state.pile, 'brick')}"
     labels["pile"].set_text(pile)
     labels["wall"].set_text(f"{K} x {b} = {count(state.wall, 'brick')}" if state.wall_built else "not built yet")
+    labels["update"].set_text(update_rule(state) if state.wall_built else "")
+    labels["update"].set_color(BUG_COLOUR if state.strength > 1 else "0.2")
     return artists
 

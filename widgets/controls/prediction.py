@@ -1,0 +1,207 @@
+"""Guess, then see: a small widget where the learner commits to a prediction before the answer shows.
+
+    make_prediction("How many trips?", answer=4)                        # a number, typed in
+    make_prediction("What stands after trip 2?", answer=lambda: ...,  # computed at the reveal
+                    choices=["a quarter of the wall", "no wall yet"])
+
+The guess is locked once committed (no peeking, then changing it); the reveal shows the answer
+the package computed, says whether the guess was right and why. A guess that is not allowed (a
+word where a number goes, no choice picked) gets a message naming what is allowed, and the
+widget keeps waiting for a real guess. Without a kernel, the saved output shows the question and
+the answer folded away under "click to see" (`text/html`); `text/plain` is one deterministic
+line for nbval, without the answer.
+"""
+from __future__ import annotations
+
+import html
+import math
+from typing import Callable, Mapping, Sequence
+
+import ipywidgets as W
+
+from widgets.draw.frames import errors_shown_in
+from widgets.exercises.toolkit import close_to
+
+RIGHT, WRONG = "#009E73", "#D55E00"  # the toolkit's colours for Correct / Incorrect (Okabe-Ito)
+
+
+def _escape(text: str) -> str:
+    """Text for an HTML text node (quotes stay readable quotes: nothing here goes into an attribute)."""
+    return html.escape(text, quote=False)
+
+
+def _plain(value: object) -> str:
+    """A number as a reader writes it (20, -22.5, 0.25); anything else as its text."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return str(value)
+
+
+def parse_number(text: object) -> float:
+    """The learner's typed guess as a float; a ValueError says what a number looks like here."""
+    if not isinstance(text, str):
+        raise TypeError(f"the guess must be typed text, got {type(text).__name__}")
+    cleaned = text.strip().replace("−", "-")
+    allowed = "type one plain number, such as 20, -3.5 or 0.25 (no units, no commas)"
+    if not cleaned:
+        raise ValueError(f"nothing typed yet: {allowed}")
+    try:
+        value = float(cleaned)
+    except ValueError:
+        raise ValueError(f"{text.strip()!r} is not a number: {allowed}") from None
+    if not math.isfinite(value):
+        raise ValueError(f"{text.strip()!r} is not a finite number: {allowed}")
+    return value
+
+
+class PredictionWidget(W.VBox):
+    """Use `make_prediction`. Public: `guess` (None until committed), `correct`, `answer_shown`,
+    `commit()`, and the parts `question`, `entry`, `button`, `message`, `reveal`, `errors`."""
+
+    def __init__(
+        self,
+        question: str,
+        answer: object | Callable[[], object],
+        choices: Sequence[str] | None,
+        explanation: str,
+        wrong_guesses: Mapping[object, str],
+        rel_tolerance: float,
+    ):
+        self.question_text, self._answer, self.choices = question, answer, tuple(choices) if choices else None
+        self.explanation, self.wrong_guesses, self.rel_tolerance = explanation, dict(wrong_guesses), rel_tolerance
+        self.guess: object = None
+        self.correct: bool | None = None
+        self.answer_shown: object = None
+        self.question = W.HTML(f"<b>Predict first.</b> {_escape(question)}")
+        if self.choices:
+            self.entry = W.RadioButtons(options=self.choices, value=None, layout=W.Layout(width="auto"))
+        else:
+            self.entry = W.Text(placeholder="your guess, e.g. 12", continuous_update=False,
+                                layout=W.Layout(width="180px"))
+        self.button = W.Button(description="Commit my guess", button_style="primary",
+                               tooltip="Lock in your guess; then the answer is shown")
+        self.button.on_click(lambda _: self.commit())
+        self.message = W.HTML()
+        self.reveal = W.HTML()
+        self.errors = W.Output()
+        super().__init__([self.question, W.HBox([self.entry, self.button]), self.message, self.reveal, self.errors])
+
+    def answer(self) -> object:
+        """The answer, computed now if it was given as a function."""
+        value = self._answer() if callable(self._answer) else self._answer
+        if self.choices and value not in self.choices:
+            raise ValueError(f"the answer {value!r} is not one of the choices {list(self.choices)}")
+        if not self.choices:
+            value = float(value.item() if hasattr(value, "item") else value)
+        return value
+
+    def _read_guess(self, guess: object) -> object:
+        """The guess as a number or one of the choices; a ValueError names what is allowed."""
+        if self.choices:
+            if guess not in self.choices:
+                picked = "nothing picked yet" if guess is None else f"{guess!r} is not one of the choices"
+                raise ValueError(f"{picked}: pick one of {', '.join(repr(c) for c in self.choices)}")
+            return guess
+        if isinstance(guess, (int, float)) and not isinstance(guess, bool):
+            guess = str(guess)
+        return parse_number(guess)
+
+    def commit(self, guess: object = None) -> bool:
+        """Lock in `guess` (default: what the widget shows) and reveal the answer. Returns whether
+        it was committed; a guess that is not allowed leaves a message and changes nothing else."""
+        if self.guess is not None:
+            self.message.value = "<i>Your guess is already locked in.</i>"
+            return False
+        try:
+            value = self._read_guess(self.entry.value if guess is None else guess)
+        except (ValueError, TypeError) as error:
+            self.message.value = f"<span style='color:{WRONG}'>{_escape(str(error))}</span>"
+            return False
+        self.message.value = ""
+        answered = False
+        with errors_shown_in(self.errors, "the answer"):
+            answer = self.answer()
+            answered = True
+        if not answered:  # computing the answer failed: nothing is locked, the learner can try again
+            return False
+        right = value == answer if self.choices else close_to(value, answer, self.rel_tolerance)
+        self.guess, self.correct, self.answer_shown = value, right, answer
+        self.entry.disabled = self.button.disabled = True
+        self.button.description = "Guess locked in"
+        self.reveal.value = self._reveal_html(value, answer, right)
+        return True
+
+    def _why_wrong(self, value: object) -> str:
+        for wrong, why in self.wrong_guesses.items():
+            same = value == wrong if self.choices else close_to(value, float(wrong), self.rel_tolerance)
+            if same:
+                return why
+        return ""
+
+    def _reveal_html(self, value: object, answer: object, right: bool) -> str:
+        verdict = "Right" if right else "Not this time"
+        colour = RIGHT if right else WRONG
+        lines = [f"<span style='color:{colour}'><b>{verdict}.</b></span> You guessed <b>{_escape(_plain(value))}</b>; "
+                 f"the answer is <b>{_escape(_plain(answer))}</b>."]
+        why = "" if right else self._why_wrong(value)
+        lines += [_escape(text) for text in (why, self.explanation) if text]
+        return "<p style='margin:0.3em 0'>" + " ".join(lines) + "</p>"
+
+    def _static_html(self) -> str:
+        """What a reader without a kernel sees: the question, the choices, the answer folded away."""
+        parts = [f"<p><b>Predict first.</b> {_escape(self.question_text)}</p>"]
+        if self.choices:
+            parts.append("<ul>" + "".join(f"<li>{_escape(c)}</li>" for c in self.choices) + "</ul>")
+        try:
+            answer = _escape(_plain(self.answer()))
+        except Exception:  # e.g. the answer needs a cell that has not run: show the question alone
+            return "".join(parts)
+        explanation = f" {_escape(self.explanation)}" if self.explanation else ""
+        parts.append(f"<details><summary>Decide on your guess, then click to see the answer</summary>"
+                     f"<p>The answer is <b>{answer}</b>.{explanation}</p></details>")
+        return "".join(parts)
+
+    def __repr__(self) -> str:
+        kind = f"pick one of {list(self.choices)}" if self.choices else "type a number"
+        return f"Prediction: {self.question_text} ({kind}, then commit; the answer is revealed after.)"
+
+    def _repr_mimebundle_(self, **kwargs):
+        """The live widget with a kernel; the question and a folded answer without one."""
+        bundle = super()._repr_mimebundle_(**kwargs)
+        data = bundle[0] if isinstance(bundle, tuple) else bundle
+        data["text/plain"] = repr(self)
+        data["text/html"] = self._static_html()
+        return bundle
+
+
+def make_prediction(
+    question: str,
+    answer: object | Callable[[], object],
+    *,
+    choices: Sequence[str] | None = None,
+    explanation: str = "",
+    wrong_guesses: Mapping[object, str] | None = None,
+    rel_tolerance: float = 1e-3,
+) -> PredictionWidget:
+    """Build (not display) a guess-then-see widget.
+
+    `answer`: a number, one of `choices`, or a function of no arguments that computes it (called
+    at the reveal, so the answer is the package's, not typed into the notebook). With `choices`
+    the learner picks one; without, types a number, right when within `rel_tolerance` (relative).
+    `wrong_guesses` maps a typical wrong guess to what it means; `explanation` follows the answer.
+    """
+    if not isinstance(question, str) or not question.strip():
+        raise ValueError("question must be a non-empty string")
+    if choices is not None:
+        if isinstance(choices, str) or len(choices) < 2 or not all(isinstance(c, str) and c for c in choices):
+            raise ValueError(f"choices must be a list of at least 2 non-empty strings, got {choices!r}")
+        if len(set(choices)) != len(choices):
+            raise ValueError(f"choices must differ from each other, got {list(choices)}")
+        if not callable(answer) and answer not in choices:
+            raise ValueError(f"answer must be one of the choices {list(choices)}, got {answer!r}")
+    elif not callable(answer):
+        if isinstance(answer, bool) or not isinstance(answer, (int, float)) or not math.isfinite(answer):
+            raise ValueError(f"answer must be a finite number (or a function computing one), got {answer!r}")
+    if isinstance(rel_tolerance, bool) or not isinstance(rel_tolerance, (int, float)) or not 0 <= rel_tolerance < 1:
+        raise ValueError(f"rel_tolerance must be a number from 0 to below 1, got {rel_tolerance!r}")
+    return PredictionWidget(question, answer, choices, explanation, wrong_guesses or {}, float(rel_tolerance))
