@@ -186,7 +186,8 @@ def make_prediction(
     """Build (not display) a guess-then-see widget.
 
     `answer`: a number, one of `choices`, or a function of no arguments that computes it (called
-    at the reveal, so the answer is the package's, not typed into the notebook). With `choices`
+    at the reveal, so the answer is the package's, not typed into the notebook, and once more when
+    the widget is displayed, for the folded answer of the saved output: keep it cheap). With `choices`
     the learner picks one; without, types a number, right when within `rel_tolerance` (relative).
     `wrong_guesses` maps a typical wrong guess to what it means; `explanation` follows the answer.
     """
