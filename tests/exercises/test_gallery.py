@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from exercise_support import assert_incorrect
-from widgets.exercises import gallery as exercises_gallery
+from loops import make_loop
 from widgets.core.accumulation import is_update_step
 from widgets.exercises.toolkit import Status
 from widgets.exercises.gallery import gallery_exercises
@@ -20,65 +20,65 @@ def test_sum_reduction():
     assert_incorrect(GALLERY.sum_reduction.check(0.1), "3.2x the big-batch gradient")
 
 
-def make_loop(divide="group", scheduler_every_micro_step=False, log="mean", clip="per_update"):
-    """A learner's loop; the defaults are right, each option is one classic mistake."""
-    def my_loop(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
-        logged, losses = [], []
-        for i, (x, y) in enumerate(batches):
-            group_size = min(accumulation_steps, len(batches) - (i - i % accumulation_steps))
-            loss = loss_fn(model(x), y)
-            (loss / {"group": group_size, "K": accumulation_steps, "none": 1}[divide]).backward()
-            losses.append(loss.item())
-            if clip == "per_micro_step":
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            if is_update_step(i, accumulation_steps, len(batches)):
-                if clip == "per_update":
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                optimizer.step()
-                if scheduler is not None and not scheduler_every_micro_step:
-                    scheduler.step()
-                optimizer.zero_grad(set_to_none=True)
-                logged.append(sum(losses) / len(losses) if log == "mean" else losses[-1])
-                losses = []
-            if scheduler is not None and scheduler_every_micro_step:
-                scheduler.step()
-        return logged
-    return my_loop
+# --- my_loop: every correct variant passes, each fault is named for what the loop did -------
 
-
-def test_my_loop_correct():
-    feedback = GALLERY.my_loop.check(make_loop())
-    assert feedback.correct and "logged losses are the update means" in feedback.message
-
-
-def test_my_loop_that_logs_nothing_is_correct_but_asked_to_return_its_log():
-    def quiet(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
-        make_loop()(model, optimizer, loss_fn, batches, accumulation_steps, scheduler)
-    feedback = GALLERY.my_loop.check(quiet)
-    assert feedback.correct and "Return the mean loss of each update" in feedback.message
-
-
-@pytest.mark.parametrize("loop, words", [
-    (make_loop(divide="none"), ["loss_not_divided", "accumulation_steps = 4, 10 micro-batches"]),
-    (make_loop(divide="K"), ["tail_divided_by_k"]),
-    (make_loop(scheduler_every_micro_step=True), ["scheduler_every_micro_step", "with_scheduler=True"]),
-    (make_loop(log="last"), ["log_last_micro_batch"]),
-    (make_loop(clip="per_micro_step"), ["clip_every_micro_step"]),
-    (make_loop(clip=None), ["clip_missing"]),
-    (lambda model, optimizer, loss_fn, batches, accumulation_steps: make_loop()(model, optimizer, loss_fn, batches,
-                                                                               accumulation_steps),
-     ["TypeError", "scheduler"]),
-    ("my_loop", ["pass the function itself"]),
+@pytest.mark.parametrize("options", [
+    {},  # each loss x n_i/n before backward, zero_grad after the step
+    {"scale": "boundary_share"},  # loss x n_i, .grad / n at the update, then the clip
+    {"zero_grad": "group_start"},  # the pile cleared when a group starts instead of after the step
+    {"scale": "boundary_share", "zero_grad": "group_start"},
 ])
-def test_my_loop_wrong(loop, words):
-    assert_incorrect(GALLERY.my_loop.check(loop), *words)
+def test_my_loop_accepts_every_correct_variant(options):
+    feedback = GALLERY.my_loop.check(make_loop(**options))
+    assert feedback.correct, feedback
+    assert "n_i/n" in feedback.message and "mean loss" in feedback.message
 
 
-def test_my_loop_with_an_empty_body_is_not_attempted():
+@pytest.mark.parametrize("options, words", [
+    ({"log": None}, ["returns nothing", "mean loss of each update"]),  # skipping the required log fails
+    ({"backward": "group_sum"}, ["one backward() went through 4 micro-batches at once (20 examples)", "memory"]),
+    ({"backward": "concat"}, ["on 20 examples at once"]),
+    ({"scale": "count"}, ["K = 3", "hold [5, 2] examples", "n_i/n", "same only when they are all the same size"]),
+    ({"scale": "boundary_count"}, ["hold [5, 2] examples"]),
+    ({"scale": "K"}, ["K = 4 and 10 micro-batches", "divided by K = 4, but it holds 2 micro-batches"]),
+    ({"scale": "none"}, ["update 1", "undivided", "4x the correct gradient"]),
+    ({"scale": "boundary_share", "clip": "before_rescale"}, ["after clipping", "Rescale first, then clip"]),
+    ({"scale": "boundary_share", "clip": None}, ["above clip_norm = 1"]),
+    ({"clip": None}, ["above clip_norm = 1"]),
+    ({"clip": "every_micro_step"}, ["shrunk before micro-batch", "half-built pile"]),
+    ({"zero_grad": "every_micro_step"}, [".grad was empty before micro-batch 1"]),
+    ({"zero_grad": None}, ["update 1 began with the previous update's gradient"]),
+    ({"step": "every"}, ["after every micro-step (10 steps, not 3)"]),
+    ({"step": "no_tail"}, ["never got its optimizer.step()"]),
+    ({"scheduler_at": "micro_step"}, ["every micro-step (8 times for 3 updates)"]),
+    ({"log": "plain"}, ["plain mean", "right only when the micro-batches are all the same size", "[5, 2]"]),
+    ({"log": "last"}, ["the last micro-batch's loss"]),
+    ({"log": "divided"}, ["the divided loss", "4x too small"]),
+])
+def test_my_loop_names_the_fault_of_each_wrong_loop(options, words):
+    assert_incorrect(GALLERY.my_loop.check(make_loop(**options)), *words)
+
+
+def test_my_loop_of_the_package_handed_back_wrapped_or_pasted_is_rejected():
+    from widgets.exercises.gallery import my_loop
+
+    shown = GALLERY.my_loop.solution(anyway=True).code
+    pasted = {"torch": torch, "is_update_step": is_update_step}
+    exec(compile(shown, "<pasted cell>", "exec"), pasted)  # the learner's cell, not the package's code
+
+    def wrapper(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+        return my_loop(model, optimizer, loss_fn, batches, accumulation_steps, scheduler)
+
+    assert_incorrect(GALLERY.my_loop.check(my_loop), "package's own `my_loop`")
+    assert_incorrect(GALLERY.my_loop.check(wrapper), "calls the package's `my_loop`")
+    assert_incorrect(GALLERY.my_loop.check(pasted["my_loop"]), "copied line for line")
+
+
+def test_my_loop_other_answers():
     def my_loop(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
         ...
     assert GALLERY.my_loop.check(my_loop).status is Status.NOT_ATTEMPTED
-
-
-def test_my_loop_solution_passes_its_own_checker():
-    assert GALLERY.my_loop.check(exercises_gallery.my_loop).correct
+    assert_incorrect(GALLERY.my_loop.check("my_loop"), "pass the function itself")
+    no_scheduler = lambda model, optimizer, loss_fn, batches, accumulation_steps: make_loop()(  # noqa: E731
+        model, optimizer, loss_fn, batches, accumulation_steps)
+    assert_incorrect(GALLERY.my_loop.check(no_scheduler), "TypeError")

@@ -27,6 +27,25 @@ def test_boundary_wrong(answer, words):
     assert_incorrect(LOOP.boundary.check(answer), *words)
 
 
+def test_boundary_handed_back_or_wrapped_is_rejected_but_the_checkers_own_use_does_not_count():
+    import functools
+
+    from widgets.core.accumulation import is_update_step
+    from widgets.exercises.loop import is_boundary
+
+    step = is_update_step
+
+    def via_an_alias(m, k, t):
+        return bool(step(m, k, t))
+
+    assert_incorrect(LOOP.boundary.check(is_update_step), "package's own `is_update_step`")
+    assert_incorrect(LOOP.boundary.check(functools.partial(is_update_step)), "package's own `is_update_step`")
+    assert_incorrect(LOOP.boundary.check(is_boundary), "package's own `is_boundary`")
+    assert_incorrect(LOOP.boundary.check(via_an_alias), "calls the package's `is_update_step`")
+    # the checker itself compares with is_update_step: an answer of one's own still passes
+    assert LOOP.boundary.check(lambda m, k, t: m == t - 1 or m % k == k - 1).correct
+
+
 def test_boundary_returning_none_is_not_attempted():
     assert LOOP.boundary.check(lambda m, k, t: None).status is Status.NOT_ATTEMPTED
 
@@ -53,6 +72,12 @@ def test_tail_weights_wrong(answer, words):
 
 # --- update_loss ---------------------------------------------------------------------------
 
+def test_update_loss_of_the_package_is_rejected():
+    from widgets.exercises.loop import update_loss
+    assert_incorrect(LOOP.update_loss.check(update_loss), "package's own `update_loss`")
+    assert_incorrect(LOOP.update_loss.check(lambda ls, ns: update_loss(ls, ns)), "calls the package's `update_loss`")
+
+
 def test_update_loss_correct():
     def update_loss(losses, sizes):
         return sum(l * n for l, n in zip(losses, sizes)) / sum(sizes)
@@ -67,6 +92,8 @@ def test_update_loss_correct():
     (lambda ls, ns: sum(ls), ["K times too big"]),
     (lambda ls, ns: sum(ls) / len(ls), ["same size", "weight each loss by its size"]),
     (lambda ls, ns: 1.0, ["your function gives 1"]),
+    (lambda ls, ns: {4: 0.6, 3: 0.6211}.get(len(ls), 0.6), ["sizes [5, 1] your function"]),  # hard-coded for two cases
+    (lambda ls, ns: sum(l * n for l, n in zip(ls, ns)), ["total loss", "not their mean"]),
 ])
 def test_update_loss_wrong(answer, words):
     assert_incorrect(LOOP.update_loss.check(answer), *words)
@@ -97,8 +124,20 @@ def test_warmup_end():
 
 # --- amp_order -----------------------------------------------------------------------------
 
+@pytest.mark.parametrize("calls", [
+    ["backward", "backward", "unscale", "clip", "step", "update", "zero_grad"],
+    ["zero_grad", "backward", "backward", "unscale", "clip", "step", "update"],  # cleared at the start of the update
+    ["backward", "backward", "unscale", "clip", "step", "zero_grad", "update"],  # update() only reads the inf check
+    ["zero_grad", "backward", "backward", "unscale", "clip", "step", "update", "zero_grad"],  # redundant, harmless
+])
+def test_amp_order_accepts_every_valid_order(calls):
+    feedback = LOOP.amp_order.check(calls)
+    assert feedback.correct, feedback
+    start = "before the first backward" in feedback.message
+    assert start == (calls[0] == "zero_grad")  # the message says where this answer clears the pile
+
+
 def test_amp_order_correct_accepts_the_real_call_names():
-    assert LOOP.amp_order.check(["backward", "backward", "unscale", "clip", "step", "update", "zero_grad"]).correct
     spelled = ["backward", "backward", "scaler.unscale_", "clip", "scaler.step", "scaler.update()", "optimizer.zero_grad()"]
     assert LOOP.amp_order.check(spelled).correct
 
@@ -109,9 +148,12 @@ def test_amp_order_correct_accepts_the_real_call_names():
     (["backward", "backward", "clip", "step", "update", "zero_grad"], ["without unscale_"]),
     (["backward", "backward", "clip", "unscale", "step", "update", "zero_grad"], ["clipping before unscale_"]),
     (["backward", "zero_grad", "backward", "unscale", "clip", "step", "update"], ["wipes the first"]),
+    (["zero_grad", "backward", "zero_grad", "backward", "unscale", "clip", "step", "update"], ["wipes the first"]),
+    (["backward", "backward", "unscale", "zero_grad", "clip", "step", "update"], ["between unscale_ and step"]),
+    (["backward", "backward", "unscale", "clip", "step", "update"], ["without zero_grad"]),
     (["backward", "backward", "unscale", "step", "clip", "update", "zero_grad"], ["after the step"]),
     (["backward", "backward", "unscale", "clip", "update", "step", "zero_grad"], ["update() before step()"]),
-    (["backward", "backward", "unscale", "clip", "step", "zero_grad"], ["['update']"]),
+    (["backward", "backward", "unscale", "clip", "step", "zero_grad"], ["update x0"]),
     (["backward", "unscale", "clip", "step", "update", "zero_grad"], ["not 1 times"]),
     (["backward", "backward", "unscale", "clip", "step", "update", "zero_grad", "explode"], ["unknown call"]),
     ("backward", ["pass a list"]),

@@ -72,7 +72,7 @@ def test_bad_hint_number_names_the_range(bad):
 
 
 def test_solution_holds_code_and_renders_a_code_block():
-    solution = make_exercise().solution()
+    solution = make_exercise().solution(anyway=True)
     assert solution.code == "answer = 4"
     assert "```python\nanswer = 4\n```" in solution._repr_markdown_()
 
@@ -136,4 +136,93 @@ def test_a_worked_function_is_shown_by_its_source():
         return 4
 
     exercise = Exercise("four", "Find four", "?", _is_four, ["hint"], answer_four)
-    assert exercise.solution().code == "def answer_four():\n    return 4"
+    assert exercise.solution(anyway=True).code == "def answer_four():\n    return 4"
+
+
+# --- solutions after an attempt, cells out of order, answers handed back -------------------
+
+def test_the_solution_waits_for_an_attempt_and_says_how_to_see_it_anyway():
+    ex = make_exercise()
+    withheld = ex.solution()
+    assert not hasattr(withheld, "code")
+    assert "ex.four.check(" in repr(withheld) and "ex.four.solution(anyway=True)" in repr(withheld)
+    assert ex.solution(anyway=True).code == "answer = 4"  # a notebook can still show it on purpose
+    ex.check(...)  # the placeholder is not an attempt
+    assert not hasattr(ex.solution(), "code")
+    ex.check(5)
+    assert ex.attempted and ex.solution().code == "answer = 4"
+
+
+def test_a_right_answer_counts_as_an_attempt_too():
+    ex = make_exercise()
+    ex.check(4)
+    assert ex.solution().code == "answer = 4"
+
+
+def _calls_an_undefined_helper(x):
+    return helper_from_an_earlier_cell(x)  # noqa: F821 - the cell that defines it has not run
+
+
+def test_a_name_an_earlier_cell_defines_says_what_to_run_first():
+    ex = Exercise("f", "Find f", "?", lambda f: correct() if f(4) == 4 else incorrect("no"), ["hint"], "f = abs")
+    feedback = ex.check(_calls_an_undefined_helper)
+    assert feedback.status is Status.RUN_EARLIER_CELLS
+    assert "`helper_from_an_earlier_cell`" in feedback.message and "Run All Above" in feedback.message
+    assert repr(feedback).startswith("Find f: Cannot check yet.")
+    assert not ex.attempted  # not an attempt: the solution still waits
+
+
+def reference_four(x):
+    """The package's worked answer (in this test: a stand-in)."""
+    doubled = x + x
+    return doubled // 2
+
+
+def _checker_of_four(f):
+    return correct("ok") if f(4) == 4 and f(6) == 6 else incorrect("no")
+
+
+def _four_exercise():
+    return Exercise("id", "Identity", "?", _checker_of_four, ["hint"], reference_four)
+
+
+def test_the_reference_handed_back_wrapped_or_copied_is_rejected():
+    import functools
+
+    def reference_four(x):  # pasted from the solution shown, comments and docstring aside: same code
+        doubled = x + x
+        return doubled // 2
+
+    def wrapper(x):
+        return reference_four_alias(x)
+
+    reference_four_alias = globals()["reference_four"]
+    for answer, words in [
+        (globals()["reference_four"], "the package's own `reference_four`"),
+        (functools.partial(globals()["reference_four"]), "the package's own"),
+        (reference_four, "copied line for line"),
+        (wrapper, "calls the package's `reference_four`"),
+    ]:
+        feedback = _four_exercise().check(answer)
+        assert feedback.status is Status.INCORRECT and words in feedback.message, (answer, feedback)
+
+
+def test_an_answer_written_in_ones_own_words_passes():
+    def mine(value):
+        return value
+    assert _four_exercise().check(mine).correct
+    assert _four_exercise().check(lambda x: x).correct
+
+
+def test_watching_calls_puts_the_previous_profiler_back():
+    from widgets.exercises import provenance
+
+    def profiler(frame, event, arg):
+        pass
+    sys.setprofile(profiler)
+    try:
+        with provenance.calls_to([reference_four]) as seen:
+            reference_four(2)
+        assert sys.getprofile() is profiler and seen == ["reference_four"]
+    finally:
+        sys.setprofile(None)

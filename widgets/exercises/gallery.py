@@ -4,15 +4,18 @@
     ex = gallery_exercises()
     ex.my_loop.check(my_loop)     # runs the loop auditor on it
 
-`my_loop` is checked by `widgets.audit.auditor.audit_training_loop` in two settings; the worked
-answer `my_loop` lives here as real code: `solution()` shows its source.
+`my_loop` is run on the loop bench (`widgets.exercises.loop_bench`) in two settings, one with a
+short last micro-batch, and judged against plain autograd: micro-batch i weighted by n_i/n, the
+log the mean over the update's examples. The worked answer `my_loop` lives here as real code:
+`solution()` shows its source after a first attempt; handed back or copied, it is rejected.
 """
 from __future__ import annotations
 
 import torch
 
 from widgets.core.accumulation import is_update_step
-from widgets.audit.auditor import audit_training_loop
+from widgets.exercises.loop_bench import SETTINGS, judge, run_on_bench
+from widgets.exercises.order import explain_name_errors
 from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, as_number, close_to, correct, diagnose
 from widgets.exercises.toolkit import incorrect, needs_function, not_attempted
 
@@ -32,58 +35,48 @@ def _check_sum_reduction(answer: object) -> Feedback:
     }, f"with that factor the pile is {relative:.4g}x the big-batch gradient; it must be exactly 1x.")
 
 
-def _audit_settings() -> list[tuple[str, dict]]:
-    return [
-        ("accumulation_steps = 4, 10 micro-batches (an uneven last group of 2)", dict(accumulation_steps=4, clip_norm=1.0)),
-        ("accumulation_steps = 3 with a warmup scheduler", dict(accumulation_steps=3, with_scheduler=True, clip_norm=1.0)),
-    ]
-
-
 def _check_my_loop(answer: object) -> Feedback:
     wrong = needs_function(answer, "my_loop")
     if wrong:
         return wrong
-    log_checked = True
-    for setting, options in _audit_settings():
-        report = audit_training_loop(answer, **options)
-        steps = report.counts["optimizer.step()"][0]
-        if report.mistakes == {"never_calls_backward"} and not steps:
-            return not_attempted("your loop never calls backward or step: fill in its body")
-        if not report.matches_reference:
-            found = " ".join(report.findings)
-            call = ", ".join(f"{k}={v}" for k, v in options.items())
-            return incorrect(f"with {setting} the auditor found: {', '.join(sorted(report.mistakes))}. {found} "
-                             f"For the full report: print(audit_training_loop(my_loop, {call})).")
-        log_checked = log_checked and report.log_checked  # a loop that returns no log is not a mistake
-    logged = " Its logged losses are the update means too." if log_checked else ""
-    extra = "" if log_checked else " Return the mean loss of each update to have your logging checked as well."
-    return correct("the auditor ran your loop with K = 4 (uneven last group) and with K = 3 and a scheduler, "
-                   "clipping at 1.0: "
-                   f"every update matches the reference.{logged}{extra}")
+    for setting in SETTINGS:
+        observation = run_on_bench(answer, setting)
+        if not observation.watch.forwards and not observation.steps:
+            return not_attempted("your loop never runs the model or steps the optimizer: fill in its body")
+        fault = judge(observation)
+        if fault:
+            return incorrect(f"with {setting.description}: {fault}")
+    return correct("the bench ran your loop twice: K = 4 with a last group of 2 micro-batches, and K = 3 with a "
+                   "scheduler and a last micro-batch of 2 examples, both clipping at 1.0. Each backward pass carried "
+                   "one micro-batch; every update used the gradient of the mean loss over its examples (micro-batch "
+                   "i weighted by n_i/n), clipped once; the scheduler stepped once per update; and the log holds "
+                   "each update's mean loss.")
 
 
 def my_loop(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None) -> list[float]:
     """Worked answer: accumulation with an uneven last group, clipping and a scheduler; returns the log."""
-    logged, update_losses = [], []
+    logged, update_loss = [], 0.0
     for micro_step, (inputs, targets) in enumerate(batches):
-        group_start = micro_step - micro_step % accumulation_steps
-        group_size = min(accumulation_steps, len(batches) - group_start)  # fewer in the last group
-        loss = loss_fn(model(inputs), targets)
-        (loss / group_size).backward()  # equal micro-batches: each is 1/group_size of the update
-        update_losses.append(loss.item())
+        if micro_step % accumulation_steps == 0:  # a group starts: count its examples (fewer in the last group)
+            update_examples = sum(len(t) for _, t in batches[micro_step : micro_step + accumulation_steps])
+        loss = loss_fn(model(inputs), targets)  # the mean over this micro-batch's examples
+        share = len(targets) / update_examples  # n_i / n; micro-batches of equal size: 1 / (their number)
+        (loss * share).backward()  # .grad adds up the gradient of the update's mean loss
+        update_loss = update_loss + loss.detach() * share  # the same weights make the update's mean loss
         if is_update_step(micro_step, accumulation_steps, len(batches)):
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)  # once, on the completed pile
             optimizer.step()
             if scheduler is not None:
                 scheduler.step()  # once per update, after the step
             optimizer.zero_grad(set_to_none=True)
-            logged.append(sum(update_losses) / len(update_losses))
-            update_losses = []
+            logged.append(float(update_loss))  # one sync with the device per update, not per micro-step
+            update_loss = 0.0
     return logged
 
 
 def gallery_exercises() -> ExerciseSet:
     """The exercises of developer notebook 3 (the bug gallery)."""
+    explain_name_errors()  # in a notebook: a cell run before the ones it needs says which to run first
     return ExerciseSet("The bug gallery", [
         Exercise(
             "sum_reduction", "Scale a summed loss",
@@ -93,7 +86,7 @@ def gallery_exercises() -> ExerciseSet:
             _check_sum_reduction,
             ["With reduction='sum' each micro-batch loss is b times its mean.",
              "The K micro-batches still add up in .grad, as with a mean-reduced loss.",
-             "Divide by the number of examples in the update: K x b."],
+             "A summed loss is already the total over its examples; the pile must end as a mean over the update's."],
             "factor = 1 / (4 * 8)  # K x b: the update's examples",
             "A summed loss counts each example once; dividing by all K x b examples of the update makes it a mean.",
         ),
@@ -102,14 +95,18 @@ def gallery_exercises() -> ExerciseSet:
             "Write `my_loop(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None)`: accumulate "
             "over `accumulation_steps` micro-batches per update, the uneven last group included; clip the gradient norm "
             "to 1.0 once per update; step the scheduler (when given) once per update; return the mean loss of each "
-            "update. The loop auditor "
-            "(`widgets.audit.auditor.audit_training_loop`) checks it: `ex.my_loop.check(my_loop)`.",
+            "update over its examples. `ex.my_loop.check(my_loop)` runs it twice on a small problem, watched by "
+            "hooks (one backward pass per micro-batch?) and compared with plain autograd: K = 4 with a last group "
+            "of 2 micro-batches, and K = 3 with a scheduler and a last micro-batch of 2 examples instead of 5.",
             _check_my_loop,
-            ["Start from the gallery's fixed loop and make sure each of its lines is there for a reason.",
-             "The last group may hold fewer than K micro-batches: divide its losses by the number it really holds.",
+            ["Each update's gradient must be that of the mean loss over the update's examples; each micro-batch "
+             "counts by its share n_i/n of them (with equal sizes, 1 / the number of micro-batches).",
+             "The last group may hold fewer micro-batches, and its last micro-batch fewer examples: count the examples "
+             "of the group when it starts, or scale .grad once at the update (before clipping).",
              "clip_grad_norm_, step, scheduler.step and zero_grad all sit inside the one `if is_update_step(...)`, "
-             "in that order; log the mean of the undivided losses of each update."],
+             "in that order; the log weights the undivided losses by the same shares."],
             my_loop,
-            "One boundary test; every per-update action inside it; each loss divided by its group's real size.",
+            "One boundary test; every per-update action inside it; each micro-batch weighted by its share n_i/n of "
+            "the update's examples, for the gradient and for the log alike.",
         ),
     ])

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 from typing import Callable
 
+import torch
+
 from widgets.core.accumulation import is_update_step
+from widgets.exercises.order import explain_name_errors
 from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, as_number, as_numbers, close_to, correct
 from widgets.exercises.toolkit import diagnose, incorrect, needs_function, not_attempted
 
@@ -98,7 +101,27 @@ def update_loss(micro_losses: list[float], micro_batch_sizes: list[int]) -> floa
     return total / sum(micro_batch_sizes)
 
 
-_LOSS_CASES = [([0.9, 0.5, 0.7, 0.3], [2, 2, 2, 2]), ([0.8, 0.6, 0.2], [8, 8, 3])]
+# Equal sizes, uneven sizes, and a third case the notebook never shows, so constant answers fail.
+_LOSS_CASES = [([0.9, 0.5, 0.7, 0.3], [2, 2, 2, 2]), ([0.8, 0.6, 0.2], [8, 8, 3]), ([1.2, 0.4], [5, 1])]
+
+# What a typical update_loss computes, and what to say when an answer computes exactly that (first match wins).
+_UPDATE_LOSS_RULES: list[tuple[Callable[[list[float], list[int]], float], str | None]] = [
+    (lambda ls, ns: sum(l * n for l, n in zip(ls, ns)) / sum(ns), None),
+    (lambda ls, ns: ls[-1], "that is the last micro-batch's loss alone, what many tutorials print as "
+     "`loss.item() * accumulation_steps` (the divided loss times K): one micro-batch's noise, not the update's mean."),
+    (lambda ls, ns: ls[-1] * len(ls), "that is K times the last micro-batch's loss: these losses were never divided, "
+     "so multiplying by K makes them K times too big, and one micro-batch is not the update anyway."),
+    (lambda ls, ns: sum(ls) / len(ls) ** 2, "that is about K times too small: you logged the divided loss (loss / K), "
+     "the number that goes into backward, instead of the mean loss."),
+    (lambda ls, ns: ls[-1] / len(ls), "that is about K times too small: you logged the divided loss (loss / K), "
+     "the number that goes into backward, instead of the mean loss."),
+    (lambda ls, ns: sum(ls), "that is K times too big: a sum of K micro-batch means, not their mean."),
+    (lambda ls, ns: sum(ls) / len(ls), "right when the micro-batches are all the same size (the first case, sizes "
+     "[2, 2, 2, 2], passes), but for sizes [8, 8, 3] the plain mean over-counts the 3-example micro-batch: weight "
+     "each loss by its size."),
+    (lambda ls, ns: sum(l * n for l, n in zip(ls, ns)), "that is the total loss over the update's examples, "
+     "not their mean: divide by how many examples there are."),
+]
 
 
 def _check_update_loss(answer: object) -> Feedback:
@@ -109,29 +132,14 @@ def _check_update_loss(answer: object) -> Feedback:
     if all(r is None for r in results):
         return not_attempted("your function returns None: fill in its body")
     got = [as_number(r, "update_loss(...)") for r in results]
-
-    def matches(rule: Callable[[list[float], list[int]], float]) -> bool:
-        return all(close_to(g, rule(ls, ns)) for g, (ls, ns) in zip(got, _LOSS_CASES))
-
-    if matches(lambda ls, ns: sum(l * n for l, n in zip(ls, ns)) / sum(ns)):
-        return correct("the mean over the update's examples: each micro-batch mean counts by its size.")
-    if matches(lambda ls, ns: ls[-1]):
-        return incorrect("that is the last micro-batch's loss alone, what many tutorials print as "
-                         "`loss.item() * accumulation_steps` (the divided loss times K): one micro-batch's noise, "
-                         "not the update's mean.")
-    if matches(lambda ls, ns: ls[-1] * len(ls)):
-        return incorrect("that is K times the last micro-batch's loss: these losses were never divided, so "
-                         "multiplying by K makes them K times too big, and one micro-batch is not the update anyway.")
-    if matches(lambda ls, ns: sum(ls) / len(ls) ** 2) or matches(lambda ls, ns: ls[-1] / len(ls)):
-        return incorrect("that is about K times too small: you logged the divided loss (loss / K), the number "
-                         "that goes into backward, instead of the mean loss.")
-    if matches(lambda ls, ns: sum(ls)):
-        return incorrect("that is K times too big: a sum of K micro-batch means, not their mean.")
-    if matches(lambda ls, ns: sum(ls) / len(ls)):
-        return incorrect("right when the micro-batches are all the same size, but for sizes [8, 8, 3] the plain "
-                         "mean over-counts the 3-example micro-batch: weight each loss by its size.")
-    losses, sizes = _LOSS_CASES[1]
-    return incorrect(f"for losses {losses} and sizes {sizes} your function gives {got[1]:.4g}; "
+    for rule, message in _UPDATE_LOSS_RULES:
+        if all(close_to(g, rule(ls, ns)) for g, (ls, ns) in zip(got, _LOSS_CASES)):
+            return correct("the mean over the update's examples: each micro-batch mean counts by its size.") \
+                if message is None else incorrect(message)
+    wrong_case = next(i for i, (g, (ls, ns)) in enumerate(zip(got, _LOSS_CASES))
+                      if not close_to(g, update_loss(ls, ns)))
+    losses, sizes = _LOSS_CASES[wrong_case]
+    return incorrect(f"for losses {losses} and sizes {sizes} your function gives {got[wrong_case]:.4g}; "
                      "the update's mean loss is the average over its examples.")
 
 
@@ -173,6 +181,65 @@ def _normalise_call(call: object) -> str:
     return str(call).strip().lower().rstrip("()").rstrip("_").removeprefix("scaler.").removeprefix("optimizer.")
 
 
+def _run_amp_calls(calls: list[str], updates: int = 3) -> torch.Tensor:
+    """Play `calls` as each of `updates` updates (K = 2 micro-batches each) with a real CPU GradScaler,
+    clipping at 1.0; returns the final weights. Raises what torch raises for an impossible order."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(5)
+        model = torch.nn.Linear(3, 1)
+        data = torch.randn(2 * updates, 4, 3)
+        target = 3 * torch.randn(2 * updates, 4, 1)  # gradients of norm > 1: the clip acts
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**10)
+    actions = {
+        "unscale": lambda: scaler.unscale_(optimizer),
+        "clip": lambda: torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0),
+        "step": lambda: scaler.step(optimizer),
+        "update": scaler.update,
+        "zero_grad": lambda: optimizer.zero_grad(set_to_none=True),
+    }
+    micro_batches = iter(zip(data, target))
+    for _ in range(updates):
+        for call in calls:
+            if call == "backward":
+                inputs, targets = next(micro_batches)
+                scaler.scale(torch.nn.functional.mse_loss(model(inputs), targets) / 2).backward()
+            else:
+                actions[call]()
+    return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+
+
+def _index(calls: list[str], name: str) -> int:
+    return calls.index(name) if name in calls else len(calls)
+
+
+# Why an order is wrong, checked in this order; the first that applies is what the learner reads.
+# Each predicate gets the normalised calls and the positions of the backward calls.
+_AMP_RULES: list[tuple[Callable[[list[str], list[int]], bool], str]] = [
+    (lambda c, b: len(b) != 2, "one update here has K = 2 micro-steps, so 'backward' comes twice, not {backwards} times."),
+    (lambda c, b: c.count("unscale") > 1, "calling unscale_ twice before update() raises RuntimeError ('unscale_() has already "
+     "been called on this optimizer since the last update()'): unscale once per update."),
+    (lambda c, b: "unscale" not in c, "without unscale_ the clip compares the *scaled* gradient (scale x too big) with "
+     "the threshold: unscale_ once, just before clipping."),
+    (lambda c, b: c.index("unscale") < b[-1], "calling unscale_ before the last backward: that backward then adds scaled "
+     "gradients to an unscaled pile. Unscale once the pile is complete."),
+    (lambda c, b: "zero_grad" in c[b[0]:b[-1]], "a zero_grad between the micro-steps wipes the first micro-batch's "
+     "gradient from the pile."),
+    (lambda c, b: _index(c, "clip") < c.index("unscale"), "clipping before unscale_ compares the scaled gradient with "
+     "the threshold: unscale first."),
+    (lambda c, b: any(c.count(n) != 1 for n in ("clip", "step", "update")),
+     "each of clip, step and update belongs exactly once per update; here: {counts}."),
+    (lambda c, b: "zero_grad" not in c, "without zero_grad the next update starts from this update's pile: clear it "
+     "once per update, after the step (or before the first backward)."),
+    (lambda c, b: c.index("step") < c.index("clip"), "clipping after the step changes a gradient the update has "
+     "already used."),
+    (lambda c, b: c.index("update") < c.index("step"), "calling update() before step(): scaler.step must see this pile's "
+     "inf/nan check with the scale the pile was built with; update the scale after stepping."),
+    (lambda c, b: "zero_grad" in c[c.index("unscale"):c.index("step")], "a zero_grad between unscale_ and step empties "
+     "the pile before the step can use it."),
+]
+
+
 def _check_amp_order(answer: object) -> Feedback:
     if isinstance(answer, str) or not isinstance(answer, (list, tuple)):
         return incorrect(f"pass a list of call names, e.g. ['backward', ...], got {type(answer).__name__}")
@@ -180,39 +247,29 @@ def _check_amp_order(answer: object) -> Feedback:
     unknown = [c for c in calls if c not in AMP_CALLS]
     if unknown:
         return incorrect(f"unknown call name(s) {unknown}; use only {list(AMP_CALLS)}")
-    if calls == AMP_EXPECTED:
-        return correct("the scale stays fixed while the pile builds; unscale_ once, clip the true gradient, "
-                       "step, then update the scale and clear the pile.")
-    count = {name: calls.count(name) for name in AMP_CALLS}
     backwards = [i for i, c in enumerate(calls) if c == "backward"]
-    if count["backward"] != 2:
-        return incorrect(f"one update here has K = 2 micro-steps, so 'backward' comes twice, not {count['backward']} times.")
-    if count["unscale"] > 1:
-        return incorrect("unscale_ twice before update() raises RuntimeError ('unscale_() has already been called "
-                         "on this optimizer since the last update()'): unscale once per update.")
-    if count["unscale"] == 0:
-        return incorrect("without unscale_ the clip compares the *scaled* gradient (scale x too big) with the "
-                         "threshold: unscale_ once, just before clipping.")
-    if calls.index("unscale") < backwards[-1]:
-        return incorrect("unscale_ before the last backward: that backward then adds scaled gradients to an "
-                         "unscaled pile. Unscale once the pile is complete.")
-    if "clip" in calls and calls.index("clip") < calls.index("unscale"):
-        return incorrect("clipping before unscale_ compares the scaled gradient with the threshold: unscale first.")
-    if "zero_grad" in calls and calls.index("zero_grad") < backwards[-1]:
-        return incorrect("zero_grad between the micro-steps wipes the first micro-batch's gradient from the pile.")
-    if count["clip"] != 1 or count["step"] != 1 or count["update"] != 1 or count["zero_grad"] != 1:
-        missing = [n for n in ("clip", "step", "update", "zero_grad") if count[n] != 1]
-        return incorrect(f"each of {missing} belongs exactly once per update.")
-    if calls.index("step") < calls.index("clip"):
-        return incorrect("clipping after the step changes a gradient the update has already used.")
-    if calls.index("update") < calls.index("step"):
-        return incorrect("update() before step(): scaler.step must see this pile's inf/nan check with the scale "
-                         "the pile was built with; update the scale after stepping.")
-    return incorrect("not the right order yet: the pile first, then unscale, clip, step, update, zero_grad.")
+    if len(backwards) == 2:  # playable: the real GradScaler is the judge of a valid order
+        try:
+            valid = torch.allclose(_run_amp_calls(calls), _run_amp_calls(AMP_EXPECTED), rtol=1e-6, atol=1e-7)
+        except (RuntimeError, AssertionError):  # torch refuses the order; the rules below say why
+            valid = False
+        if valid:
+            where = ("before the first backward, so each update starts from an empty pile"
+                     if calls.index("zero_grad") < backwards[0] else "once the step has used the pile")
+            return correct("the scale stays fixed while the pile builds; unscale_ once, clip the true gradient, step, "
+                           f"then update the scale; you clear the pile {where}. Played for three updates with a real "
+                           "GradScaler, it gives the weights of the reference order.")
+    counts = ", ".join(f"{n} x{calls.count(n)}" for n in ("clip", "step", "update"))
+    for rule, message in _AMP_RULES:
+        if rule(calls, backwards):
+            return incorrect(message.format(backwards=len(backwards), counts=counts))
+    return incorrect("not a valid order: played with a real GradScaler it does not give the reference's weights. "
+                     "The pile first, then unscale, clip, step, update; zero_grad before the pile or after the step.")
 
 
 def loop_exercises() -> ExerciseSet:
     """The exercises of developer notebook 2 (the training loop)."""
+    explain_name_errors()  # in a notebook: a cell run before the ones it needs says which to run first
     return ExerciseSet("The training loop", [
         Exercise(
             "boundary", "Name the boundary",
@@ -223,9 +280,10 @@ def loop_exercises() -> ExerciseSet:
             ["micro_step counts from 0: with K = 4 the updates come after micro-steps 3, 7, 11, ...",
              "(micro_step + 1) % accumulation_steps == 0 handles full groups. What about the last micro-step "
              "when total_micro_steps does not divide by K?",
-             "Return True also when micro_step == total_micro_steps - 1."],
+             "The last micro-step is number total_micro_steps - 1: it ends an update too, whatever K says."],
             is_boundary,
             "Every K-th micro-step ends an update, and so does the very last one.",
+            references=(is_update_step,),
         ),
         Exercise(
             "tail_weights", "Weight the tail",
@@ -236,7 +294,7 @@ def loop_exercises() -> ExerciseSet:
             _check_tail_weights,
             ["Each micro-batch loss is a mean over its own examples. A mean over 19 examples weights each example 1/19.",
              "A micro-batch of n_k examples contributes n_k examples' worth: its weight is n_k / 19.",
-             "[8/19, 8/19, 3/19]; `widgets.core.accumulation.micro_batch_weights([8, 8, 3])` computes it."],
+             "The three weights sum to 1, and the 3-example micro-batch gets 3/8 of the weight of each 8-example one."],
             """
             from widgets.core.accumulation import micro_batch_weights
             weights = micro_batch_weights([8, 8, 3])  # [8/19, 8/19, 3/19]
@@ -251,9 +309,9 @@ def loop_exercises() -> ExerciseSet:
             _check_update_loss,
             ["The number to log is the mean loss over all the examples of the update, the one a big batch would report.",
              "A micro-batch of n_k examples with mean loss L_k holds n_k * L_k of the total loss.",
-             "sum(n_k * L_k) / sum(n_k)."],
+             "Add up each micro-batch's share of the total loss, then divide by the number of examples in the update."],
             update_loss,
-            "Weight each micro-batch's mean loss by its number of examples.",
+            "Weight each micro-batch's mean loss by its number of examples; with equal sizes this is the plain mean.",
         ),
         Exercise(
             "clip_position", "Where does the clip go?",
@@ -283,7 +341,7 @@ def loop_exercises() -> ExerciseSet:
             _check_warmup_end,
             ["The scheduler counts its own step() calls, not updates.",
              "Each update takes K micro-steps, and each micro-step calls scheduler.step().",
-             "100 / 4 = 25 updates."],
+             "So W = 100 scheduler steps are used up K = 4 at a time."],
             "warmup_end = 100 // 4  # 25 updates: the schedule runs K times too fast",
             "The scheduler runs K = 4 times per update, so W = 100 of its steps take 25 updates.",
         ),
@@ -295,8 +353,10 @@ def loop_exercises() -> ExerciseSet:
             _check_amp_order,
             ["The scale must not change while the pile is building, and unscale_ may run only once per update.",
              "Clip the true (unscaled) gradient; step before update, because update changes the scale.",
-             "backward, backward, unscale, clip, step, update, zero_grad."],
-            "calls = ['backward', 'backward', 'unscale', 'clip', 'step', 'update', 'zero_grad']",
+             "The pile (two backwards) first; then unscale, clip and step in that order; update after the step; "
+             "zero_grad where it cannot touch this pile before the step uses it."],
+            "calls = ['backward', 'backward', 'unscale', 'clip', 'step', 'update', 'zero_grad']\n"
+            "# zero_grad may also come first (before the pile) or between step and update",
             "Build the pile at a fixed scale, then unscale once, clip, step, update the scale, clear.",
         ),
     ])

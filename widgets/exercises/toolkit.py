@@ -19,6 +19,8 @@ import textwrap
 from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Sequence
 
+from widgets.exercises import provenance
+
 
 class Status(enum.Enum):
     """The three possible outcomes of `Exercise.check`."""
@@ -26,11 +28,14 @@ class Status(enum.Enum):
     CORRECT = "Correct"
     INCORRECT = "Incorrect"
     NOT_ATTEMPTED = "Not attempted"
+    RUN_EARLIER_CELLS = "Cannot check yet"  # the answer needs a name an earlier cell defines
 
 
-_MARK = {Status.CORRECT: "✓", Status.INCORRECT: "✗", Status.NOT_ATTEMPTED: "…"}
-_COLOUR = {Status.CORRECT: "#009E73", Status.INCORRECT: "#D55E00", Status.NOT_ATTEMPTED: "#0072B2"}
+_MARK = {Status.CORRECT: "✓", Status.INCORRECT: "✗", Status.NOT_ATTEMPTED: "…", Status.RUN_EARLIER_CELLS: "↑"}
+_COLOUR = {Status.CORRECT: "#009E73", Status.INCORRECT: "#D55E00", Status.NOT_ATTEMPTED: "#0072B2",
+           Status.RUN_EARLIER_CELLS: "#0072B2"}
 PLACEHOLDER_MESSAGE = "replace the `...` with your answer, then run the cell again"
+RUN_ALL_ABOVE = "Run > Run All Above Selected Cell runs every cell above this one"
 
 
 @dataclass(frozen=True)
@@ -105,6 +110,32 @@ class Solution:
         return f"{html.escape(self.exercise)}: **solution.** {self.explanation}\n\n```python\n{self.code}\n```"
 
 
+def run_earlier_cells(name: str) -> Feedback:
+    """What a check says when the learner's function uses a name no cell has defined in this kernel yet."""
+    return Feedback(Status.RUN_EARLIER_CELLS,
+                    f"your answer uses `{name}`, which is not defined in this kernel yet: run the cell that defines it "
+                    f"first ({RUN_ALL_ABOVE}), then this one again. If no cell defines `{name}`, check its spelling")
+
+
+@dataclass(frozen=True)
+class SolutionWithheld:
+    """What `solution()` gives before any attempt: how to attempt, and how to see the solution anyway."""
+
+    exercise: str
+    name: str
+
+    def _text(self) -> str:
+        return (f"the solution is shown after a first attempt: check your answer with `ex.{self.name}.check(...)` "
+                f"(hints, one at a time: `ex.{self.name}.hint()`). To see it without trying: "
+                f"`ex.{self.name}.solution(anyway=True)`.")
+
+    def __repr__(self) -> str:
+        return f"{self.exercise}: {self._text()}"
+
+    def _repr_markdown_(self) -> str:
+        return f"{html.escape(self.exercise)}: {self._text()}"
+
+
 def is_placeholder(value: object) -> bool:
     """Is `value` the blank a learner has not filled in yet (`...` or None)?"""
     return value is None or value is Ellipsis
@@ -117,7 +148,13 @@ class Exercise:
     `solution` is code as text, or a worked function whose source is shown. A
     placeholder answer is reported as not attempted before the checker runs, and an exception
     raised while checking (usually from the learner's own function) becomes an `Incorrect` that
-    names it, so a check cell never fails.
+    names it, so a check cell never fails; a `NameError` says which earlier cell to run.
+
+    `references`: the package's functions that answer this exercise (a worked solution given
+    as a function is one already). A function answer that is one of them, calls one of them
+    while checked, or is a line-for-line copy of one is rejected before the checker runs
+    (`widgets.exercises.provenance`). `solution()` shows the worked answer only after a checked
+    attempt (Correct or Incorrect), or when asked with `anyway=True`.
     """
 
     def __init__(
@@ -129,6 +166,7 @@ class Exercise:
         hints: Sequence[str],
         solution: str | Callable,
         explanation: str = "",
+        references: Sequence[Callable] = (),
     ):
         if not hints:
             raise ValueError(f"exercise {name!r}: hints must hold at least one hint")
@@ -138,18 +176,35 @@ class Exercise:
         # a worked function is shown by its own source, so the solution shown is the code that is tested
         code = inspect.getsource(solution) if callable(solution) else solution
         self._solution = Solution(title, explanation, textwrap.dedent(code).strip())
+        self.references = tuple(references) + ((solution,) if callable(solution) else ())
         self.hints_shown = 0
+        self.attempted = False  # set by the first check that gets a verdict (Correct or Incorrect)
 
     def check(self, *answers: object) -> Feedback:
         """Judge the learner's answer(s): Correct, Incorrect (saying what is wrong) or Not attempted."""
         if not answers or any(is_placeholder(a) for a in answers):
             feedback = not_attempted()
         else:
-            try:
-                feedback = self._checker(*answers)
-            except Exception as error:  # the learner's function failed: say so, do not crash the cell
-                feedback = incorrect(f"checking your answer raised {type(error).__name__}: {error}")
+            feedback = self._judge(answers)
+        self.attempted = self.attempted or feedback.status in (Status.CORRECT, Status.INCORRECT)
         return replace(feedback, exercise=self.title)
+
+    def _judge(self, answers: tuple) -> Feedback:
+        functions = [a for a in answers if callable(a)] if self.references else []
+        for answer in functions:
+            copied = provenance.handed_back(answer, self.references)
+            if copied:
+                return incorrect(copied + ".")
+        try:
+            with provenance.calls_to(self.references if functions else (), Exercise._judge.__code__) as called:
+                feedback = self._checker(*answers)
+        except NameError as error:  # a name an earlier cell defines: say what to run first
+            return run_earlier_cells(error.name or str(error))
+        except Exception as error:  # the learner's function failed: say so, do not crash the cell
+            return incorrect(f"checking your answer raised {type(error).__name__}: {error}")
+        if called:
+            return incorrect(provenance.called_message(called, self.references) + ".")
+        return feedback
 
     def hint(self, number: int | None = None) -> Hint:
         """The next hint (or hint `number`, counted from 1); hints get more specific one at a time."""
@@ -160,9 +215,9 @@ class Exercise:
             raise ValueError(f"number must be a whole number from 1 to {len(self.hints)}, got {number!r}")
         return Hint(self.title, number, len(self.hints), self.hints[number - 1])
 
-    def solution(self) -> Solution:
-        """The worked answer."""
-        return self._solution
+    def solution(self, anyway: bool = False) -> Solution | SolutionWithheld:
+        """The worked answer, once the exercise has been attempted (or with `anyway=True`)."""
+        return self._solution if self.attempted or anyway else SolutionWithheld(self.title, self.name)
 
     def _heading(self) -> str:
         return self.title if self.title[-1:] in ".?!" else self.title + "."
