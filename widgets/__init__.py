@@ -22,6 +22,8 @@ _PUBLIC = {
     "proof_exercises": "widgets.exercises.developer",
     "loop_exercises": "widgets.exercises.developer",
     "gallery_exercises": "widgets.exercises.developer",
+    "doctor": "widgets.lab.doctor",  # why widgets don't show: widgets.doctor()
+    "progress": "widgets.lab.progress",  # exercises passed so far: widgets.progress()
 }
 __all__ = sorted(_PUBLIC)
 

@@ -1,0 +1,348 @@
+"""`widgets.doctor()`: why the widgets don't show, checked from inside the kernel, each problem with its fix.
+
+    import widgets; widgets.doctor()            # in a notebook: "all good", or the problems
+    python -m widgets.lab.doctor                # from a shell (`make doctor`); exit status 1 on a problem
+
+Checks: the kernel's Python against the lab's (.venv of this checkout) and against the Python that
+runs JupyterLab (the kernel's parent process); the packages the notebooks need and their pins;
+the ipywidgets generation against the JupyterLab widget extension's, and that the extension is
+installed and enabled; the torch build and its thread count against the usable cores; the
+matplotlib backend; the free memory against the heaviest notebook's measured peak.
+
+Two halves: `collect()` reads the facts (files, package metadata, /proc; torch is asked in a
+subprocess unless the kernel already imported it), `diagnose(facts)` turns them into findings and
+is pure, so tests feed it simulated broken environments. Standard library only: this file also
+runs as a script in JupyterLab's own environment (`--probe`) to read its widget extension.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from dataclasses import asdict, dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+EXTENSION = "@jupyter-widgets/jupyterlab-manager"
+# ipywidgets major -> (jupyterlab_widgets major, widget extension major) of the same generation
+GENERATIONS = {7: (1, 3), 8: (3, 5)}
+NEEDED = ("ipywidgets", "jupyterlab_widgets", "ipykernel", "matplotlib", "torch", "tqdm")
+NOTEBOOK_BACKENDS = ("inline", "module://matplotlib_inline.backend_inline", "agg", "widget", "ipympl",
+                     "module://ipympl.backend_nbagg", "nbagg", "svg", "pdf")
+FALLBACK_NEED_MB = 600  # used when benchmarks/results.json (the measured peaks) is not there
+
+
+@dataclass
+class Facts:
+    """What `diagnose` looks at; every field may be simulated in a test."""
+
+    kernel_prefix: str
+    kernel_python: str
+    lab_prefix: str | None  # this checkout's .venv, if there is one
+    server_prefix: str | None  # the environment JupyterLab runs from (None: not started by Jupyter)
+    versions: dict[str, str | None]  # distribution -> version in the kernel's environment
+    pins: dict[str, str]  # requirements.txt
+    extension: dict  # in the environment serving the page: {"version", "disabled", "jupyterlab_widgets", "where"}
+    torch: dict  # {"version", "cuda", "threads", "error"}
+    usable_cpus: int
+    backend: str | None
+    available_mb: int | None
+    need_mb: int
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Finding:
+    check: str
+    problem: str = ""  # empty: this check passed
+    fix: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.problem
+
+
+class Report:
+    """The findings; shows "all good" or each problem with its fix (text and Markdown)."""
+
+    CHECKS = ("python", "packages", "widget extension", "torch", "matplotlib backend", "memory")
+
+    def __init__(self, findings: list[Finding], facts: Facts | None = None, verbose: bool = False):
+        self.findings, self.facts, self.verbose = findings, facts, verbose
+
+    @property
+    def problems(self) -> list[Finding]:
+        return [f for f in self.findings if not f.ok]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def __repr__(self) -> str:
+        if self.ok:
+            lines = [f"widgets.doctor: all good ({', '.join(self.CHECKS)} checked)"]
+        else:
+            lines = [f"widgets.doctor found {len(self.problems)} problem(s):"]
+            for i, f in enumerate(self.problems, 1):
+                lines += [f"{i}. [{f.check}] {f.problem}", f"   fix: {f.fix}"]
+        if self.verbose and self.facts is not None:
+            lines += ["", "facts:", json.dumps(asdict(self.facts), indent=2, default=str)]
+        return "\n".join(lines)
+
+
+def diagnose(facts: Facts) -> list[Finding]:
+    """Each check's finding, problems first within a check, from `facts` alone."""
+    return [*_python(facts), *_packages(facts), *_extension(facts), *_torch(facts), *_backend(facts), *_memory(facts)]
+
+
+def _python(f: Facts) -> list[Finding]:
+    found = []
+    if f.lab_prefix and not _same(f.kernel_prefix, f.lab_prefix):
+        found.append(Finding(
+            "python", f"this kernel runs {f.kernel_python}, not the lab's Python ({f.lab_prefix}/bin/python)",
+            "start JupyterLab with `make lab` and use its kernel 'Python 3 (ipykernel)' (Kernel > Change Kernel...), "
+            "or install the lab into this environment: pip install -r requirements.txt"))
+    if f.server_prefix and not _same(f.kernel_prefix, f.server_prefix):
+        found.append(Finding(
+            "python", f"JupyterLab runs from {f.server_prefix}, this kernel from {f.kernel_prefix}: the page's widget "
+            "extension and the kernel's ipywidgets come from two environments",
+            "start JupyterLab from the lab's environment (`make lab`), or install the same pins in both"))
+    return found or [Finding("python")]
+
+
+def _packages(f: Facts) -> list[Finding]:
+    missing = [name for name in NEEDED if not f.versions.get(name)]
+    if missing:
+        return [Finding("packages", f"not installed in this kernel's environment: {', '.join(missing)}",
+                        "pip install -r requirements.txt (in the environment of this kernel), then restart the kernel")]
+    off = {name: (f.versions[name], pin) for name, pin in f.pins.items()
+           if name in f.versions and f.versions[name] and f.versions[name].split("+")[0] != pin}
+    if off:
+        listed = ", ".join(f"{n} {have} (pinned {pin})" for n, (have, pin) in sorted(off.items()))
+        return [Finding("packages", f"versions differ from requirements.txt: {listed}; outputs may differ from the notebooks'",
+                        "pip install -r requirements.txt, then Kernel > Restart Kernel and Run All Cells")]
+    return [Finding("packages")]
+
+
+def _major(version: str | None) -> int | None:
+    match = re.match(r"(\d+)", version or "")
+    return int(match[1]) if match else None
+
+
+def _extension(f: Facts) -> list[Finding]:
+    ext = f.extension
+    if not ext.get("version"):
+        return [Finding("widget extension", f"JupyterLab's widget extension ({EXTENSION}) is not installed where "
+                        "JupyterLab runs", "pip install jupyterlab_widgets==" + f.pins.get("jupyterlab_widgets", "3.0.17")
+                        + " in JupyterLab's environment, then restart JupyterLab and reload the page")]
+    if ext.get("disabled"):
+        return [Finding("widget extension", f"the widget extension {EXTENSION} is disabled",
+                        f"jupyter labextension enable {EXTENSION}, then reload the page")]
+    kernel = _major(f.versions.get("ipywidgets"))
+    if kernel in GENERATIONS and _major(ext["version"]) != GENERATIONS[kernel][1]:
+        want_lw, want_ext = GENERATIONS[kernel]
+        return [Finding(
+            "widget extension", f"the kernel has ipywidgets {f.versions['ipywidgets']}, which needs the widget extension "
+            f"{want_ext}.x (jupyterlab_widgets {want_lw}.x), but the page has {ext['version']} "
+            f"(jupyterlab_widgets {ext.get('jupyterlab_widgets') or '?'})",
+            "install the pinned pair in both environments: pip install ipywidgets==" + f.pins.get("ipywidgets", "8.1.9")
+            + " jupyterlab_widgets==" + f.pins.get("jupyterlab_widgets", "3.0.17")
+            + "; then restart the kernel, reload the page, and restart JupyterLab if it was running")]
+    return [Finding("widget extension")]
+
+
+def _torch(f: Facts) -> list[Finding]:
+    t = f.torch
+    if t.get("error"):
+        return [Finding("torch", f"torch does not import in this kernel: {t['error']}",
+                        "pip install -r requirements.txt (or `make lab TORCH=cpu` for the small CPU build)")]
+    if t.get("threads") and t["threads"] > f.usable_cpus:
+        return [Finding("torch", f"torch uses {t['threads']} threads on {f.usable_cpus} usable core(s): they fight "
+                        "and every cell gets slower", f"run torch.set_num_threads({f.usable_cpus}) at the top, or set "
+                        f"OMP_NUM_THREADS={f.usable_cpus} before starting JupyterLab")]
+    return [Finding("torch")]
+
+
+def _backend(f: Facts) -> list[Finding]:
+    if f.backend and f.backend.lower() not in NOTEBOOK_BACKENDS:
+        return [Finding("matplotlib backend", f"matplotlib's backend is {f.backend!r}, which opens windows instead of "
+                        "drawing in the notebook", "unset MPLBACKEND before starting JupyterLab, or run %matplotlib inline")]
+    return [Finding("matplotlib backend")]
+
+
+def _memory(f: Facts) -> list[Finding]:
+    if f.available_mb is not None and f.available_mb < f.need_mb:
+        return [Finding("memory", f"{f.available_mb} MB free; the heaviest notebook's kernel peaks near {f.need_mb} MB",
+                        "close other notebooks' kernels (Kernel > Shut Down Kernel) and other programs, then re-run")]
+    return [Finding("memory")]
+
+
+def _same(a: str, b: str) -> bool:
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+# --- collecting the facts -----------------------------------------------------------------------
+
+def extension_facts(data_dirs: list[str] | None = None, config_dirs: list[str] | None = None) -> dict:
+    """The widget extension as the JupyterLab of *this* interpreter sees it (also run as `--probe`)."""
+    if data_dirs is None or config_dirs is None:
+        try:
+            from jupyter_core.paths import jupyter_config_path, jupyter_path
+        except ImportError:
+            return {"version": None, "disabled": False, "where": None, "jupyterlab_widgets": None}
+        data_dirs = jupyter_path("labextensions") if data_dirs is None else data_dirs
+        config_dirs = jupyter_config_path() if config_dirs is None else config_dirs
+    found = {"version": None, "disabled": False, "where": None, "jupyterlab_widgets": _version("jupyterlab_widgets")}
+    for folder in data_dirs:
+        package = Path(folder, *EXTENSION.split("/"), "package.json")
+        if package.exists():
+            found.update(version=json.loads(package.read_text()).get("version"), where=str(package.parent))
+            break
+    for folder in config_dirs:
+        page_config = Path(folder, "labconfig", "page_config.json")
+        if page_config.exists():
+            disabled = json.loads(page_config.read_text()).get("disabledExtensions", {})
+            if (disabled.get(EXTENSION) if isinstance(disabled, dict) else EXTENSION in disabled):
+                found["disabled"] = True
+    return found
+
+
+def _version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def server_python(pid: int | None = None) -> str | None:
+    """The Python running the Jupyter server that started this process (Linux /proc), or None."""
+    try:
+        argv = Path(f"/proc/{pid or os.getppid()}/cmdline").read_bytes().decode().split("\0")
+    except OSError:
+        return None
+    if not any(re.search(r"jupyter|voila", part) for part in argv[:3]):
+        return None
+    first = argv[0]
+    if re.search(r"python[\d.]*$", first):
+        return first
+    try:  # a console script: its first line names the interpreter
+        line = Path(first).read_text().splitlines()[0]
+    except (OSError, IndexError, UnicodeDecodeError):
+        return None
+    return line[2:].strip().split()[0] if line.startswith("#!") else None
+
+
+def _probe(python: str) -> tuple[str | None, dict]:
+    """(prefix, extension facts) of another interpreter, by running this file there."""
+    try:
+        out = subprocess.run([python, str(Path(__file__)), "--probe"], capture_output=True, text=True, timeout=60)
+        data = json.loads(out.stdout)
+        return data["prefix"], data["extension"]
+    except (OSError, ValueError, KeyError, subprocess.TimeoutExpired):
+        return None, {"version": None, "disabled": False, "where": None, "jupyterlab_widgets": None}
+
+
+def _torch_facts() -> dict:
+    code = "import json, torch; print(json.dumps({'version': torch.__version__, 'cuda': torch.version.cuda, 'threads': torch.get_num_threads()}))"
+    torch = sys.modules.get("torch")
+    if torch is not None:  # the kernel's own torch, with any set_num_threads already applied
+        return {"version": torch.__version__, "cuda": torch.version.cuda, "threads": torch.get_num_threads(), "error": None}
+    try:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return {"error": str(error)}
+    if out.returncode != 0:
+        return {"error": (out.stderr.strip().splitlines() or ["no output"])[-1]}
+    return {**json.loads(out.stdout), "error": None}
+
+
+def usable_cpus() -> int:
+    """Cores this process may use: its CPU affinity, capped by a cgroup CPU quota (containers, hubs)."""
+    count = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()
+        if quota != "max":
+            count = min(count, max(1, int(int(quota) / int(period))))
+    except (OSError, ValueError):
+        pass
+    return count
+
+
+def available_mb() -> int | None:
+    """Memory this process could still get: MemAvailable, capped by a cgroup limit (Binder: 1-2 GB)."""
+    try:
+        meminfo = Path("/proc/meminfo").read_text()
+        free = int(re.search(r"MemAvailable:\s+(\d+) kB", meminfo)[1]) // 1024
+    except (OSError, TypeError):
+        return None
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        if limit != "max":
+            used = int(Path("/sys/fs/cgroup/memory.current").read_text())
+            free = min(free, (int(limit) - used) // 2**20)
+    except (OSError, ValueError):
+        pass
+    return free
+
+
+def _backend_now() -> str | None:
+    matplotlib = sys.modules.get("matplotlib")
+    if matplotlib is not None:
+        value = dict.get(matplotlib.rcParams, "backend")  # the raw value: reading rcParams["backend"] would resolve it
+        if isinstance(value, str):
+            return value
+    return os.environ.get("MPLBACKEND") or None
+
+
+def _need_mb() -> int:
+    try:
+        results = json.loads((ROOT / "benchmarks" / "results.json").read_text())
+        peaks = [nb["peak_rss_mb"] for nb in results["notebooks"].values()]
+        return int(max(peaks) * 1.25)
+    except (OSError, ValueError, KeyError, TypeError):
+        return FALLBACK_NEED_MB
+
+
+def pins(path: Path = ROOT / "requirements.txt") -> dict[str, str]:
+    if not path.exists():
+        return {}
+    return {m[1].lower().replace("-", "_"): m[2] for m in re.finditer(r"^([A-Za-z0-9_.\-]+)==(\S+)", path.read_text(), re.M)}
+
+
+def collect() -> Facts:
+    lab = ROOT / ".venv"
+    server = server_python()
+    if server:
+        server_prefix, extension = _probe(server)
+    else:  # from a shell: JupyterLab would be the lab's (make lab), else this environment's
+        server_prefix = None
+        extension = _probe(str(lab / "bin" / "python"))[1] if (lab / "bin" / "python").exists() else extension_facts()
+    return Facts(
+        kernel_prefix=sys.prefix, kernel_python=sys.executable,
+        lab_prefix=str(lab) if (lab / "pyvenv.cfg").exists() else None, server_prefix=server_prefix,
+        versions={name: _version(name) for name in {*NEEDED, *pins()}}, pins=pins(), extension=extension,
+        torch=_torch_facts(), usable_cpus=usable_cpus(), backend=_backend_now(), available_mb=available_mb(),
+        need_mb=_need_mb(),
+    )
+
+
+def doctor(verbose: bool = False) -> Report:
+    """Check this kernel's environment; the report shows "all good" or each problem with its fix."""
+    facts = collect()
+    return Report(diagnose(facts), facts, verbose)
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["--probe"]:
+        print(json.dumps({"prefix": sys.prefix, "extension": extension_facts()}))
+        return 0
+    report = doctor(verbose="--verbose" in argv)
+    print(report)
+    return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
