@@ -1,0 +1,241 @@
+"""Token-count normalisation: why a mean of per-micro-batch token means is not the window's mean.
+
+A causal language model's loss is a mean over the *real* tokens of a batch (padding carries
+`ignore_index`). Split the batch into K micro-batches and average their token means, and every
+micro-batch weighs 1/K whatever its token count: the loss and gradient no longer match one big
+batch. Summing token losses and dividing by the real tokens of the whole accumulation window,
+counted before the first backward, makes them match again. Everything here runs in float64, so
+that a failed allclose is the normaliser and never rounding.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Iterable, Sequence
+
+import torch
+
+from widgets.core.accumulation import flat_grad
+from widgets.core.config import check_float, check_int
+
+IGNORE_INDEX = -100  # the label PyTorch's cross_entropy skips (padding, prompts)
+NORMALISERS = ("per_micro_batch", "window")
+DTYPE = torch.float64
+
+
+@dataclass(frozen=True)
+class TokenBatch:
+    """Padded sequences: `inputs` and `labels` are (n, T) integers; padded labels are IGNORE_INDEX."""
+
+    inputs: torch.Tensor
+    labels: torch.Tensor
+    lengths: tuple[int, ...]  # real tokens per sequence, padding excluded
+
+    @property
+    def num_sequences(self) -> int:
+        return self.inputs.shape[0]
+
+
+def make_token_batch(
+    num_sequences: int = 16, max_len: int = 24, length_spread: float = 0.8, vocab_size: int = 12, seed: int = 0
+) -> TokenBatch:
+    """Generated sequences of varying length, right-padded to `max_len`.
+
+    Each sequence has max_len - floor(length_spread * (max_len - 2) * u) tokens, u uniform in [0, 1):
+    spread 0 makes every sequence full length (no padding), spread 1 lets lengths fall to 2.
+    The tokens follow a noisy rule (next = 3 * previous + 1 mod vocab, one in four random), so a
+    model has something to learn; labels are the inputs shifted by one.
+    """
+    check_int("num_sequences", num_sequences, 1, 4096)
+    check_int("max_len", max_len, 3, 4096)
+    length_spread = check_float("length_spread", length_spread, 0.0, 1.0, low_inclusive=True)
+    check_int("vocab_size", vocab_size, 2, 100_000)
+    check_int("seed", seed, 0, 2**31 - 1)
+    g = torch.Generator().manual_seed(seed)
+    lengths = [max_len - math.floor(length_spread * (max_len - 2) * float(torch.rand((), generator=g)))
+               for _ in range(num_sequences)]
+    tokens = torch.zeros(num_sequences, max_len + 1, dtype=torch.long)
+    tokens[:, 0] = torch.randint(vocab_size, (num_sequences,), generator=g)
+    for t in range(1, max_len + 1):
+        rule = (3 * tokens[:, t - 1] + 1) % vocab_size
+        noise = torch.randint(vocab_size, (num_sequences,), generator=g)
+        tokens[:, t] = torch.where(torch.rand(num_sequences, generator=g) < 0.25, noise, rule)
+    inputs, labels = tokens[:, :-1].clone(), tokens[:, 1:].clone()
+    for i, n in enumerate(lengths):
+        inputs[i, n:] = 0  # the pad token; the model reads it, the loss ignores it
+        labels[i, n:] = IGNORE_INDEX
+    return TokenBatch(inputs, labels, tuple(lengths))
+
+
+class TinyCausalLM(torch.nn.Module):
+    """Embedding -> one GRU layer -> linear head: causal, so right-padding never changes a real token's loss."""
+
+    def __init__(self, vocab_size: int = 12, dim: int = 16, seed: int = 0):
+        super().__init__()
+        check_int("vocab_size", vocab_size, 2, 100_000)
+        check_int("dim", dim, 1, 1024)
+        check_int("seed", seed, 0, 2**31 - 1)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            self.embed = torch.nn.Embedding(vocab_size, dim)
+            self.rnn = torch.nn.GRU(dim, dim, batch_first=True)
+            self.head = torch.nn.Linear(dim, vocab_size)
+        self.to(DTYPE)
+        self.vocab_size = vocab_size
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        """(n, T) token ids -> (n, T, vocab) logits."""
+        hidden, _ = self.rnn(self.embed(inputs))
+        return self.head(hidden)
+
+
+def _check_batch(batch: object) -> TokenBatch:
+    if not isinstance(batch, TokenBatch):
+        raise TypeError(f"batch must be a TokenBatch (from make_token_batch), got {type(batch).__name__}")
+    return batch
+
+
+def _check_class_weights(class_weights: object, vocab_size: int) -> torch.Tensor | None:
+    if class_weights is None:
+        return None
+    if not isinstance(class_weights, torch.Tensor) or class_weights.shape != (vocab_size,):
+        shape = tuple(class_weights.shape) if isinstance(class_weights, torch.Tensor) else type(class_weights).__name__
+        raise ValueError(f"class_weights must be a tensor of shape ({vocab_size},), one weight per token id, got {shape}")
+    if bool((class_weights < 0).any()) or not bool(torch.isfinite(class_weights).all()):
+        raise ValueError("class_weights must be finite and >= 0")
+    return class_weights.to(DTYPE)
+
+
+def split_window(batch: TokenBatch, accumulation_steps: int) -> list[slice]:
+    """K equal slices of the window's sequences; K must divide the number of sequences."""
+    n = _check_batch(batch).num_sequences
+    check_int("accumulation_steps", accumulation_steps, 1, n)
+    if n % accumulation_steps:
+        raise ValueError(f"accumulation_steps must divide the {n} sequences of the batch, got {accumulation_steps}")
+    b = n // accumulation_steps
+    return [slice(i, i + b) for i in range(0, n, b)]
+
+
+def real_tokens(labels: torch.Tensor) -> int:
+    """Tokens that count in the loss: labels that are not IGNORE_INDEX."""
+    if not isinstance(labels, torch.Tensor) or labels.dtype != torch.long:
+        raise TypeError(f"labels must be a tensor of token ids (torch.long), got {type(labels).__name__}")
+    return int((labels != IGNORE_INDEX).sum())
+
+
+def token_loss_sum(model: torch.nn.Module, inputs: torch.Tensor, labels: torch.Tensor,
+                   class_weights: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The summed (weighted) token loss of a batch and the summed weight of its real tokens.
+
+    Without class weights every real token weighs 1, so the second number is the token count.
+    """
+    if inputs.shape != labels.shape:
+        raise ValueError(f"labels must have the shape of inputs {tuple(inputs.shape)}, got {tuple(labels.shape)}")
+    logits = model(inputs)
+    flat = torch.nn.functional.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=IGNORE_INDEX, reduction="none")
+    real = (labels.reshape(-1) != IGNORE_INDEX).to(DTYPE)
+    weight = real if class_weights is None else real * class_weights[labels.reshape(-1).clamp(min=0)]
+    return (flat * weight).sum(), weight.sum()
+
+
+@dataclass(frozen=True)
+class TokenGradient:
+    """One window's loss (as the optimiser would log it) and its flat gradient (P,)."""
+
+    loss: float
+    grad: torch.Tensor
+
+
+def big_batch_token_gradient(model: torch.nn.Module, batch: TokenBatch,
+                             class_weights: torch.Tensor | None = None) -> TokenGradient:
+    """The reference: the whole window in one pass, loss = sum of token losses / real tokens."""
+    batch = _check_batch(batch)
+    weights = _check_class_weights(class_weights, model.head.out_features)
+    model.zero_grad(set_to_none=True)
+    total, count = token_loss_sum(model, batch.inputs, batch.labels, weights)
+    loss = total / count
+    loss.backward()
+    grad = flat_grad(model)
+    model.zero_grad(set_to_none=True)
+    return TokenGradient(float(loss.detach()), grad)
+
+
+def accumulated_token_gradient(model: torch.nn.Module, batch: TokenBatch, accumulation_steps: int,
+                               normaliser: str, class_weights: torch.Tensor | None = None) -> TokenGradient:
+    """Accumulate over K micro-batches with one of two normalisers.
+
+    - "per_micro_batch": each micro-batch's token mean, divided by K (the 2024 bug);
+    - "window": each micro-batch's token-loss *sum*, divided by the real tokens of the whole
+      window, counted before the first backward (the fix).
+    """
+    batch = _check_batch(batch)
+    if normaliser not in NORMALISERS:
+        raise ValueError(f"normaliser must be one of {NORMALISERS}, got {normaliser!r}")
+    weights = _check_class_weights(class_weights, model.head.out_features)
+    slices = split_window(batch, accumulation_steps)
+    # The window's denominator must be known before the first backward: count it from the labels.
+    real = (batch.labels != IGNORE_INDEX).to(DTYPE)
+    window_weight = real.sum() if weights is None else (real * weights[batch.labels.clamp(min=0)]).sum()
+    model.zero_grad(set_to_none=True)
+    logged = 0.0
+    for part in slices:
+        total, count = token_loss_sum(model, batch.inputs[part], batch.labels[part], weights)
+        if normaliser == "window":
+            loss = total / window_weight  # the one place the loss is scaled: by the window's token count
+        else:
+            loss = (total / count) / accumulation_steps  # a token mean per micro-batch, then 1/K: not the window mean
+        loss.backward()  # backward adds into .grad: this is the accumulation
+        logged += float(loss.detach())
+    grad = flat_grad(model)
+    model.zero_grad(set_to_none=True)
+    return TokenGradient(logged, grad)
+
+
+@dataclass(frozen=True)
+class NormaliserGap:
+    """How far an accumulated window is from the big batch: loss gap and relative gradient gap."""
+
+    loss_gap: float  # |accumulated loss - big-batch loss|
+    grad_gap: float  # max |Δ grad| / max |big-batch grad|
+    allclose: bool
+
+
+def normaliser_gap(reference: TokenGradient, accumulated: TokenGradient) -> NormaliserGap:
+    """Compare an accumulated window with the big batch (allclose at rtol 1e-7, atol 1e-10: float64)."""
+    for name, value in (("reference", reference), ("accumulated", accumulated)):
+        if not isinstance(value, TokenGradient):
+            raise TypeError(f"{name} must be a TokenGradient, got {type(value).__name__}")
+    gap = float((accumulated.grad - reference.grad).abs().max() / reference.grad.abs().max())
+    ok = bool(torch.allclose(accumulated.grad, reference.grad, rtol=1e-7, atol=1e-10)) and math.isclose(
+        accumulated.loss, reference.loss, rel_tol=1e-9)
+    return NormaliserGap(abs(accumulated.loss - reference.loss), gap, ok)
+
+
+def gap_against_spread(spreads: Sequence[float], accumulation_steps: int = 4, seeds: Sequence[int] = (0, 1, 2),
+                       num_sequences: int = 16, max_len: int = 24,
+                       progress: Callable[[Iterable], Iterable] | None = None) -> dict[str, list[float]]:
+    """Mean relative gradient gap of each normaliser at each length spread, averaged over `seeds`.
+
+    Returns {"spread": [...], "per_micro_batch": [...], "window": [...]}: the data of the plot.
+    `progress` wraps the loop over spreads (pass `tqdm.auto.tqdm` from a notebook; this layer
+    imports no widgets).
+    """
+    if not spreads:
+        raise ValueError("spreads must hold at least one length spread")
+    if not seeds:
+        raise ValueError("seeds must hold at least one seed")
+    out: dict[str, list[float]] = {"spread": [], **{n: [] for n in NORMALISERS}}
+    for spread in (progress or iter)(list(spreads)):
+        sums = dict.fromkeys(NORMALISERS, 0.0)
+        for seed in seeds:
+            batch = make_token_batch(num_sequences, max_len, spread, seed=seed)
+            model = TinyCausalLM(seed=seed)
+            reference = big_batch_token_gradient(model, batch)
+            for name in NORMALISERS:
+                sums[name] += normaliser_gap(
+                    reference, accumulated_token_gradient(model, batch, accumulation_steps, name)).grad_gap
+        out["spread"].append(float(spread))
+        for name in NORMALISERS:
+            out[name].append(sums[name] / len(seeds))
+    return out
