@@ -2,16 +2,8 @@
 import pytest
 import torch
 
-from widgets.audit.instruments import (
-    LEARNING_RATE,
-    AuditModel,
-    AuditScheduler,
-    AuditSGD,
-    make_problem,
-    reference_loop,
-    run_loop,
-    true_gradient,
-)
+from widgets.audit.instruments import LEARNING_RATE, AuditScheduler, AuditSGD, Stream, run_loop, watched_model
+from widgets.audit.problems import make_problem, reference_loop, true_gradient
 
 
 @pytest.mark.parametrize("K, num_batches", [(1, 3), (4, 10), (3, 9)])
@@ -53,22 +45,25 @@ def test_reference_loop_steps_with_the_big_batch_gradient_of_each_group(K, num_b
     problem = make_problem(K, num_batches, None, True)
     run = run_loop(reference_loop, problem)
     tape = run.tape
-    assert run.error is None and len(tape.incoming) == num_batches
-    assert [s[0] for s in tape.steps] == [g.stop for g in problem.groups]
+    assert run.error is None and len(tape.passes) == num_batches
+    assert [tape.forwards[p.forwards[0]].batch for p in tape.passes] == list(range(num_batches))
+    assert [s.passes_before for s in tape.steps] == [g.stop for g in problem.groups]
     assert tape.zero_grads == len(problem.groups)
     assert tape.scheduler_calls == list(range(1, len(problem.groups) + 1))  # the constructor's step not counted
-    for (at, used, _), g in zip(tape.steps, problem.groups):
+    weight_at = [tape.forwards[p.forwards[0]].weight for p in tape.passes]  # the weight each batch ran with
+    for step, g in zip(tape.steps, problem.groups):
         x = torch.cat([problem.batches[j][0] for j in g])  # the group's examples as one big batch
         y = torch.cat([problem.batches[j][1] for j in g])
-        big, _ = true_gradient(tape.weights[g.start], (x, y))
-        assert torch.allclose(used, big, rtol=1e-10, atol=1e-12)
-    assert torch.allclose(tape.after[-1], tape.before[-1] + tape.incoming[-1])  # the pile grows by what arrives
-    assert run.returned == pytest.approx([sum(true_gradient(tape.weights[j], problem.batches[j])[1] for j in g)
+        big, _ = true_gradient(weight_at[g.start], (x, y))
+        assert torch.allclose(step.grad, big, rtol=1e-10, atol=1e-12)
+    last = tape.passes[-1]
+    assert torch.allclose(last.after, last.before + last.incoming)  # the pile grows by what arrives
+    assert run.returned == pytest.approx([sum(true_gradient(weight_at[j], problem.batches[j])[1] for j in g)
                                           / len(g) for g in problem.groups])
 
 
 def test_sgd_records_the_learning_rate_and_the_scheduler_warms_it_up():
-    model = AuditModel()
+    model = watched_model(make_problem(2, 2, None, False))
     optimizer = AuditSGD(model)
     scheduler = AuditScheduler(optimizer, warmup_updates=4)
     assert not model.weight.detach().any()  # starts at zero
@@ -77,7 +72,7 @@ def test_sgd_records_the_learning_rate_and_the_scheduler_warms_it_up():
         optimizer.step()
         scheduler.step()
         model.zero_grad()
-    rates = [lr for _, _, lr in model.tape.steps]
+    rates = [step.lr for step in model.tape.steps]
     assert rates[1] > rates[0] > 0 and max(rates) <= LEARNING_RATE
     assert model.tape.scheduler_calls == [1, 2] and model.tape.zero_grads == 2
 
@@ -88,3 +83,43 @@ def test_run_loop_turns_an_exception_into_text_naming_the_line():
 
     run = run_loop(broken, make_problem(2, 3, None, False))
     assert run.error.startswith("ValueError: nope, at line") and 'raise ValueError("nope")' in run.error
+
+
+def test_each_backward_pass_records_the_outputs_it_went_through():
+    problem = make_problem(2, 3, None, False)
+    model = watched_model(problem)
+    (x0, y0), (x1, y1) = problem.batches[:2]
+    (model(x0) - y0).square().mean().backward()
+    ((model(x1) - y1).square().sum() + (model(x0) - y0).square().sum()).backward()  # two forwards, one pass
+    tape = model.tape
+    assert [f.batch for f in tape.forwards] == [0, 1, 0]
+    assert [p.forwards for p in tape.passes] == [(0,), (1, 2)]
+    out = tape.forwards[1].output
+    assert torch.allclose(tape.passes[1].output_grads[0], 2 * (out - y1))  # d/d out of the summed squares
+    assert tape.passes[0].before is None and torch.allclose(tape.passes[1].before, tape.passes[0].after)
+
+
+def test_inputs_that_are_no_micro_batch_are_recorded_as_none():
+    problem = make_problem(2, 3, None, False)
+    model = watched_model(problem)
+    model(torch.cat([problem.batches[0][0], problem.batches[1][0]]))
+    assert model.tape.forwards[0].batch is None
+
+
+def test_a_stream_is_iterated_once_and_has_no_len():
+    stream = Stream([1, 2, 3])
+    with pytest.raises(TypeError, match="unknown length"):
+        len(stream)
+    assert list(stream) == [1, 2, 3]
+    with pytest.raises(RuntimeError, match="only once"):
+        list(stream)
+
+
+def test_building_the_model_leaves_the_global_random_state_alone():
+    torch.manual_seed(3)
+    expected = torch.rand(1)
+    torch.manual_seed(3)
+    for task in ("regression", "tokens"):
+        model = watched_model(make_problem(2, 3, None, False, task))
+        assert not model.weight.detach().any()  # starts at zero
+    assert torch.equal(torch.rand(1), expected)

@@ -1,9 +1,11 @@
-"""The loop auditor's instruments: the tiny problem, the watched model/optimizer/scheduler, the runs.
+"""The loop auditor's instruments: the watched model, optimizer and scheduler, the stream, the runs.
 
-`widgets.audit.auditor` reads what these record. A loop is watched from outside: hooks on the model's
-single weight see every backward pass (what it added to `.grad`, what `.grad` held before), the
-optimizer keeps the gradient and learning rate of each `step()` and counts `zero_grad()`, the
-scheduler counts its steps. Everything is float64, so ratios of the same sums agree to ~1e-12.
+`widgets.audit.checks` reads what these record. A loop is watched from outside, never patched:
+a forward hook tells which micro-batch each forward pass saw and hooks its output, so a backward
+pass reports the gradient that reached each output it went through; hooks on the model's single
+weight see what each backward pass added to `.grad` and what `.grad` held before and after; the
+optimizer keeps the gradient and learning rate of each `step()` and counts `zero_grad()`; the
+scheduler records when it steps. Everything is float64, so ratios of the same sums agree to ~1e-12.
 """
 from __future__ import annotations
 
@@ -15,71 +17,76 @@ from typing import Callable
 
 import torch
 
-from widgets.core.accumulation import is_update_step
-from widgets.core.training import linear_warmup
+from widgets.audit.problems import Problem, batch_key
 
 LEARNING_RATE = 0.05  # of the SGD handed to the audited loop
 
-# ----------------------------------------------------------------------------- the problem
+# ----------------------------------------------------------------------------- what is recorded
 
 
 @dataclass(frozen=True)
-class Problem:
-    """The audited run's data: micro-batches of (inputs (b, 3), targets (b, 1)) and how they group."""
+class Forward:
+    """One forward pass of the model: which micro-batch it saw (None: inputs that are none of them)."""
 
-    batches: list[tuple[torch.Tensor, torch.Tensor]]
-    groups: list[range]  # the backward passes (= batch indices) of each update
-    K: int
-    b: int
-    clip_norm: float | None
-    with_scheduler: bool
+    batch: int | None
+    weight: torch.Tensor  # the weight it ran with
+    inputs: torch.Tensor
+    output: torch.Tensor
 
 
-def make_problem(K: int, num_batches: int, clip_norm: float | None, with_scheduler: bool) -> Problem:
-    """Linear regression, 3 features, micro-batches of b = K + 1 examples (so a loss summed over
-    examples, b x too big, is never mistaken for an undivided one, K x too big)."""
-    b = K + 1
-    g = torch.Generator().manual_seed(0)
-    x = torch.randn(num_batches * b, 3, generator=g, dtype=torch.float64)
-    y = x @ torch.tensor([[1.5], [-2.0], [0.5]], dtype=torch.float64)
-    y = y + 0.5 * torch.randn(y.shape, generator=g, dtype=torch.float64)
-    if clip_norm is not None:
-        # targets large enough that even a first micro-step's pile exceeds clip_norm, so clipping acts
-        # (and shows) wherever the loop puts it; with zero starting weights the gradient scales with y
-        smallest = min(float((2 / b) * (x[i : i + b].T @ y[i : i + b]).norm()) for i in range(0, len(x), b))
-        y = y * max(1.0, 20 * K * clip_norm / smallest)
-    batches = [(x[i : i + b], y[i : i + b]) for i in range(0, len(x), b)]
-    groups = [range(s, min(s + K, num_batches)) for s in range(0, num_batches, K)]
-    return Problem(batches, groups, K, b, clip_norm, with_scheduler)
+@dataclass(frozen=True)
+class BackwardPass:
+    """One backward pass that reached the weight: the forwards whose outputs it went through, with
+    the gradient each output received, and the weight's gradient before, in and after it."""
+
+    forwards: tuple[int, ...]  # indices into Tape.forwards
+    output_grads: tuple[torch.Tensor, ...]
+    incoming: torch.Tensor  # flat: what this pass added to .grad
+    before: torch.Tensor | None  # flat .grad before it (None: no .grad)
+    after: torch.Tensor | None = None  # flat .grad after it
 
 
-def true_gradient(weight: torch.Tensor, batch) -> tuple[torch.Tensor, float]:
-    """The gradient (flat, shape (3,)) and value of one micro-batch's mean squared error at `weight`."""
-    w = weight.detach().clone().requires_grad_(True)
-    loss = torch.nn.functional.mse_loss(batch[0] @ w.T, batch[1])
-    (grad,) = torch.autograd.grad(loss, w)
-    return grad.reshape(-1), loss.item()
+@dataclass(frozen=True)
+class Step:
+    """One optimizer.step(): after how many backward passes, with which .grad and learning rate."""
 
-
-# ----------------------------------------------------------------------------- the instruments
+    passes_before: int
+    grad: torch.Tensor | None
+    lr: float
 
 
 class Tape:
     """Everything observed during one run of a loop, in order."""
 
-    def __init__(self, model: torch.nn.Linear):
-        self.weights, self.incoming, self.before, self.after = [], [], [], []  # one per backward pass
-        self.steps: list[tuple[int, torch.Tensor, float]] = []  # (backward passes so far, .grad, lr)
+    def __init__(self, model: torch.nn.Module, index_of: dict):
+        self.forwards: list[Forward] = []
+        self.passes: list[BackwardPass] = []
+        self.steps: list[Step] = []
         self.zero_grads = 0
         self.scheduler_calls: list[int] = []  # optimizer steps so far at each scheduler.step()
-        p = model.weight
-        p.register_hook(lambda grad: self._on_backward(p, grad))  # runs before grad is added to .grad
-        p.register_post_accumulate_grad_hook(lambda q: self.after.append(flat(q.grad)))
+        self._index_of = index_of
+        self._reached: list[tuple[int, torch.Tensor]] = []  # outputs reached by the running backward pass
+        model.register_forward_hook(self._on_forward)
+        weight = model.weight
+        weight.register_hook(lambda grad: self._on_backward(weight, grad))  # runs before grad is added to .grad
+        weight.register_post_accumulate_grad_hook(self._after_backward)
 
-    def _on_backward(self, p, grad) -> None:
-        self.weights.append(p.detach().clone())
-        self.incoming.append(grad.detach().reshape(-1).clone())
-        self.before.append(flat(p.grad))
+    def _on_forward(self, module, args, output) -> None:
+        inputs = args[0]
+        k = len(self.forwards)
+        self.forwards.append(Forward(self._index_of.get(batch_key(inputs)), module.weight.detach().clone(),
+                                     inputs.detach().clone(), output.detach().clone()))
+        if output.requires_grad:
+            output.register_hook(lambda grad: self._reached.append((k, grad.detach().clone())))
+
+    def _on_backward(self, weight, grad) -> None:
+        reached, self._reached = sorted(self._reached, key=lambda r: r[0]), []  # in forward order
+        self.passes.append(BackwardPass(tuple(k for k, _ in reached), tuple(g for _, g in reached),
+                                        grad.detach().reshape(-1).clone(), flat(weight.grad)))
+
+    def _after_backward(self, weight) -> None:
+        last = self.passes[-1]
+        self.passes[-1] = BackwardPass(last.forwards, last.output_grads, last.incoming, last.before, flat(weight.grad))
 
 
 def flat(grad: torch.Tensor | None) -> torch.Tensor | None:
@@ -87,31 +94,36 @@ def flat(grad: torch.Tensor | None) -> torch.Tensor | None:
     return None if grad is None else grad.detach().reshape(-1).clone()
 
 
-class AuditModel(torch.nn.Linear):
-    """y = x @ w.T with one weight of shape (1, 3), starting at zero; counts model.zero_grad()."""
+# ----------------------------------------------------------------------------- the instruments
 
-    def __init__(self):
-        super().__init__(3, 1, bias=False, dtype=torch.float64)
-        self.tape = Tape(self)
 
-    def reset_parameters(self) -> None:
-        torch.nn.init.zeros_(self.weight)  # no random init: the global random state stays untouched
+def watched_model(problem: Problem) -> torch.nn.Module:
+    """The task's model, its weight at zero (built without random init, so the global random state
+    stays untouched), with a tape; model.zero_grad() is counted like optimizer.zero_grad()."""
+    model = problem.task.new_model()
+    with torch.no_grad():
+        model.weight.zero_()
+    model.tape = Tape(model, problem.index_of)
+    plain_zero_grad = model.zero_grad
 
-    def zero_grad(self, set_to_none: bool = True) -> None:
-        self.tape.zero_grads += 1
-        super().zero_grad(set_to_none)
+    def zero_grad(set_to_none: bool = True) -> None:
+        model.tape.zero_grads += 1
+        plain_zero_grad(set_to_none)
+
+    model.zero_grad = zero_grad
+    return model
 
 
 class AuditSGD(torch.optim.SGD):
     """Plain SGD that records the gradient and learning rate of each step and counts zero_grad()."""
 
-    def __init__(self, model: AuditModel):
+    def __init__(self, model: torch.nn.Module):
         super().__init__(model.parameters(), lr=LEARNING_RATE)
         self._model = model
 
     def step(self, closure=None):
-        tape, grad = self._model.tape, self._model.weight.grad
-        tape.steps.append((len(tape.incoming), flat(grad), self.param_groups[0]["lr"]))
+        tape = self._model.tape
+        tape.steps.append(Step(len(tape.passes), flat(self._model.weight.grad), self.param_groups[0]["lr"]))
         return super().step(closure)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
@@ -120,11 +132,12 @@ class AuditSGD(torch.optim.SGD):
 
 
 class AuditScheduler(torch.optim.lr_scheduler.LambdaLR):
-    """A linear warmup over `warmup_updates` that records when the loop steps it."""
+    """A linear warmup over `warmup_updates` (update u runs at (u+1)/(W+1) of the rate while u < W)
+    that records when the loop steps it."""
 
     def __init__(self, optimizer: AuditSGD, warmup_updates: int):
         self._tape = None  # LambdaLR steps once while it is built: that one is not the loop's
-        super().__init__(optimizer, linear_warmup(warmup_updates))
+        super().__init__(optimizer, lambda n: min(1.0, (n + 1) / (warmup_updates + 1)))
         self._tape = optimizer._model.tape
 
     def step(self, *args, **kwargs):
@@ -133,27 +146,25 @@ class AuditScheduler(torch.optim.lr_scheduler.LambdaLR):
         return super().step(*args, **kwargs)
 
 
+class Stream:
+    """The micro-batches as a stream of unknown length, like a DataLoader over an IterableDataset:
+    it can be iterated once, and has no len()."""
+
+    def __init__(self, batches: list):
+        self._batches, self._started = batches, False
+
+    def __iter__(self):
+        if self._started:
+            raise RuntimeError("batches is a stream: it can be iterated only once; keep what you need as you go")
+        self._started = True
+        yield from self._batches
+
+    def __len__(self):
+        raise TypeError("batches is a stream of unknown length (a DataLoader over an IterableDataset): "
+                        "len(batches) is not available; find the last group when the stream ends")
+
+
 # ----------------------------------------------------------------------------- the runs
-
-
-def reference_loop(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None, *, clip_norm=None):
-    """The correct loop: each mean loss divided by its group's size, one clip/step/schedule/zero_grad per update."""
-    K, n, logged, losses = accumulation_steps, len(batches), [], []
-    for i, (x, y) in enumerate(batches):
-        group_size = min(K, n - (i - i % K))  # K, or fewer for the uneven final group
-        loss = loss_fn(model(x), y)
-        (loss / group_size).backward()
-        losses.append(loss.item())
-        if is_update_step(i, K, n):
-            if clip_norm is not None:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
-            optimizer.step()
-            if scheduler is not None:
-                scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
-            logged.append(sum(losses) / len(losses))
-            losses = []
-    return logged
 
 
 @dataclass
@@ -169,9 +180,10 @@ class Run:
 
 def run_loop(loop: Callable, problem: Problem) -> Run:
     """Call `loop(model, optimizer, loss_fn, batches, K[, scheduler])` with fresh instruments; never raises."""
-    model = AuditModel()
+    model = watched_model(problem)
     optimizer = AuditSGD(model)
-    args = [model, optimizer, torch.nn.MSELoss(), [(x.clone(), y.clone()) for x, y in problem.batches], problem.K]
+    batches = [(x.clone(), y.clone()) for x, y in problem.batches]
+    args = [model, optimizer, problem.task.loss_fn, Stream(batches) if problem.streaming else batches, problem.K]
     if problem.with_scheduler:
         args.append(AuditScheduler(optimizer, len(problem.groups)))
     run = Run(model.tape, model.weight)

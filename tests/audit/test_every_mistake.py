@@ -1,0 +1,473 @@
+"""Every mistake the auditor can name is named, alone, for a loop that makes it.
+
+Each loop below is written out in full, independently, and makes one mistake (marked `# BUG`);
+the test asserts the EXACT set of names the auditor reports, so a false finding fails as surely
+as a missed one. The truth the auditor compares against is plain autograd on the same problem
+(tests/audit/test_instruments.py and test_problems.py check that). Loops with one structural
+mistake (a skipped backward, steps shifted by one) must get that finding and no other.
+"""
+import pytest
+import torch
+
+from widgets.audit import audit_training_loop
+from widgets.audit.auditor import AUDIT_MISTAKES
+from widgets.audit.problems import IGNORE_INDEX
+
+
+def ends_update(i, K, n):
+    return (i + 1) % K == 0 or i + 1 == n
+
+
+def group_size(i, K, n):
+    return min(K, n - i // K * K)
+
+
+# ----------------------------------------------------------------------------- the loss scale
+
+
+def loss_not_divided(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    n = len(batches)
+    for i, (x, y) in enumerate(batches):
+        loss_fn(model(x), y).backward()  # BUG
+        if ends_update(i, accumulation_steps, n):
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def loss_divided_twice(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    n = len(batches)
+    for i, (x, y) in enumerate(batches):
+        size = group_size(i, accumulation_steps, n)
+        (loss_fn(model(x), y) / size / size).backward()  # BUG
+        if ends_update(i, accumulation_steps, n):
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def loss_sum_reduction(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    n = len(batches)
+    for i, (x, y) in enumerate(batches):
+        loss = torch.nn.functional.mse_loss(model(x), y, reduction="sum")  # BUG
+        (loss / group_size(i, accumulation_steps, n)).backward()
+        if ends_update(i, accumulation_steps, n):
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def wrong_loss_scale(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    n = len(batches)
+    for i, (x, y) in enumerate(batches):
+        (loss_fn(model(x), y) / (group_size(i, accumulation_steps, n) + 1)).backward()  # BUG: one too many
+        if ends_update(i, accumulation_steps, n):
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def tail_divided_by_k(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    n = len(batches)
+    for i, (x, y) in enumerate(batches):
+        (loss_fn(model(x), y) / accumulation_steps).backward()  # BUG in the short final group
+        if ends_update(i, accumulation_steps, n):
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+# ----------------------------------------------------------------------------- the structure
+
+
+def tail_dropped(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    full = len(batches) - len(batches) % accumulation_steps
+    for i, (x, y) in enumerate(batches[:full]):  # BUG: the short final group is left out
+        (loss_fn(model(x), y) / accumulation_steps).backward()
+        if (i + 1) % accumulation_steps == 0:
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def skips_one_backward(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    n = len(batches)
+    for i, (x, y) in enumerate(batches):
+        loss = loss_fn(model(x), y) / group_size(i, accumulation_steps, n)
+        if i != 5:  # BUG: micro-batch 5 never goes through backward
+            loss.backward()
+        if ends_update(i, accumulation_steps, n):
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def backward_twice(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    n = len(batches)
+    for i, (x, y) in enumerate(batches):
+        loss = loss_fn(model(x), y) / group_size(i, accumulation_steps, n)
+        loss.backward(retain_graph=True)
+        if i == 2:
+            loss.backward()  # BUG: a second pass on the same loss
+        if ends_update(i, accumulation_steps, n):
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def one_backward_per_update(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    n, total = len(batches), 0
+    for i, (x, y) in enumerate(batches):
+        total = total + loss_fn(model(x), y) / group_size(i, accumulation_steps, n)
+        if ends_update(i, accumulation_steps, n):
+            total.backward()  # BUG: one backward for K graphs kept alive: no memory saved
+            optimizer.step()
+            optimizer.zero_grad()
+            total = 0
+
+
+def steps_at_group_start(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    n = len(batches)
+    for i, (x, y) in enumerate(batches):
+        (loss_fn(model(x), y) / group_size(i, accumulation_steps, n)).backward()
+        if i % accumulation_steps == 0:  # BUG: the first micro-step of each group, not the last
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def step_every_micro_step(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    n = len(batches)
+    for i, (x, y) in enumerate(batches):
+        (loss_fn(model(x), y) / group_size(i, accumulation_steps, n)).backward()
+        optimizer.step()  # BUG
+        if ends_update(i, accumulation_steps, n):
+            optimizer.zero_grad()
+
+
+def forget_final_step(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    n, logged, losses = len(batches), [], []
+    for i, (x, y) in enumerate(batches):
+        loss = loss_fn(model(x), y)
+        (loss / group_size(i, accumulation_steps, n)).backward()
+        losses.append(loss.item())
+        if (i + 1) % accumulation_steps == 0:  # BUG: the short final group never steps
+            optimizer.step()
+            optimizer.zero_grad()
+            logged.append(sum(losses) / len(losses))  # one value per step it takes: not a second mistake
+            losses = []
+    return logged
+
+
+def never_steps(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    n = len(batches)
+    for i, (x, y) in enumerate(batches):
+        (loss_fn(model(x), y) / group_size(i, accumulation_steps, n)).backward()
+        if ends_update(i, accumulation_steps, n):
+            optimizer.zero_grad()  # BUG: no optimizer.step()
+
+
+def never_calls_backward(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    n = len(batches)
+    for i, (x, y) in enumerate(batches):
+        loss_fn(model(x), y)  # BUG: no backward
+        if ends_update(i, accumulation_steps, n):
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+# ----------------------------------------------------------------------------- .grad
+
+
+def zero_grad_every_micro_step(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    n = len(batches)
+    for i, (x, y) in enumerate(batches):
+        optimizer.zero_grad()  # BUG
+        (loss_fn(model(x), y) / group_size(i, accumulation_steps, n)).backward()
+        if ends_update(i, accumulation_steps, n):
+            optimizer.step()
+
+
+def zero_grad_missing(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    n = len(batches)
+    for i, (x, y) in enumerate(batches):
+        (loss_fn(model(x), y) / group_size(i, accumulation_steps, n)).backward()
+        if ends_update(i, accumulation_steps, n):
+            optimizer.step()  # BUG: no zero_grad after it
+
+
+def zero_grad_before_step(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    n = len(batches)
+    for i, (x, y) in enumerate(batches):
+        (loss_fn(model(x), y) / group_size(i, accumulation_steps, n)).backward()
+        if ends_update(i, accumulation_steps, n):
+            optimizer.zero_grad()  # BUG: before the step
+            optimizer.step()
+
+
+def grad_modified(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    n = len(batches)
+    for i, (x, y) in enumerate(batches):
+        (loss_fn(model(x), y) / group_size(i, accumulation_steps, n)).backward()
+        with torch.no_grad():
+            model.weight.grad[0, 0] += 0.1  # BUG: a nudge to one entry of the pile
+        if ends_update(i, accumulation_steps, n):
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def extra_loss_term(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    n = len(batches)
+    for i, (x, y) in enumerate(batches):
+        loss = loss_fn(model(x), y) + 0.01 * model.weight.square().sum()  # BUG: a penalty K times per update
+        (loss / group_size(i, accumulation_steps, n)).backward()
+        if ends_update(i, accumulation_steps, n):
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def another_loss(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    n = len(batches)
+    for i, (x, y) in enumerate(batches):
+        loss = torch.nn.functional.l1_loss(model(x), y)  # BUG: not the loss handed in
+        (loss / group_size(i, accumulation_steps, n)).backward()
+        if ends_update(i, accumulation_steps, n):
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def differs_from_reference(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    n = len(batches)
+    for i, (x, y) in enumerate(batches):
+        (loss_fn(model(x), y) / group_size(i, accumulation_steps, n)).backward()
+        if ends_update(i, accumulation_steps, n):
+            optimizer.step()
+            optimizer.zero_grad()
+    with torch.no_grad():
+        model.weight.mul_(0.5)  # BUG: the weights changed outside the optimizer
+
+
+def loop_raised(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    for x, y in batches:
+        loss_fn(model(x), y).backward()
+        raise RuntimeError("stopped")  # BUG
+
+
+# ----------------------------------------------------------------------------- clipping
+
+
+def clip_every_micro_step(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    n = len(batches)
+    for i, (x, y) in enumerate(batches):
+        (loss_fn(model(x), y) / group_size(i, accumulation_steps, n)).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)  # BUG: on the half-built pile
+        if ends_update(i, accumulation_steps, n):
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def clip_missing(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    n = len(batches)
+    for i, (x, y) in enumerate(batches):
+        (loss_fn(model(x), y) / group_size(i, accumulation_steps, n)).backward()
+        if ends_update(i, accumulation_steps, n):
+            optimizer.step()  # BUG: clip_norm = 1.0 was promised
+            optimizer.zero_grad()
+
+
+def clip_norm_differs(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    n = len(batches)
+    for i, (x, y) in enumerate(batches):
+        (loss_fn(model(x), y) / group_size(i, accumulation_steps, n)).backward()
+        if ends_update(i, accumulation_steps, n):
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 2.0)  # BUG: the audit says 1.0
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+# ----------------------------------------------------------------------------- the scheduler
+
+
+def scheduler_every_micro_step(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    n = len(batches)
+    for i, (x, y) in enumerate(batches):
+        (loss_fn(model(x), y) / group_size(i, accumulation_steps, n)).backward()
+        if ends_update(i, accumulation_steps, n):
+            optimizer.step()
+            optimizer.zero_grad()
+        scheduler.step()  # BUG
+
+
+def scheduler_wrong_count(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    n = len(batches)
+    for i, (x, y) in enumerate(batches):
+        (loss_fn(model(x), y) / group_size(i, accumulation_steps, n)).backward()
+        if ends_update(i, accumulation_steps, n):
+            optimizer.step()
+            optimizer.zero_grad()
+    scheduler.step()  # BUG: once, at the end
+
+
+def scheduler_before_step(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    n = len(batches)
+    for i, (x, y) in enumerate(batches):
+        (loss_fn(model(x), y) / group_size(i, accumulation_steps, n)).backward()
+        if ends_update(i, accumulation_steps, n):
+            scheduler.step()  # BUG: before the optimizer
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+# ----------------------------------------------------------------------------- the log
+
+
+def log_divided_loss(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    n, logged, total = len(batches), [], 0.0
+    for i, (x, y) in enumerate(batches):
+        size = group_size(i, accumulation_steps, n)
+        loss = loss_fn(model(x), y) / size
+        loss.backward()
+        total += loss.item()
+        if ends_update(i, accumulation_steps, n):
+            optimizer.step()
+            optimizer.zero_grad()
+            logged.append(total / size)  # BUG: the divided losses, averaged again
+            total = 0.0
+    return logged
+
+
+def log_last_micro_batch(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    n, logged = len(batches), []
+    for i, (x, y) in enumerate(batches):
+        loss = loss_fn(model(x), y)
+        (loss / group_size(i, accumulation_steps, n)).backward()
+        if ends_update(i, accumulation_steps, n):
+            optimizer.step()
+            optimizer.zero_grad()
+            logged.append(loss.item())  # BUG: the last micro-batch only
+    return logged
+
+
+def log_wrong(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    n, logged = len(batches), []
+    for i, (x, y) in enumerate(batches):
+        loss = loss_fn(model(x), y)
+        (loss / group_size(i, accumulation_steps, n)).backward()
+        logged.append(loss.item())  # BUG: one value per micro-step
+        if ends_update(i, accumulation_steps, n):
+            optimizer.step()
+            optimizer.zero_grad()
+    return logged
+
+
+def bad_return_value(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    n = len(batches)
+    for i, (x, y) in enumerate(batches):
+        (loss_fn(model(x), y) / group_size(i, accumulation_steps, n)).backward()
+        if ends_update(i, accumulation_steps, n):
+            optimizer.step()
+            optimizer.zero_grad()
+    return model  # BUG: not a list of numbers
+
+
+# ----------------------------------------------------------------------------- tokens and streams
+
+
+def token_mean_per_micro_batch(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    n = len(batches)
+    for i, (x, y) in enumerate(batches):
+        loss = loss_fn(model(x), y)  # this micro-batch's token mean
+        (loss / group_size(i, accumulation_steps, n)).backward()  # BUG: averaged over the micro-batches
+        if ends_update(i, accumulation_steps, n):
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def padding_counted(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    for start in range(0, len(batches), accumulation_steps):
+        window = batches[start : start + accumulation_steps]
+        positions = sum(y.numel() for _, y in window)  # BUG: padding positions counted
+        for x, y in window:
+            (loss_fn(model(x), y, reduction="sum") / positions).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+def streaming_tail_dropped(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    group = []
+    for batch in batches:
+        group.append(batch)
+        if len(group) == accumulation_steps:
+            for x, y in group:
+                (loss_fn(model(x), y) / accumulation_steps).backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            group = []
+    # BUG: what is left in `group` when the stream ends is never used
+
+
+CLIP, SCHEDULER, TOKENS, STREAM = dict(clip_norm=1.0), dict(with_scheduler=True), dict(problem="tokens"), \
+    dict(streaming=True)
+CASES = [  # (loop, audit options, the exact set of names)
+    (loss_not_divided, {}, {"loss_not_divided"}),
+    (loss_divided_twice, {}, {"loss_divided_twice"}),
+    (loss_sum_reduction, {}, {"loss_sum_reduction"}),
+    (wrong_loss_scale, {}, {"wrong_loss_scale"}),
+    (tail_divided_by_k, {}, {"tail_divided_by_k"}),
+    (tail_dropped, {}, {"tail_dropped"}),
+    (skips_one_backward, {}, {"backward_count"}),
+    (backward_twice, {}, {"backward_count"}),
+    (one_backward_per_update, {}, {"backward_count"}),
+    (steps_at_group_start, {}, {"wrong_step_positions"}),
+    (step_every_micro_step, {}, {"step_every_micro_step"}),
+    (forget_final_step, {}, {"forget_final_step"}),
+    (never_steps, {}, {"never_steps"}),
+    (never_calls_backward, {}, {"never_calls_backward"}),
+    (zero_grad_every_micro_step, {}, {"zero_grad_every_micro_step"}),
+    (zero_grad_missing, {}, {"zero_grad_missing"}),
+    (zero_grad_before_step, {}, {"zero_grad_before_step"}),
+    (grad_modified, {}, {"grad_modified"}),
+    (extra_loss_term, {}, {"unexpected_gradient"}),
+    (another_loss, {}, {"unexpected_gradient"}),
+    (differs_from_reference, {}, {"differs_from_reference"}),
+    (loop_raised, {}, {"loop_raised"}),
+    (clip_every_micro_step, CLIP, {"clip_every_micro_step"}),
+    (clip_missing, CLIP, {"clip_missing"}),
+    (clip_norm_differs, CLIP, {"clip_norm_differs"}),
+    (scheduler_every_micro_step, SCHEDULER, {"scheduler_every_micro_step"}),
+    (scheduler_wrong_count, SCHEDULER, {"scheduler_wrong_count"}),
+    (scheduler_before_step, SCHEDULER, {"scheduler_before_step"}),
+    (log_divided_loss, {}, {"log_divided_loss"}),
+    (log_last_micro_batch, {}, {"log_last_micro_batch"}),
+    (log_wrong, {}, {"log_wrong"}),
+    (bad_return_value, {}, {"bad_return_value"}),
+    (token_mean_per_micro_batch, TOKENS, {"normalised_per_micro_batch"}),
+    (padding_counted, TOKENS, {"padding_counted"}),
+    (streaming_tail_dropped, STREAM, {"tail_dropped"}),
+]
+IDS = [loop.__name__ for loop, _, _ in CASES]
+
+
+@pytest.mark.parametrize("loop, options, names", CASES, ids=IDS)
+@pytest.mark.parametrize("K", [4, 3])
+def test_the_one_mistake_is_named_and_nothing_else(loop, options, names, K):
+    report = audit_training_loop(loop, K, **options)
+    assert report.mistakes == names, str(report)
+    assert len(report.findings) == len(names)
+
+
+def test_every_name_the_auditor_can_report_has_a_loop_that_triggers_it():
+    assert set().union(*(names for _, _, names in CASES)) == set(AUDIT_MISTAKES)
+
+
+def test_a_skipped_backward_says_which_micro_batch_and_no_zero_grad_finding():
+    report = audit_training_loop(skips_one_backward, 4)
+    assert "micro-batches [5] never went through backward()" in report.findings[0]
+    assert report.counts["backward passes"] == (9, 10)
+
+
+def test_steps_at_the_group_start_are_placed_in_micro_batch_terms():
+    report = audit_training_loop(steps_at_group_start, 4)
+    assert "steps after micro-batches [0, 4, 8], the reference after [3, 7, 9]" in report.findings[0]
+
+
+def test_the_token_finding_says_how_much_a_token_weighs():
+    report = audit_training_loop(token_mean_per_micro_batch, 4, problem="tokens")
+    assert "real tokens; the window holds" in report.findings[0]
+    assert "Fix: sum the token losses and divide by the real tokens of the whole accumulation window" \
+        in report.findings[0]
+
+
+def test_ignore_index_is_what_the_token_batches_use():
+    assert IGNORE_INDEX == -100  # torch's default for cross_entropy: learners' loops use it as written

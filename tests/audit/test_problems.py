@@ -1,0 +1,60 @@
+"""The auditor's token problem and its right loop, against plain autograd on the whole window."""
+import pytest
+import torch
+
+from widgets.audit.instruments import run_loop
+from widgets.audit.problems import IGNORE_INDEX, MAX_LENGTH, Tokens, make_problem, reference_token_loop
+from widgets.audit.problems import token_cross_entropy
+
+
+def window_mean_gradient(weight, batches):
+    """The gradient of the mean token loss over every real token of the window, as one big batch."""
+    w = weight.detach().clone().requires_grad_(True)
+    x = torch.cat([b[0] for b in batches])
+    y = torch.cat([b[1] for b in batches])
+    (grad,) = torch.autograd.grad(token_cross_entropy(Tokens.forward(w, x), y), w)
+    return grad.reshape(-1)
+
+
+@pytest.mark.parametrize("K, num_batches", [(4, 10), (3, 7), (2, 2)])
+def test_token_batches_are_padded_with_ignored_targets_and_counts_differ_in_each_group(K, num_batches):
+    problem = make_problem(K, num_batches, None, False, "tokens")
+    for x, y in problem.batches:
+        assert x.shape == y.shape == (3, MAX_LENGTH) and x.dtype == y.dtype == torch.long
+        real = y != IGNORE_INDEX
+        assert real[:, 0].all() and (real.int().diff(dim=1) <= 0).all()  # real tokens first, then padding
+        assert (x[~real] == 0).all()
+    for g in problem.groups:
+        if len(g) > 1:
+            assert len({problem.items(j) for j in g}) > 1
+
+
+@pytest.mark.parametrize("K, num_batches", [(4, 10), (3, 7), (1, 3)])
+def test_the_window_normalised_loop_steps_with_the_window_mean_gradient(K, num_batches):
+    problem = make_problem(K, num_batches, None, False, "tokens")
+    run = run_loop(reference_token_loop, problem)
+    assert run.error is None and len(run.tape.steps) == len(problem.groups)
+    for step, g in zip(run.tape.steps, problem.groups):
+        weight = run.tape.forwards[g.start].weight  # the weight the window ran with
+        big = window_mean_gradient(weight, [problem.batches[j] for j in g])
+        assert torch.allclose(step.grad, big, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("K", [4, 3, 2])
+def test_averaging_per_micro_batch_token_means_is_not_the_window_mean(K):
+    problem = make_problem(K, 2 * K, None, False, "tokens")
+    weight = torch.zeros(5, 5, dtype=torch.float64)
+    window = problem.batches[:K]
+    w = weight.clone().requires_grad_(True)
+    averaged = sum(token_cross_entropy(Tokens.forward(w, x), y) for x, y in window) / K
+    (grad,) = torch.autograd.grad(averaged, w)
+    assert not torch.allclose(grad.reshape(-1), window_mean_gradient(weight, window), rtol=1e-5, atol=1e-8)
+
+
+def test_item_sum_gradient_is_autograd_of_the_summed_token_loss():
+    x, y = make_problem(2, 2, None, False, "tokens").batches[0]
+    logits = torch.randn(*x.shape, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    leaf = logits.clone().requires_grad_(True)
+    (grad,) = torch.autograd.grad(token_cross_entropy(leaf, y, "sum"), leaf)
+    assert torch.allclose(Tokens.item_sum_gradient(logits, y), grad)
+    assert Tokens.item_loss_sum(logits, y) == pytest.approx(float(token_cross_entropy(logits, y, "sum")))

@@ -1,0 +1,343 @@
+"""The auditor's checks: structure first, then the numbers the structure allows.
+
+`read_structure` says what the loop did in micro-batch terms: which micro-batches each backward
+pass carried, after which micro-batch each `optimizer.step()` came. The structural checks
+(coverage, step positions, the pile at each backward pass) judge only that. The numeric checks
+then read the factor on each micro-batch's loss off the gradient that reached its output, the
+change `.grad` underwent between the last backward pass and each step, and the logged losses;
+each is judged against what the right loop would do with the same micro-batches. Every check
+returns its own findings; nothing is shared between them, so one mistake is named once.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from widgets.audit.instruments import Forward, Tape
+from widgets.audit.mistakes import Finding
+from widgets.audit.problems import Problem
+from widgets.core.training import clip_flat
+
+TOLERANCE = 1e-6  # relative: float64 ratios of the same sums agree to ~1e-12; this leaves room
+
+
+def close(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=TOLERANCE, abs_tol=1e-12)
+
+
+def proportion(v: torch.Tensor, e: torch.Tensor) -> tuple[float, bool]:
+    """v = ratio * e? The ratio (the projection of v on e) and whether what is left is negligible."""
+    v, e = v.reshape(-1), e.reshape(-1)
+    ee = float(e @ e)
+    if ee == 0:
+        return math.nan, bool(v.abs().max() == 0)
+    ratio = float(v @ e) / ee
+    return ratio, float((v - ratio * e).norm()) <= TOLERANCE * (abs(ratio) + 1) * math.sqrt(ee)
+
+
+def is_empty(pile: torch.Tensor | None) -> bool:
+    return pile is None or bool(pile.abs().max() == 0)
+
+
+# ----------------------------------------------------------------------------- structure
+
+
+@dataclass(frozen=True)
+class Structure:
+    """What the loop did, in micro-batch terms, before any number is compared."""
+
+    pass_batches: list[tuple[int | None, ...]]  # the micro-batch of each forward each backward pass went through
+    times_carried: list[int]  # per micro-batch: how many forwards of it a backward pass went through
+    step_after: list[int]  # per step: the last micro-batch carried before it (-1: none)
+    expected_after: list[int]  # the same for the right loop, over the micro-batches the loop carried
+    segments: list[list[int]]  # per step: the forwards (indices into tape.forwards) of the passes since the last
+
+    @property
+    def recognised(self) -> bool:
+        return all(p and None not in p for p in self.pass_batches)
+
+    @property
+    def each_once(self) -> bool:
+        return all(n == 1 for n in self.times_carried) and all(len(p) == 1 for p in self.pass_batches)
+
+    @property
+    def steps_at_boundaries(self) -> bool:
+        return self.step_after == self.expected_after
+
+
+def read_structure(tape: Tape, problem: Problem) -> Structure:
+    pass_batches = [tuple(tape.forwards[k].batch for k in p.forwards) for p in tape.passes]
+    times = [0] * len(problem.batches)
+    for batches in pass_batches:
+        for j in batches:
+            if j is not None:
+                times[j] += 1
+    last = [max((j for j in batches if j is not None), default=-1) for batches in pass_batches]
+    step_after = [last[s.passes_before - 1] if s.passes_before else -1 for s in tape.steps]
+    expected = [max(j for j in g if times[j]) for g in problem.groups if any(times[j] for j in g)]
+    segments, start = [], 0
+    for s in tape.steps:
+        segments.append([k for p in tape.passes[start : s.passes_before] for k in p.forwards])
+        start = max(start, s.passes_before)
+    return Structure(pass_batches, times, step_after, expected, segments)
+
+
+def check_coverage(structure: Structure, problem: Problem) -> list[Finding]:
+    """Did every micro-batch go through backward() once, one per backward pass?"""
+    for k, batches in enumerate(structure.pass_batches):
+        if not batches:
+            return [Finding("unexpected_gradient", f"backward pass {k} reached the weight without going through "
+                                                   "the model's output")]
+        if None in batches:
+            return [Finding("unexpected_gradient", f"backward pass {k} went through a forward pass on inputs that "
+                                                   "are none of the micro-batches")]
+    times, N, tail = structure.times_carried, len(problem.batches), problem.groups[-1]
+    missing = [j for j in range(N) if not times[j]]
+    twice = [j for j in range(N) if times[j] > 1]
+    shared = [k for k, batches in enumerate(structure.pass_batches) if len(batches) > 1]
+    if missing == list(tail) and len(tail) < problem.K and not twice and not shared:
+        return [Finding("tail_dropped", f"{N - len(tail)} of {N} batches went through backward()")]
+    seen = [f"{len(structure.pass_batches)} backward passes for {N} batches"]
+    if missing:
+        seen.append(f"micro-batches {missing} never went through backward()")
+    if twice:
+        seen.append(f"micro-batches {twice} went through it more than once")
+    if shared:
+        seen.append(f"backward passes {shared} each carried several micro-batches")
+    return [Finding("backward_count", "; ".join(seen))] if len(seen) > 1 else []
+
+
+def check_steps(tape: Tape, structure: Structure, problem: Problem) -> list[Finding]:
+    """Do the steps fall right after the last micro-batch of each update?"""
+    positions, expected = structure.step_after, structure.expected_after
+    seen = f"{len(positions)} steps, the reference {len(expected)}"
+    n_tail = len(problem.groups[-1])
+    if not positions:
+        return [Finding("never_steps", "the weights never changed")]
+    if [s.passes_before for s in tape.steps] == list(range(1, len(tape.passes) + 1)) and len(positions) > len(expected):
+        return [Finding("step_every_micro_step", f"{seen}, one per update of K = {problem.K} micro-batches")]
+    if n_tail < problem.K and expected and positions == expected[:-1] and expected[-1] in problem.groups[-1]:
+        return [Finding("forget_final_step", f"{seen}: none for the final group of {n_tail} micro-batch(es)")]
+    if positions != expected:
+        return [Finding("wrong_step_positions", f"steps after micro-batches {positions}, the reference after {expected}")]
+    return []
+
+
+def check_piles(tape: Tape, structure: Structure, problem: Problem) -> list[Finding]:
+    """What .grad held before each backward pass. An emptied pile is a mistake only where neither an
+    update of the right loop nor one of the loop's own steps begins; a pile left full only where both do."""
+    stepped_before = {s.passes_before for s in tape.steps}
+    group = [min(batches) // problem.K for batches in structure.pass_batches]
+    wiped, clipped, changed, leaked = [], [], [], []
+    for k in range(1, len(tape.passes)):
+        p, previous = tape.passes[k], tape.passes[k - 1]
+        first = min(structure.pass_batches[k])
+        update_begins, step_before = group[k] > group[k - 1], k in stepped_before
+        if is_empty(p.before):
+            if not update_begins and not step_before:
+                wiped.append(first)
+        elif update_begins and step_before:
+            leaked.append(group[k])
+        elif not torch.allclose(p.before, previous.after, rtol=TOLERANCE, atol=0):
+            ratio, proportional = proportion(p.before, previous.after)
+            (clipped if proportional and ratio < 1 else changed).append(first)
+    findings = []
+    if leaked:
+        findings.append(Finding("zero_grad_missing", f"update {leaked[0]} began with the previous gradient in .grad"))
+    if wiped:
+        findings.append(Finding("zero_grad_every_micro_step", f".grad was found empty before micro-steps {wiped}"))
+    if clipped:
+        findings.append(Finding("clip_every_micro_step", f"the pile was shrunk before micro-steps {clipped}"))
+    if changed:
+        findings.append(Finding("grad_modified", f"before micro-steps {changed}"))
+    return findings
+
+
+# ----------------------------------------------------------------------------- numbers
+
+
+def output_gradients(tape: Tape) -> list[tuple[int, torch.Tensor]]:
+    """(forward index, the gradient its output received) for every forward a backward pass went through."""
+    return [(k, g) for p in tape.passes for k, g in zip(p.forwards, p.output_grads)]
+
+
+def check_backward_passes(tape: Tape, problem: Problem) -> list[Finding]:
+    """Each backward pass added to .grad exactly what flows back from the outputs it went through
+    (plain autograd through the same forward): nothing else was in the loss."""
+    for k, p in enumerate(tape.passes):
+        explained = sum(_pull_back(problem, tape.forwards[f], g) for f, g in zip(p.forwards, p.output_grads))
+        if not torch.allclose(p.incoming, explained, rtol=TOLERANCE, atol=1e-12):
+            return [Finding("unexpected_gradient", f"backward pass {k} brought the weight more than its "
+                                                   "micro-batches' outputs explain: another term in the loss?")]
+    return []
+
+
+def _pull_back(problem: Problem, forward: Forward, output_grad: torch.Tensor) -> torch.Tensor:
+    w = forward.weight.clone().requires_grad_(True)
+    (grad,) = torch.autograd.grad(problem.task.forward(w, forward.inputs), w, output_grad)
+    return grad.reshape(-1)
+
+
+@dataclass(frozen=True)
+class BoundaryCheck:
+    """What happened to .grad between each update's last backward pass and its step."""
+
+    findings: list[Finding]
+    rescale: list[float]  # per step: the factor the pile was multiplied by (1: left alone or clipped)
+
+
+def check_boundaries(tape: Tape, problem: Problem) -> BoundaryCheck:
+    findings, rescale, clip = [], [], problem.clip_norm
+    for u, step in enumerate(tape.steps):
+        pile = tape.passes[step.passes_before - 1].after if step.passes_before else None
+        rescale.append(1.0)
+        if is_empty(pile):
+            continue  # a step with nothing piled: the structure says why
+        if is_empty(step.grad):
+            findings.append(Finding("zero_grad_before_step", f"update {u} stepped with an empty .grad"))
+            continue
+        ratio, proportional = proportion(step.grad, pile)
+        pile_norm, used_norm = float(pile.norm()), float(step.grad.norm())
+        if not proportional or ratio < 0:
+            findings.append(Finding("grad_modified", f".grad was changed after the last backward() of update {u}"))
+        elif clip is not None and pile_norm > clip * (1 + TOLERANCE):  # a clip to clip_norm should act here
+            if close(ratio, 1):
+                findings.append(Finding("clip_missing", f"update {u} used norm {pile_norm:.3g} > clip_norm = {clip:g}"))
+            elif not math.isclose(used_norm, clip, rel_tol=1e-5):
+                findings.append(Finding("clip_norm_differs", f"update {u} was clipped to {used_norm:.3g}, "
+                                                             f"clip_norm is {clip:g}"))
+        else:
+            rescale[-1] = ratio
+    return BoundaryCheck(_first_of_each(findings), rescale)
+
+
+def loss_factors(tape: Tape, structure: Structure, problem: Problem, rescale: list[float]) -> dict[int, list]:
+    """Per update of the right loop: (micro-batch, factor c) for each forward of it that a backward
+    pass went through, c read off its output's gradient (times any rescaling of .grad before its
+    step); c is None where that gradient is no multiple of the summed per-item losses'."""
+    at_step = {k: rescale[s] for s, segment in enumerate(structure.segments) for k in segment}
+    factors: dict[int, list] = {}
+    for k, g in output_gradients(tape):
+        f = tape.forwards[k]
+        c, exact = proportion(g, problem.task.item_sum_gradient(f.output, problem.batches[f.batch][1]))
+        factors.setdefault(f.batch // problem.K, []).append((f.batch, c * at_step.get(k, 1.0) if exact else None))
+    return factors
+
+
+def check_loss_scale(factors: dict[int, list], problem: Problem) -> list[Finding]:
+    """Name the factor on each micro-batch's loss, one update of the right loop at a time. A short
+    final group can read two ways (divided twice by n = 2 is 1/4, as is 1/K for K = 4): the
+    mistake the full groups showed is then the likelier reading and is tried right after the right one."""
+    findings, full_groups_mistake = [], None
+    for u in sorted(factors):
+        g = problem.groups[u]
+        unexplained = [j for j, c in factors[u] if c is None]
+        if unexplained:
+            return findings + [Finding("unexpected_gradient", f"micro-batch {unexplained[0]}'s loss is no multiple "
+                                       f"of its summed {problem.task.per_item}: another loss, or targets out of order?")]
+        group_items = [problem.items(j) for j in g]
+        readings = {j: dict(problem.task.readings(problem.items(j), group_items, problem.K)) for j, _ in factors[u]}
+        names = sorted(next(iter(readings.values())), key=lambda n: (n is not None, n != full_groups_mistake))
+        fits = lambda name: all(any(close(c, v) for v in readings[j][name]) for j, c in factors[u])  # noqa: E731
+        name = next((name for name in names if fits(name)), "wrong_loss_scale")
+        if len(g) == problem.K:
+            full_groups_mistake = name
+        if name is not None:
+            findings.append(Finding(name, problem.task.describe_factors(u, factors[u], dict(zip(g, group_items)))))
+    return _first_of_each(findings)
+
+
+def update_ratios(tape: Tape, structure: Structure, problem: Problem) -> list[float]:
+    """Each step's gradient over the right one at the same weights (only while the steps fall on the
+    update boundaries and every micro-batch went through backward once: else there is no one right)."""
+    if not structure.each_once or structure.step_after != structure.expected_after[: len(structure.step_after)]:
+        return []
+    ratios = []
+    for step, segment, g in zip(tape.steps, structure.segments, problem.groups):
+        window = sum(problem.items(j) for j in g)
+        right = sum(_pull_back(problem, tape.forwards[k], problem.task.item_sum_gradient(
+            tape.forwards[k].output, problem.batches[tape.forwards[k].batch][1])) for k in segment) / window
+        used = torch.zeros_like(right) if step.grad is None else step.grad
+        ratios.append(proportion(used, clip_flat(right, problem.clip_norm))[0])
+    return ratios
+
+
+def _first_of_each(findings: list[Finding]) -> list[Finding]:
+    seen, kept = set(), []
+    for f in findings:
+        if f.name not in seen:
+            seen.add(f.name)
+            kept.append(f)
+    return kept
+
+
+# ----------------------------------------------------------------------------- scheduler and log
+
+
+def check_scheduler(tape: Tape, reference: Tape) -> list[Finding]:
+    """One scheduler.step() right after each of the loop's own optimizer.step() calls."""
+    calls, expected = len(tape.scheduler_calls), len(reference.scheduler_calls)
+    rates = f"learning rates {[float(f'{s.lr:.3g}') for s in tape.steps[:4]]}, " \
+            f"reference {[float(f'{s.lr:.3g}') for s in reference.steps[:4]]}"
+    if calls == len(tape.passes) and calls > max(expected, len(tape.steps)):
+        return [Finding("scheduler_every_micro_step", f"{calls} scheduler steps, the reference {expected}; {rates}")]
+    if calls != len(tape.steps):
+        return [Finding("scheduler_wrong_count", f"{calls} scheduler steps for {len(tape.steps)} optimizer steps; "
+                                                 f"{rates}")]
+    if any(done < i + 1 for i, done in enumerate(tape.scheduler_calls)):
+        return [Finding("scheduler_before_step", rates)]
+    return []
+
+
+@dataclass(frozen=True)
+class LogCheck:
+    findings: list[Finding]
+    notes: list[str]
+    checked: bool  # a returned list of logged losses was compared with the true means
+
+
+def check_log(returned: object, tape: Tape, structure: Structure, problem: Problem) -> LogCheck:
+    """The loop's optional return value, the loss it logged at each update, against the true mean
+    loss of each of the loop's own updates (or of the right loop's, when its steps fall elsewhere)."""
+    if returned is None:
+        return LogCheck([], ["logging not checked: the loop returned no list of logged losses"], False)
+    try:
+        logged = [float(v) for v in returned]  # type: ignore[union-attr]
+    except (TypeError, ValueError):
+        return LogCheck([Finding("bad_return_value", f"it returned {type(returned).__name__} {returned!r:.50}")],
+                        [], False)
+    if not structure.each_once:
+        return LogCheck([], ["logging not checked: not every micro-batch went through backward() once"], False)
+    task, batch_of = problem.task, [f.batch for f in tape.forwards]
+    carried = {batch_of[k]: k for k, _ in output_gradients(tape)}
+
+    def means(updates: list[list[int]]) -> list[tuple[float, float, int]]:
+        """(the true mean loss, the last micro-batch's mean, micro-batches) of each update."""
+        out = []
+        for batches in updates:
+            sums = [task.item_loss_sum(tape.forwards[carried[j]].output, problem.batches[j][1]) for j in batches]
+            items = [problem.items(j) for j in batches]
+            out.append((sum(sums) / sum(items), sums[-1] / items[-1], len(batches)))
+        return out
+
+    own = means([sorted(batch_of[k] for k in segment) for segment in structure.segments])
+    readings = [own] if structure.steps_at_boundaries else [own, means([list(g) for g in problem.groups])]
+    if any(len(r) == len(logged) and all(close(v, m) for v, (m, _, _) in zip(logged, r)) for r in readings):
+        return LogCheck([], [], True)
+    truth = next((r for r in readings if len(r) == len(logged)), None)
+    if truth is None:
+        return LogCheck([Finding("log_wrong", f"{len(logged)} values for {len(own)} updates")], [], True)
+    findings = []
+    for u, (value, (mean, last, n)) in enumerate(zip(logged, truth)):
+        seen = f"update {u} logged {value:.4g}, its mean loss is {mean:.4g}"
+        if close(value, mean):
+            continue
+        if any(close(value, v) for v in (mean / n, mean / problem.K, last / n, last / problem.K)):
+            findings.append(Finding("log_divided_loss", f"{seen}, {mean / value:.3g} x more"))
+        elif close(value, last):
+            findings.append(Finding("log_last_micro_batch", seen))
+        else:
+            findings.append(Finding("log_wrong", seen))
+    return LogCheck(_first_of_each(findings), [], True)

@@ -1,0 +1,87 @@
+"""Every mistake the loop auditor can name: what is wrong and the fix, in words a learner reads.
+
+Names follow `widgets.core.config.BUGS` where one applies. A `Finding` is one mistake seen, with
+what was seen; `say` turns it into the sentence the report prints.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MISTAKES: dict[str, tuple[str, str]] = {  # name -> (what is wrong, the fix)
+    "loss_not_divided": ("each micro-batch's loss reaches backward() undivided: every update is K x too big",
+                         "divide each loss by accumulation_steps before backward()"),
+    "loss_divided_twice": ("each micro-batch's loss is divided by K twice: every update is 1/K of the reference",
+                           "divide once"),
+    "loss_sum_reduction": ("the loss sums over the b examples of a micro-batch (reduction='sum'): updates b x too big",
+                           "use the mean, or divide the summed loss by all the examples of the update"),
+    "wrong_loss_scale": ("the micro-batch losses are scaled by a factor other than 1/K",
+                         "multiply each mean loss by 1/K (1/n in a final group of n)"),
+    "tail_divided_by_k": ("the uneven final group is divided by K, not by its own size: its update is too small",
+                          "divide the final group's losses by its number of micro-batches"),
+    "normalised_per_micro_batch": ("normalised per micro-batch instead of per window: each micro-batch's token mean "
+                                   "is averaged over K, so a token in a short micro-batch weighs more than one in a "
+                                   "long one",
+                                   "sum the token losses and divide by the real tokens of the whole accumulation "
+                                   "window, counted before the first backward()"),
+    "padding_counted": ("the padding positions are counted in the normaliser: every token weighs too little",
+                        "count only the real tokens (targets != ignore_index) of the window"),
+    "tail_dropped": ("the uneven final group never goes through backward(): its examples never count",
+                     "run every batch; step after the last one too"),
+    "zero_grad_every_micro_step": ("zero_grad() empties the pile inside an update: it keeps only the last micro-batch",
+                                   "call zero_grad() only after optimizer.step()"),
+    "zero_grad_missing": ("the pile is not emptied after a step: gradients leak into the next update",
+                          "call zero_grad() after each optimizer.step()"),
+    "zero_grad_before_step": ("zero_grad() runs between the last backward() and optimizer.step(): the step finds "
+                              "the pile empty", "call zero_grad() after optimizer.step()"),
+    "step_every_micro_step": ("optimizer.step() runs after every micro-step", "step only when an update is complete"),
+    "forget_final_step": ("the uneven final group never gets its optimizer.step(): its gradient is thrown away",
+                          "also step on the last micro-step, e.g. with is_update_step(i, K, len(batches))"),
+    "wrong_step_positions": ("optimizer.step() runs elsewhere than at the update boundaries",
+                             "step after every K-th micro-step and after the last one"),
+    "never_steps": ("optimizer.step() is never called", "call optimizer.step() once per update"),
+    "clip_every_micro_step": ("clipping runs on the half-built pile inside an update",
+                              "clip once per update, after the last backward() and just before optimizer.step()"),
+    "clip_missing": ("a step used an unclipped gradient although clip_norm was given",
+                     "clip once per update, just before optimizer.step()"),
+    "clip_norm_differs": ("the loop clips to another norm than the audit's clip_norm",
+                          "pass the max_norm your loop clips with as clip_norm"),
+    "scheduler_every_micro_step": ("scheduler.step() runs every micro-step: the warmup ends K x too soon",
+                                   "step the scheduler once per update, right after optimizer.step()"),
+    "scheduler_wrong_count": ("scheduler.step() does not run once per optimizer.step()",
+                              "step the scheduler once per update, right after optimizer.step()"),
+    "scheduler_before_step": ("scheduler.step() runs before optimizer.step(): the first learning rate is skipped",
+                              "call it right after optimizer.step()"),
+    "log_divided_loss": ("the logged loss is the divided one",
+                         "log loss.item() before dividing, averaged over the update"),
+    "log_last_micro_batch": ("the logged loss is the last micro-batch's, not the update's mean",
+                             "average the loss over the update's micro-batches"),
+    "log_wrong": ("the logged losses are not the mean loss of each update", "return one mean loss per update"),
+    "bad_return_value": ("the loop returned something other than a list of numbers",
+                         "return a list with one logged loss per update, or nothing"),
+    "never_calls_backward": ("no backward() pass reached the model", "call loss.backward() on each micro-batch's loss"),
+    "backward_count": ("backward() did not run once per batch", "call backward() once per micro-batch"),
+    "grad_modified": (".grad was changed between backward passes inside an update", "leave .grad alone until the step"),
+    "unexpected_gradient": ("a gradient matches none of the known mistakes",
+                            "compare your loop line by line with the pattern"),
+    "differs_from_reference": ("the final weights differ from the reference for a reason not named here",
+                               "compare your loop line by line with the pattern"),
+    "loop_raised": ("the loop raised an exception", "fix the line named"),
+}
+AUDIT_MISTAKES: dict[str, str] = {name: what for name, (what, _) in MISTAKES.items()}
+SCALE_MISTAKES = frozenset({"loss_not_divided", "loss_divided_twice", "loss_sum_reduction", "wrong_loss_scale",
+                            "tail_divided_by_k", "normalised_per_micro_batch", "padding_counted"})
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One mistake seen: its name (a key of MISTAKES) and what the auditor saw."""
+
+    name: str
+    seen: str
+
+    def sentence(self) -> str:
+        """'What is wrong (what was seen). Fix: the fix.', code kept in its own case (optimizer.step())."""
+        what, fix = MISTAKES[self.name]
+        if "(" not in what.split()[0] and not what.startswith("."):
+            what = what[0].upper() + what[1:]
+        return f"{what} ({self.seen}). Fix: {fix}."

@@ -1,0 +1,276 @@
+"""The auditor's two tiny problems: the micro-batches a loop is handed, how they group into
+updates, and what each micro-batch's loss must weigh in its update.
+
+- `regression`: mean-squared error of a linear model y = x @ w.T (one weight (1, 3)); the loss
+  handed to the loop is mean-reduced, so each micro-batch's loss is divided by its group's size.
+- `tokens`: next-token cross-entropy of a bigram language model (logits = one row of a (V, V)
+  table per input token) on sequences of varied length, padded, with IGNORE_INDEX targets at the
+  padding. The whole window's real tokens are the normaliser: a token weighs the same wherever
+  it sits, so a per-micro-batch token mean averaged over K is not the update's mean.
+
+Both are float64 and seeded: ratios of the same sums agree to ~1e-12. A task also says how to
+read a loop's loss off the gradient that reached the model's output: the gradient of the summed
+per-item losses (`item_sum_gradient`) times one factor c per micro-batch; the right c is one over
+the items (examples or real tokens) of the whole update.
+"""
+from __future__ import annotations
+
+import math
+
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+
+from widgets.core.accumulation import is_update_step
+
+IGNORE_INDEX = -100  # the target at a padding position: cross_entropy leaves it out
+VOCAB = 5  # the token problem's vocabulary size
+MAX_LENGTH = 8  # its padded sequence length
+
+
+def _fraction(a: float) -> str:
+    """0.0625 as '1/16', 1.25 as '1.25'."""
+    return f"1/{round(1 / a)}" if 0 < a < 1 and math.isclose(1 / a, round(1 / a), rel_tol=1e-6) else f"{a:.4g}"
+
+
+def batch_key(inputs: torch.Tensor) -> tuple:
+    """A hashable fingerprint of a micro-batch's inputs, to tell which micro-batch a forward pass saw."""
+    return tuple(inputs.shape), str(inputs.dtype), tuple(inputs.detach().reshape(-1).tolist())
+
+
+def token_cross_entropy(logits: torch.Tensor, targets: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
+    """Cross-entropy of logits (b, T, V) against targets (b, T), IGNORE_INDEX positions left out.
+    reduction="mean" divides by this micro-batch's real tokens; "sum" leaves the dividing to you."""
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
+                           ignore_index=IGNORE_INDEX, reduction=reduction)
+
+
+class Regression:
+    """Linear regression on 3 features; micro-batches of b = K + 1 examples, so a loss summed over
+    examples (b x too big) is never mistaken for an undivided one (K x too big)."""
+
+    name, unit, per_item = "regression", "examples", "squared errors"
+
+    @staticmethod
+    def new_model() -> torch.nn.Module:
+        return torch.nn.utils.skip_init(torch.nn.Linear, 3, 1, bias=False, dtype=torch.float64)  # no random init
+
+    @staticmethod
+    def forward(weight: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
+        return F.linear(inputs, weight)
+
+    loss_fn = staticmethod(torch.nn.MSELoss())  # mean-reduced, as the gallery's loops expect
+
+    @staticmethod
+    def items(targets: torch.Tensor) -> int:
+        return len(targets)
+
+    @staticmethod
+    def item_sum_gradient(output: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """d/d output of the summed squared errors."""
+        return 2 * (output - targets)
+
+    @staticmethod
+    def item_loss_sum(output: torch.Tensor, targets: torch.Tensor) -> float:
+        return float(((output - targets) ** 2).sum())
+
+    @staticmethod
+    def readings(items: int, group_items: list[int], K: int) -> list[tuple[str | None, list[float]]]:
+        """Each mistake's factor c on one micro-batch's summed loss, in a group of n micro-batches
+        (right: 1 / (n b)). The factor on the mean loss is a = c b, and right is a = 1/n."""
+        n, b = len(group_items), items
+        on_mean = [
+            (None, [1 / n]),
+            ("tail_divided_by_k", [1 / K] if n < K else []),
+            ("loss_not_divided", [1.0]),
+            ("loss_divided_twice", [1 / K**2, 1 / n**2, 1 / (n * K)]),
+            ("loss_sum_reduction", [b / n, b / K, float(b)]),
+        ]
+        return [(name, [a / b for a in values]) for name, values in on_mean]
+
+    @staticmethod
+    def describe_factors(u: int, factors: list[tuple[int, float]], group_items: dict[int, int]) -> str:
+        """The factor on each mean loss of update u, against 1/n."""
+        means = [c * group_items[j] for j, c in factors]  # c on the summed loss is a / b on the mean
+        a, n = means[0], len(group_items)
+        if not all(math.isclose(m, a, rel_tol=1e-6) for m in means):
+            return f"update {u} scaled its losses by {[float(f'{m:.3g}') for m in means]}"
+        return f"each loss of update {u} was multiplied by {_fraction(a)}, not 1/{n}; its gradient came out " \
+               f"{a * n:.3g} x the reference"
+
+
+class Tokens:
+    """A bigram language model on padded sequences of 1 to MAX_LENGTH real tokens, 3 per micro-batch."""
+
+    name, unit, per_item = "tokens", "sequences", "token losses"
+
+    @staticmethod
+    def new_model() -> torch.nn.Module:
+        return torch.nn.utils.skip_init(torch.nn.Embedding, VOCAB, VOCAB, dtype=torch.float64)
+
+    @staticmethod
+    def forward(weight: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
+        return F.embedding(inputs, weight)  # (b, T, V): the next-token logits
+
+    loss_fn = staticmethod(token_cross_entropy)
+
+    @staticmethod
+    def items(targets: torch.Tensor) -> int:
+        return int((targets != IGNORE_INDEX).sum())
+
+    @staticmethod
+    def item_sum_gradient(output: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """d/d logits of the token losses summed over the real tokens: softmax - one-hot, 0 at padding."""
+        real = targets != IGNORE_INDEX
+        one_hot = F.one_hot(targets.clamp(min=0), VOCAB).to(output.dtype)
+        return (output.softmax(-1) - one_hot) * real.unsqueeze(-1)
+
+    @staticmethod
+    def item_loss_sum(output: torch.Tensor, targets: torch.Tensor) -> float:
+        return float(token_cross_entropy(output, targets, "sum"))
+
+    @staticmethod
+    def readings(items: int, group_items: list[int], K: int) -> list[tuple[str | None, list[float]]]:
+        """Each mistake's factor c on one micro-batch's summed token loss (right: 1 / the window's real tokens)."""
+        n, window, positions = len(group_items), sum(group_items), 3 * MAX_LENGTH  # positions per micro-batch
+        return [
+            (None, [1 / window]),
+            ("normalised_per_micro_batch", [1 / (n * items), 1 / (K * items)]),
+            ("loss_not_divided", [1 / items]),
+            ("padding_counted", [1 / (n * positions), 1 / (K * positions), 1 / positions]),
+            ("loss_divided_twice", [1 / (n * window), 1 / (K * window)]),
+            ("loss_sum_reduction", [1.0, 1 / n, 1 / K]),
+        ]
+
+    @staticmethod
+    def describe_factors(u: int, factors: list[tuple[int, float]], group_items: dict[int, int]) -> str:
+        """What the first micro-batch of update u was divided by, against the window's real tokens."""
+        j, c = factors[0]
+        window = sum(group_items.values())
+        return f"micro-batch {j} of update {u} ({group_items[j]} real tokens; the window holds {window}) " \
+               f"had its summed token loss divided by {1 / c:.4g}, so each of its tokens weighs " \
+               f"{c * window:.3g} x its share 1/{window}"
+
+
+TASKS = {"regression": Regression, "tokens": Tokens}
+
+
+@dataclass(frozen=True)
+class Problem:
+    """The audited run's data: micro-batches of (inputs, targets) and how they group into updates."""
+
+    task: type
+    batches: list[tuple[torch.Tensor, torch.Tensor]]
+    groups: list[range]  # the micro-batch indices of each update
+    K: int
+    b: int  # examples (sequences) per micro-batch
+    clip_norm: float | None
+    with_scheduler: bool
+    streaming: bool = False  # hand the loop a one-pass stream with no len()
+    index_of: dict = field(default_factory=dict, repr=False)  # batch_key(inputs) -> micro-batch index
+
+    def group_of(self, j: int) -> range:
+        return self.groups[j // self.K]
+
+    def items(self, j: int) -> int:
+        return self.task.items(self.batches[j][1])
+
+
+def make_problem(K: int, num_batches: int, clip_norm: float | None, with_scheduler: bool,
+                 task: str = "regression", streaming: bool = False) -> Problem:
+    """The seeded problem for `task`, leaving the global random state alone."""
+    g = torch.Generator().manual_seed(0)
+    make = _regression_batches if task == "regression" else _token_batches
+    batches, b = make(K, num_batches, clip_norm, g)
+    groups = [range(s, min(s + K, num_batches)) for s in range(0, num_batches, K)]
+    index_of = {batch_key(x): j for j, (x, _) in enumerate(batches)}
+    assert len(index_of) == num_batches, "two micro-batches with the same inputs could not be told apart"
+    return Problem(TASKS[task], batches, groups, K, b, clip_norm, with_scheduler, streaming, index_of)
+
+
+def _regression_batches(K, num_batches, clip_norm, g):
+    b = K + 1
+    x = torch.randn(num_batches * b, 3, generator=g, dtype=torch.float64)
+    y = x @ torch.tensor([[1.5], [-2.0], [0.5]], dtype=torch.float64)
+    y = y + 0.5 * torch.randn(y.shape, generator=g, dtype=torch.float64)
+    if clip_norm is not None:
+        # targets large enough that even a first micro-step's pile exceeds clip_norm, so clipping acts
+        # (and shows) wherever the loop puts it; with zero starting weights the gradient scales with y
+        smallest = min(float((2 / b) * (x[i : i + b].T @ y[i : i + b]).norm()) for i in range(0, len(x), b))
+        y = y * max(1.0, 20 * K * clip_norm / smallest)
+    return [(x[i : i + b], y[i : i + b]) for i in range(0, len(x), b)], b
+
+
+def _token_batches(K, num_batches, clip_norm, g):
+    """Sequences from a random bigram chain; micro-batch j's lengths are drawn so that the real-token
+    counts within a group differ (otherwise per-micro-batch and per-window means would agree)."""
+    b = 3
+    chain = torch.rand(VOCAB, VOCAB, generator=g, dtype=torch.float64) ** 3  # peaked: something to learn
+    batches = []
+    for j in range(num_batches):
+        short = j % 2 == 0  # alternate short and long micro-batches: counts differ inside every group
+        lengths = torch.randint(1, MAX_LENGTH // 2 + 1, (b,), generator=g) + (0 if short else MAX_LENGTH // 2)
+        tokens = torch.zeros(b, MAX_LENGTH + 1, dtype=torch.long)
+        tokens[:, 0] = torch.randint(0, VOCAB, (b,), generator=g)
+        for t in range(MAX_LENGTH):
+            tokens[:, t + 1] = torch.multinomial(chain[tokens[:, t]], 1, generator=g).squeeze(1)
+        real = torch.arange(MAX_LENGTH) < lengths.unsqueeze(1)
+        inputs = torch.where(real, tokens[:, :-1], 0)  # padding input: token 0, its target ignored
+        targets = torch.where(real, tokens[:, 1:], IGNORE_INDEX)
+        batches.append((inputs, targets))
+    return batches, b
+
+
+def true_gradient(weight: torch.Tensor, batch, task: type = Regression) -> tuple[torch.Tensor, float]:
+    """One micro-batch's gradient (flat) and loss at `weight`, for its right share of a full update
+    of its own: the mean loss (regression), the token mean (tokens). Plain autograd."""
+    w = weight.detach().clone().requires_grad_(True)
+    loss = task.loss_fn(task.forward(w, batch[0]), batch[1])
+    (grad,) = torch.autograd.grad(loss, w)
+    return grad.reshape(-1), loss.item()
+
+
+# ----------------------------------------------------------------------------- the reference loops
+
+
+def reference_loop(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None, *, clip_norm=None):
+    """The correct regression loop: each mean loss divided by its group's size, one
+    clip/step/schedule/zero_grad per update; returns the mean loss of each update."""
+    K, n, logged, losses = accumulation_steps, len(batches), [], []
+    for i, (x, y) in enumerate(batches):
+        group_size = min(K, n - (i - i % K))  # K, or fewer for the uneven final group
+        loss = loss_fn(model(x), y)
+        (loss / group_size).backward()
+        losses.append(loss.item())
+        if is_update_step(i, K, n):
+            _update(model, optimizer, scheduler, clip_norm)
+            logged.append(sum(losses) / len(losses))
+            losses = []
+    return logged
+
+
+def reference_token_loop(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None, *, clip_norm=None):
+    """The correct token loop: count the window's real tokens before its first backward, then
+    divide each micro-batch's summed token loss by that count; returns each window's token mean."""
+    logged = []
+    for start in range(0, len(batches), accumulation_steps):
+        window = batches[start : start + accumulation_steps]
+        window_tokens = sum(int((y != IGNORE_INDEX).sum()) for _, y in window)  # before any backward
+        total = 0.0
+        for x, y in window:
+            loss = loss_fn(model(x), y, reduction="sum")
+            (loss / window_tokens).backward()  # every real token of the window weighs 1 / window_tokens
+            total += loss.item()
+        _update(model, optimizer, scheduler, clip_norm)
+        logged.append(total / window_tokens)
+    return logged
+
+
+def _update(model, optimizer, scheduler, clip_norm) -> None:
+    if clip_norm is not None:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
+    optimizer.step()
+    if scheduler is not None:
+        scheduler.step()
+    optimizer.zero_grad(set_to_none=True)
