@@ -1,0 +1,78 @@
+"""The accumulation loop's windows feed the estimator; the trade-off fit recovers known curves."""
+import pytest
+import torch
+
+from widgets.research.critical_batch import (
+    Tradeoff, fit_tradeoff, make_classifier, make_problem, same_update_any_split, steps_to_target,
+    sweep_effective_batch, train_with_noise_scale,
+)
+
+PROBLEM = make_problem(512)
+
+
+def test_micro_gradients_read_from_the_pile_are_the_micro_batch_gradients():
+    record = train_with_noise_scale(PROBLEM, micro_batch_size=4, accumulation_steps=3, num_updates=2)
+    assert len(record.losses) == len(record.per_window) == len(record.smoothed) == 2
+    assert all(t > 0 for t in record.trace_sigma)
+
+
+def test_the_window_uses_independent_micro_batches_at_fixed_parameters():
+    # the first window, rebuilt by hand: three micro-batches drawn as the loop draws them
+    record = train_with_noise_scale(PROBLEM, micro_batch_size=4, accumulation_steps=3, num_updates=1)
+    model = make_classifier(0)
+    g = torch.Generator().manual_seed(1)
+    grads = []
+    for _ in range(3):
+        idx = torch.randint(0, 512, (4,), generator=g)
+        model.zero_grad()
+        torch.nn.functional.cross_entropy(model(PROBLEM.x[idx]), PROBLEM.y[idx]).backward()
+        grads.append(torch.cat([p.grad.reshape(-1) for p in model.parameters()]))
+    from widgets.research.noise_scale import estimate_noise_scale
+    expected = estimate_noise_scale(torch.stack(grads), 4)
+    assert record.grad_sq[0] == pytest.approx(expected.grad_sq, rel=1e-4)
+    assert record.trace_sigma[0] == pytest.approx(expected.trace_sigma, rel=1e-4)
+
+
+def test_fit_recovers_a_known_tradeoff():
+    truth = Tradeoff(s_min=20.0, e_min=640.0)
+    batches = [4, 8, 16, 32, 64, 128]
+    fit = fit_tradeoff(batches, [truth.steps(B) for B in batches])
+    assert fit.s_min == pytest.approx(20.0) and fit.e_min == pytest.approx(640.0)
+    assert fit.b_crit == pytest.approx(32.0)
+    # the hyperbola (S/S_min - 1)(E/E_min - 1) = 1 holds at every B
+    for B in batches:
+        assert (fit.steps(B) / fit.s_min - 1) * (fit.examples(B) / fit.e_min - 1) == pytest.approx(1.0)
+
+
+def test_fit_refuses_points_off_the_curve():
+    with pytest.raises(ValueError, match="S_min"):
+        fit_tradeoff([1, 2, 4], [1.0, 5.0, 20.0])
+    with pytest.raises(ValueError, match="same length"):
+        fit_tradeoff([1, 2], [1.0])
+
+
+def test_steps_to_target_and_sweep():
+    assert steps_to_target(PROBLEM, 8, 1, 0.5, target_loss=100.0) == 0
+    assert steps_to_target(PROBLEM, 8, 1, 0.5, target_loss=1e-6, max_updates=3) is None
+    sweep = sweep_effective_batch(PROBLEM, 8, [1, 2], {"sgd": [0.5, 1.0]}, target_loss=1.2, max_updates=60)
+    assert sweep.effective_batches == (8, 16)
+    best = sweep.best("sgd")
+    assert set(best) == {8, 16}
+
+
+def test_trading_b_for_k_changes_nothing():
+    weights = same_update_any_split(PROBLEM, 32, [1, 4, 32], num_updates=3)
+    assert torch.allclose(weights[1], weights[32], atol=1e-6) and torch.allclose(weights[4], weights[32], atol=1e-6)
+
+
+def test_bad_input_names_the_parameter():
+    with pytest.raises(ValueError, match="accumulation_steps"):
+        train_with_noise_scale(PROBLEM, accumulation_steps=1)
+    with pytest.raises(TypeError, match="problem"):
+        train_with_noise_scale("data")
+    with pytest.raises(ValueError, match="optimizer"):
+        steps_to_target(PROBLEM, 8, 1, 0.5, 1.0, optimizer="lamb")
+    with pytest.raises(ValueError, match="micro_batch_sizes"):
+        same_update_any_split(PROBLEM, 32, [3])
+    with pytest.raises(ValueError, match="micro_batch_size"):
+        sweep_effective_batch(PROBLEM, 0, [1], {"sgd": [0.1]}, 1.0)

@@ -1,0 +1,58 @@
+"""The memory terms against the tensors' own nbytes; activations grow with b, the rest do not."""
+import pytest
+import torch
+
+from widgets.research.memory import SavedTensorCounter, TinyGPT, measure_memory_terms, optimizer_state_bytes, tensor_bytes
+from widgets.research.planner import activation_bytes_per_layer
+
+MODEL = TinyGPT(layers=1, hidden=32, heads=2, seq_len=16, vocab=64)
+
+
+def test_fixed_terms_are_the_tensors_nbytes():
+    terms = measure_memory_terms(MODEL, 2)
+    params = sum(p.numel() * p.element_size() for p in MODEL.parameters())
+    assert terms.parameters == params == terms.gradients
+    assert terms.optimizer_state == 2 * params  # Adam: exp_avg and exp_avg_sq, one float32 each
+    assert measure_memory_terms(MODEL, 2, optimizer="sgd").optimizer_state == 0
+
+
+def test_activations_grow_with_b_and_the_rest_stay():
+    one, four = measure_memory_terms(MODEL, 1), measure_memory_terms(MODEL, 4)
+    assert one.fixed == four.fixed
+    assert four.activations == pytest.approx(4 * one.activations, rel=0.05)
+    assert one.saved_total > one.activations  # the saved weights are counted, then subtracted
+
+
+def test_checkpointing_keeps_less_and_runs_the_forward_twice():
+    plain, ckpt = measure_memory_terms(MODEL, 2), measure_memory_terms(MODEL, 2, checkpointing=True)
+    assert ckpt.activations < plain.activations / 2
+    assert (plain.forward_passes, ckpt.forward_passes) == (1, 2)
+
+
+def test_counter_counts_each_storage_once():
+    w = torch.nn.Parameter(torch.ones(3))
+    x = torch.ones(5, 3, requires_grad=True)
+    with SavedTensorCounter(torch.nn.ParameterList([w])) as saved:
+        (x * w).sum()  # mul saves both x and w
+    assert saved.total == x.nbytes + w.nbytes and saved.parameter_bytes == w.nbytes
+
+
+def test_one_layer_is_close_to_the_published_formula_at_float32():
+    # per-layer bytes measured as the difference between 2 layers and 1 layer
+    kw = dict(hidden=64, heads=4, seq_len=32, vocab=128)
+    one = measure_memory_terms(TinyGPT(layers=1, **kw), 1).activations
+    two = measure_memory_terms(TinyGPT(layers=2, **kw), 1).activations
+    formula = activation_bytes_per_layer(32, 1, 64, 4, element_bytes=4, mask_bytes=1)
+    assert (two - one) == pytest.approx(formula, rel=0.25)
+
+
+def test_helpers_and_bad_input():
+    assert tensor_bytes([torch.zeros(4), None]) == 16
+    with pytest.raises(TypeError, match="optimizer"):
+        optimizer_state_bytes("adam")
+    with pytest.raises(ValueError, match="micro_batch_size"):
+        measure_memory_terms(MODEL, 0)
+    with pytest.raises(TypeError, match="model"):
+        measure_memory_terms(torch.nn.Linear(2, 2), 1)
+    with pytest.raises(ValueError, match="heads"):
+        TinyGPT(hidden=10, heads=3)

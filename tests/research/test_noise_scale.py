@@ -1,0 +1,105 @@
+"""estimate_noise_scale against the closed-form B_simple of linear regression, and its input checks."""
+import math
+
+import pytest
+import torch
+
+from widgets.research.noise_scale import (
+    b_simple_from_norms, ema, estimate_noise_scale, linear_regression_b_simple, linear_regression_micro_grads,
+    smoothed_b_simple,
+)
+
+SETTINGS = [  # dim, noise_std, distance, K, b
+    (4, 0.5, 1.0, 4, 8),
+    (16, 1.0, 0.5, 8, 4),
+    (8, 0.0, 1.0, 2, 16),
+    (32, 2.0, 2.0, 4, 2),
+]
+
+
+@pytest.mark.parametrize("dim, noise_std, distance, k, b", SETTINGS)
+def test_estimator_meets_the_analytic_b_simple_within_10_percent(dim, noise_std, distance, k, b):
+    grads = linear_regression_micro_grads(dim, noise_std, distance, windows=2000, accumulation_steps=k,
+                                          micro_batch_size=b, seed=3)
+    est = estimate_noise_scale(grads, b)
+    exact = linear_regression_b_simple(dim, noise_std, distance)
+    assert est.b_simple == pytest.approx(exact, rel=0.10)
+    # the two parts on their own: |G|^2 = 4 distance^2 and tr(Sigma) = 4((d+1) r^2 + d sigma^2)
+    assert est.grad_sq == pytest.approx(4 * distance**2, rel=0.10)
+    assert est.trace_sigma == pytest.approx(4 * ((dim + 1) * distance**2 + dim * noise_std**2), rel=0.10)
+    assert (est.windows, est.accumulation_steps, est.micro_batch_size) == (2000, k, b)
+
+
+def test_closed_form_gradients_are_the_autograd_gradients():
+    grads = linear_regression_micro_grads(3, 0.7, 1.5, windows=1, accumulation_steps=2, micro_batch_size=5, seed=0)
+    g = torch.Generator().manual_seed(0)
+    delta = torch.randn(3, generator=g, dtype=torch.float64)
+    delta *= 1.5 / delta.norm()
+    x = torch.randn(1, 2, 5, 3, generator=g, dtype=torch.float64)
+    eps = 0.7 * torch.randn(1, 2, 5, generator=g, dtype=torch.float64)
+    for k in range(2):
+        w = delta.clone().requires_grad_()
+        # with w = w* + delta the residual of each example is x . delta - eps
+        residual = x[0, k] @ w - eps[0, k]
+        (residual.pow(2).mean()).backward()
+        assert torch.allclose(w.grad, grads[0, k])
+
+
+def test_one_window_and_many_windows_agree_on_shape():
+    grads = linear_regression_micro_grads(4, 0.5, 1.0, windows=3, accumulation_steps=4, micro_batch_size=8)
+    one = estimate_noise_scale(grads[0], 8)
+    assert one.windows == 1 and len(one.per_window) == 1
+    many = estimate_noise_scale(grads, 8)
+    assert len(many.per_window) == 3
+    assert many.grad_sq == pytest.approx(sum(estimate_noise_scale(g, 8).grad_sq for g in grads) / 3)
+
+
+def test_ratio_is_taken_after_averaging():
+    grads = linear_regression_micro_grads(4, 0.5, 1.0, windows=200, accumulation_steps=2, micro_batch_size=2)
+    est = estimate_noise_scale(grads, 2)
+    assert est.b_simple == pytest.approx(est.trace_sigma / est.grad_sq)
+
+
+def test_by_hand_formula_matches_the_estimator():
+    grads = linear_regression_micro_grads(5, 1.0, 1.0, windows=1, accumulation_steps=4, micro_batch_size=3)
+    small = float(grads[0].pow(2).sum(-1).mean())
+    big = float(grads[0].mean(0).pow(2).sum())
+    assert b_simple_from_norms(small, big, 3, 4) == pytest.approx(estimate_noise_scale(grads, 3).b_simple)
+
+
+def test_pure_noise_gives_an_unbounded_scale():
+    assert b_simple_from_norms(10.0, 0.0, 1, 2) == math.inf
+
+
+def test_ema_and_smoothing():
+    assert ema([2.0, 2.0, 2.0], 0.9) == pytest.approx([2.0, 2.0, 2.0])  # bias-corrected: no start-up dip
+    assert smoothed_b_simple([1.0, 1.0], [5.0, 15.0], 0.0) == [5.0, 15.0]
+    with pytest.raises(ValueError, match="decay"):
+        ema([1.0], 1.0)
+    with pytest.raises(ValueError, match="same length"):
+        smoothed_b_simple([1.0], [1.0, 2.0])
+
+
+@pytest.mark.parametrize("grads, b, error, words", [
+    ([[1.0, 2.0]], 4, TypeError, "micro_grads"),
+    (torch.zeros(3, 1, 5), 4, ValueError, "K >= 2"),
+    (torch.zeros(1, 5), 4, ValueError, "K >= 2"),
+    (torch.zeros(5), 4, ValueError, "micro_grads must have shape"),
+    (torch.zeros(2, 3, 4, 5), 4, ValueError, "micro_grads must have shape"),
+    (torch.full((2, 3), float("nan")), 4, ValueError, "finite"),
+    (torch.zeros(2, 3, dtype=torch.int64), 4, ValueError, "floating"),
+    (torch.zeros(2, 3), 0, ValueError, "micro_batch_size"),
+    (torch.zeros(2, 3), 2.5, TypeError, "micro_batch_size"),
+])
+def test_bad_input_names_the_parameter(grads, b, error, words):
+    with pytest.raises(error, match=words):
+        estimate_noise_scale(grads, b)
+
+
+def test_bad_settings_name_the_parameter():
+    with pytest.raises(ValueError, match="distance"):
+        linear_regression_b_simple(4, 1.0, 0.0)
+    with pytest.raises(ValueError, match="accumulation_steps"):
+        b_simple_from_norms(1.0, 0.5, 2, 1)
+    with pytest.raises(ValueError, match="dim"):
+        linear_regression_micro_grads(0, 1.0, 1.0, 1, 2, 2)

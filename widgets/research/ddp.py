@@ -1,0 +1,267 @@
+"""A real two-process DistributedDataParallel run on the gloo backend, and the arithmetic of many machines.
+
+`run_ddp` spawns `world_size` worker processes on 127.0.0.1 (a free port, a timeout), each of
+which trains the same small model twice with gradient accumulation: once letting DDP all-reduce
+after every micro-step, once with `no_sync()` on all but the last micro-step of each update. A DDP
+communication hook counts the all-reduces and their bytes. The workers are always ended, also
+when one raises or the run times out. `_worker` lives here, not in a notebook, because spawned
+processes import it by name.
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime
+import math
+import multiprocessing
+import os
+import queue as queue_module
+import socket
+import time
+import traceback
+from dataclasses import dataclass
+
+import torch
+
+from widgets.core.config import check_float, check_int
+
+INPUTS, OUTPUTS = 16, 4
+
+
+class DDPError(RuntimeError):
+    """The distributed run could not start or did not finish; the message says why."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def make_model(seed: int = 0) -> torch.nn.Module:
+    """A small MLP 16 -> 32 -> 4; the same `seed` gives the same weights in every process."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return torch.nn.Sequential(torch.nn.Linear(INPUTS, 32), torch.nn.Tanh(), torch.nn.Linear(32, OUTPUTS))
+
+
+def make_data(num_examples: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(num_examples, INPUTS, generator=g), torch.randn(num_examples, OUTPUTS, generator=g)
+
+
+def rank_micro_batch(update: int, rank: int, micro_step: int, world_size: int, accumulation_steps: int,
+                     micro_batch_size: int) -> slice:
+    """The examples rank `rank` sees at `micro_step` of `update`: update u covers the global batch
+    [u W K b, (u + 1) W K b), and each rank takes a contiguous K b of it."""
+    start = (update * world_size + rank) * accumulation_steps * micro_batch_size + micro_step * micro_batch_size
+    return slice(start, start + micro_batch_size)
+
+
+@dataclass(frozen=True)
+class DDPConfig:
+    world_size: int = 2
+    accumulation_steps: int = 4
+    micro_batch_size: int = 4
+    num_updates: int = 3
+    learning_rate: float = 0.1
+    seed: int = 0
+
+    def __post_init__(self):
+        check_int("world_size", self.world_size, 1, 8)
+        check_int("accumulation_steps", self.accumulation_steps, 1, 64)
+        check_int("micro_batch_size", self.micro_batch_size, 1, 1024)
+        check_int("num_updates", self.num_updates, 1, 100)
+        check_float("learning_rate", self.learning_rate, 0.0, 10.0)
+        check_int("seed", self.seed, 0, 2**31 - 1)
+
+    @property
+    def examples_per_update(self) -> int:
+        """W K b: what one update sees across all workers."""
+        return self.world_size * self.accumulation_steps * self.micro_batch_size
+
+
+class _Counter:
+    """State of the communication hook: all-reduce calls and bytes so far."""
+
+    def __init__(self):
+        self.calls, self.bytes = 0, 0
+
+
+def _counting_allreduce(state: _Counter, bucket):
+    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+    buffer = bucket.buffer()
+    state.calls += 1
+    state.bytes += buffer.numel() * buffer.element_size()
+    return allreduce_hook(None, bucket)  # DDP's own all-reduce (it averages over the workers)
+
+
+def _train(config: DDPConfig, rank: int, use_no_sync: bool) -> dict:
+    from torch.nn.parallel import DistributedDataParallel
+    x, y = make_data(config.examples_per_update * config.num_updates, config.seed)
+    model = DistributedDataParallel(make_model(config.seed))
+    counter = _Counter()
+    model.register_comm_hook(counter, _counting_allreduce)
+    opt = torch.optim.SGD(model.parameters(), lr=config.learning_rate)
+    K = config.accumulation_steps
+    calls, sent = [], []
+    for update in range(config.num_updates):
+        before_calls, before_bytes = counter.calls, counter.bytes
+        for i in range(K):
+            part = rank_micro_batch(update, rank, i, config.world_size, K, config.micro_batch_size)
+            is_last = i == K - 1  # the update boundary: only here must the workers agree on the gradient
+            sync = contextlib.nullcontext() if (is_last or not use_no_sync) else model.no_sync()
+            with sync:
+                loss = torch.nn.functional.mse_loss(model(x[part]), y[part]) / K  # mean over b, then / K
+                loss.backward()
+        opt.step()
+        opt.zero_grad()
+        calls.append(counter.calls - before_calls)
+        sent.append(counter.bytes - before_bytes)
+    weights = torch.cat([p.detach().reshape(-1) for p in model.module.parameters()])
+    return {"allreduces_per_update": calls, "bytes_per_update": sent, "weights": weights.tolist()}
+
+
+def _worker(rank: int, config: DDPConfig, port: int, results, fail_on_rank: int | None, timeout_s: float) -> None:
+    """One process of the run: join the group, train without and with no_sync, report, leave."""
+    import torch.distributed as dist
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # stay on the loopback interface
+    torch.set_num_threads(1)
+    try:
+        try:
+            dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                                    world_size=config.world_size, timeout=datetime.timedelta(seconds=timeout_s))
+        except Exception as error:
+            results.put(("no_backend", rank, f"{type(error).__name__}: {error}"))
+            return
+        if fail_on_rank == rank:
+            raise RuntimeError(f"worker {rank} raised on purpose (fail_on_rank={rank})")
+        out = {mode: _train(config, rank, use_no_sync=mode == "no_sync") for mode in ("every_micro_step", "no_sync")}
+        results.put(("ok", rank, out))
+    except Exception:
+        results.put(("error", rank, traceback.format_exc(limit=4)))
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+@dataclass(frozen=True)
+class DDPResult:
+    """What the workers reported, mode -> rank -> record, and the single-process reference weights."""
+
+    config: DDPConfig
+    port: int
+    per_rank: dict[str, list[dict]]
+    reference_weights: list[float]
+    seconds: float
+
+    def allclose_to_single_process(self, mode: str) -> bool:
+        ref = torch.tensor(self.reference_weights)
+        return all(torch.allclose(torch.tensor(r["weights"]), ref, rtol=1e-5, atol=1e-6) for r in self.per_rank[mode])
+
+    def max_difference(self, mode: str) -> float:
+        ref = torch.tensor(self.reference_weights)
+        return max(float((torch.tensor(r["weights"]) - ref).abs().max()) for r in self.per_rank[mode])
+
+
+def train_single_process(config: DDPConfig) -> list[float]:
+    """The reference: one process, one batch of W K b examples per update, same model and order."""
+    x, y = make_data(config.examples_per_update * config.num_updates, config.seed)
+    model = make_model(config.seed)
+    opt = torch.optim.SGD(model.parameters(), lr=config.learning_rate)
+    n = config.examples_per_update
+    for update in range(config.num_updates):
+        part = slice(update * n, (update + 1) * n)
+        torch.nn.functional.mse_loss(model(x[part]), y[part]).backward()
+        opt.step()
+        opt.zero_grad()
+    return torch.cat([p.detach().reshape(-1) for p in model.parameters()]).tolist()
+
+
+def run_ddp(config: DDPConfig | None = None, timeout_s: float = 60.0, port: int | None = None,
+            fail_on_rank: int | None = None) -> DDPResult:
+    """Spawn the workers, wait for both trainings, end every process; raise DDPError if anything fails.
+
+    `port=None` picks a free port; `fail_on_rank` makes that worker raise (to show the clean-up)."""
+    config = config if config is not None else DDPConfig()
+    if not isinstance(config, DDPConfig):
+        raise TypeError(f"config must be a DDPConfig, got {type(config).__name__}")
+    timeout_s = check_float("timeout_s", timeout_s, 0.0, 3600.0)
+    port = free_port() if port is None else check_int("port", port, 1, 65535)
+    if fail_on_rank is not None:
+        check_int("fail_on_rank", fail_on_rank, 0, config.world_size - 1)
+    import torch.distributed as dist
+    if not dist.is_available() or not dist.is_gloo_available():
+        raise DDPError("this torch build has no gloo backend (torch.distributed.is_gloo_available() is False)")
+    ctx = multiprocessing.get_context("spawn")
+    results = ctx.Queue()
+    procs = [ctx.Process(target=_worker, args=(r, config, port, results, fail_on_rank, timeout_s), daemon=True)
+             for r in range(config.world_size)]
+    start = time.perf_counter()
+    reports: dict[int, object] = {}
+    try:
+        for p in procs:
+            p.start()
+        while len(reports) < config.world_size:
+            left = timeout_s - (time.perf_counter() - start)
+            if left <= 0:
+                raise DDPError(f"the DDP workers did not finish within timeout_s = {timeout_s:g} s; they were stopped")
+            try:
+                status, rank, payload = results.get(timeout=min(left, 0.5))
+            except queue_module.Empty:
+                dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
+                if dead and results.empty():
+                    raise DDPError(f"a DDP worker died without reporting (exit code {dead[0]}); the others were stopped")
+                continue
+            if status == "no_backend":
+                raise DDPError(f"the gloo backend could not start on 127.0.0.1:{port} (rank {rank}): {payload}. "
+                               "Is the port taken, or were the processes killed? Try again with port=None.")
+            if status == "error":
+                raise DDPError(f"DDP worker {rank} raised; every worker was stopped.\n{payload}")
+            reports[rank] = payload
+    finally:
+        for p in procs:
+            p.join(timeout=2)
+            if p.is_alive():
+                p.terminate()
+                p.join(timeout=2)
+            if p.is_alive():
+                p.kill()
+                p.join()
+        results.close()
+        results.join_thread()
+    per_rank = {mode: [reports[r][mode] for r in range(config.world_size)] for mode in ("every_micro_step", "no_sync")}
+    return DDPResult(config, port, per_rank, train_single_process(config), time.perf_counter() - start)
+
+
+# --- on paper --------------------------------------------------------------------------------
+
+def ring_allreduce_bytes(gradient_bytes: float, workers: int) -> float:
+    """Bytes each worker sends (and receives) in a ring all-reduce: 2 (N - 1) / N x the gradient."""
+    g = check_float("gradient_bytes", gradient_bytes, 0.0, math.inf, low_inclusive=True)
+    n = check_int("workers", workers, 1)
+    return 2 * (n - 1) / n * g
+
+
+def communication_per_update(gradient_bytes: float, workers: int, accumulation_steps: int, no_sync: bool) -> float:
+    """Bytes each worker sends per update: one all-reduce per micro-step, or one per update with no_sync."""
+    k = check_int("accumulation_steps", accumulation_steps, 1)
+    return ring_allreduce_bytes(gradient_bytes, workers) * (1 if no_sync else k)
+
+
+def sharded_gradient_bytes(gradient_bytes: float, workers: int, skip_sync: bool) -> float:
+    """Gradient memory per worker under ZeRO-2 / FSDP during accumulation: a 1/N shard when each
+    micro-step reduce-scatters, the full unsharded gradient when the sync is skipped (no_sync)."""
+    g = check_float("gradient_bytes", gradient_bytes, 0.0, math.inf, low_inclusive=True)
+    n = check_int("workers", workers, 1)
+    return g if skip_sync else g / n
+
+
+def sampler_shards(num_examples: int, world_size: int, drop_last: bool) -> list[list[int]]:
+    """The indices `DistributedSampler` (no shuffle) gives each rank: padded by repeating the first
+    examples so that every rank gets the same count, or with the tail dropped (`drop_last`)."""
+    from torch.utils.data import DistributedSampler
+    n = check_int("num_examples", num_examples, 1)
+    w = check_int("world_size", world_size, 1)
+    return [list(DistributedSampler(range(n), num_replicas=w, rank=r, shuffle=False, drop_last=bool(drop_last)))
+            for r in range(w)]

@@ -1,0 +1,190 @@
+"""The four memory terms of training, in bytes, counted from the tensors themselves.
+
+- parameters, gradients and optimizer state: the `nbytes` of the tensors that hold them;
+- activations: what autograd saves for backward, caught with `torch.autograd.graph.saved_tensors_hooks`
+  and counted once per storage. Autograd also saves weights (a linear layer keeps its weight for
+  the input gradient); those are parameter storage, so `activations` subtracts them and
+  `saved_total` keeps them: both are reported.
+
+Only activations grow with the micro-batch size b: accumulation's whole point. `TinyGPT` is a
+decoder-only transformer laid out like the one Korthikanti et al. (2022) count, so their formula
+can be checked against what autograd really saves (`widgets.research.planner`).
+"""
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
+
+from widgets.core.config import check_float, check_int
+
+
+@dataclass(frozen=True)
+class MemoryTerms:
+    """Bytes of each term for one micro-step of b examples (`micro_batch_size`)."""
+
+    micro_batch_size: int
+    parameters: int
+    gradients: int
+    optimizer_state: int
+    activations: int
+    saved_total: int          # everything autograd saved, the weights it saved included
+    forward_passes: int = 1   # block forwards per micro-step (checkpointing recomputes: 2)
+
+    @property
+    def fixed(self) -> int:
+        """The terms that do not grow with b."""
+        return self.parameters + self.gradients + self.optimizer_state
+
+    @property
+    def total(self) -> int:
+        return self.fixed + self.activations
+
+
+def tensor_bytes(tensors) -> int:
+    """Bytes held by `tensors` (an iterable of tensors; None entries are skipped)."""
+    return sum(t.nbytes for t in tensors if t is not None)
+
+
+def optimizer_state_bytes(optimizer: torch.optim.Optimizer) -> int:
+    """Bytes of every tensor in the optimizer's state (Adam: exp_avg and exp_avg_sq; SGD: none)."""
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise TypeError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
+    return tensor_bytes(v for state in optimizer.state.values() for v in state.values()
+                        if isinstance(v, torch.Tensor) and v.dim() > 0)
+
+
+class SavedTensorCounter:
+    """Context manager: bytes of the distinct storages autograd saves while it is open.
+
+    `parameter_bytes` is the part that is parameter storage (weights saved for backward)."""
+
+    def __init__(self, model: torch.nn.Module):
+        self._param_ptrs = {p.untyped_storage().data_ptr() for p in model.parameters()}
+        self._seen: dict[int, int] = {}
+
+    def _pack(self, tensor: torch.Tensor) -> torch.Tensor:
+        storage = tensor.untyped_storage()
+        self._seen[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    def __enter__(self):
+        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, lambda t: t)
+        self._hooks.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self._hooks.__exit__(*exc)
+
+    @property
+    def total(self) -> int:
+        return sum(self._seen.values())
+
+    @property
+    def parameter_bytes(self) -> int:
+        return sum(n for ptr, n in self._seen.items() if ptr in self._param_ptrs)
+
+
+class Block(torch.nn.Module):
+    """One pre-LayerNorm decoder layer: attention with a causal mask, then a 4h MLP with GELU."""
+
+    def __init__(self, hidden: int, heads: int, dropout: float):
+        super().__init__()
+        self.heads, self.dropout = heads, dropout
+        self.ln1, self.ln2 = torch.nn.LayerNorm(hidden), torch.nn.LayerNorm(hidden)
+        self.qkv, self.proj = torch.nn.Linear(hidden, 3 * hidden), torch.nn.Linear(hidden, hidden)
+        self.fc1, self.fc2 = torch.nn.Linear(hidden, 4 * hidden), torch.nn.Linear(4 * hidden, hidden)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, s, h = x.shape
+        q, k, v = self.qkv(self.ln1(x)).view(b, s, 3, self.heads, h // self.heads).permute(2, 0, 3, 1, 4)
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(h // self.heads)
+        causal = torch.ones(s, s, dtype=torch.bool, device=x.device).triu(1)
+        attention = F.dropout(scores.masked_fill(causal, float("-inf")).softmax(-1), self.dropout, self.training)
+        mixed = (attention @ v).transpose(1, 2).reshape(b, s, h)
+        x = x + F.dropout(self.proj(mixed), self.dropout, self.training)
+        return x + F.dropout(self.fc2(F.gelu(self.fc1(self.ln2(x)))), self.dropout, self.training)
+
+
+class TinyGPT(torch.nn.Module):
+    """A small decoder-only transformer (token + position embeddings, `layers` blocks, tied head)."""
+
+    def __init__(self, layers: int = 2, hidden: int = 64, heads: int = 4, seq_len: int = 32, vocab: int = 128,
+                 dropout: float = 0.1, seed: int = 0):
+        super().__init__()
+        check_int("layers", layers, 1, 64)
+        check_int("hidden", hidden, 1, 4096)
+        check_int("heads", heads, 1, hidden)
+        if hidden % heads:
+            raise ValueError(f"heads must divide hidden = {hidden}, got heads = {heads}")
+        self.seq_len = check_int("seq_len", seq_len, 1, 4096)
+        self.vocab = check_int("vocab", vocab, 2, 100_000)
+        check_float("dropout", dropout, 0.0, 0.99, low_inclusive=True)
+        self.checkpoint_blocks = False
+        self.block_forwards = 0
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(check_int("seed", seed, 0))
+            self.embed, self.position = torch.nn.Embedding(vocab, hidden), torch.nn.Embedding(seq_len, hidden)
+            self.blocks = torch.nn.ModuleList(Block(hidden, heads, dropout) for _ in range(layers))
+            self.ln = torch.nn.LayerNorm(hidden)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        x = self.embed(tokens) + self.position(torch.arange(tokens.shape[1], device=tokens.device))
+        for block in self.blocks:
+            if self.checkpoint_blocks and torch.is_grad_enabled():
+                # keeps only the block's input (saved through autograd, so the counter sees it)
+                x = checkpoint(self._counted, block, x, use_reentrant=False)
+            else:
+                x = self._counted(block, x)
+        return self.ln(x) @ self.embed.weight.T
+
+    def _counted(self, block: Block, x: torch.Tensor) -> torch.Tensor:
+        self.block_forwards += 1
+        return block(x)
+
+
+def language_model_batch(model: TinyGPT, batch_size: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Random tokens (batch_size, seq_len) and next-token targets for `model`."""
+    g = torch.Generator().manual_seed(check_int("seed", seed, 0))
+    tokens = torch.randint(0, model.vocab, (check_int("batch_size", batch_size, 1), model.seq_len + 1), generator=g)
+    return tokens[:, :-1], tokens[:, 1:]
+
+
+def lm_loss(model: TinyGPT, tokens: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Mean next-token cross-entropy over every token of the micro-batch."""
+    logits = model(tokens)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def measure_memory_terms(model: TinyGPT, micro_batch_size: int, optimizer: str = "adam",
+                         checkpointing: bool = False, seed: int = 0) -> MemoryTerms:
+    """One micro-step and one optimizer step on a copy of `model`, every term counted in bytes."""
+    if not isinstance(model, TinyGPT):
+        raise TypeError(f"model must be a TinyGPT, got {type(model).__name__}")
+    b = check_int("micro_batch_size", micro_batch_size, 1, 4096)
+    if optimizer not in ("adam", "sgd"):
+        raise ValueError(f"optimizer must be 'adam' or 'sgd', got {optimizer!r}")
+    net = copy.deepcopy(model)
+    net.checkpoint_blocks, net.block_forwards = bool(checkpointing), 0
+    tokens, targets = language_model_batch(net, b, seed)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        with SavedTensorCounter(net) as saved:
+            loss = lm_loss(net, tokens, targets)
+        loss.backward()
+    opt = torch.optim.Adam(net.parameters()) if optimizer == "adam" else torch.optim.SGD(net.parameters(), lr=0.1)
+    opt.step()
+    forwards = net.block_forwards / len(net.blocks)
+    return MemoryTerms(
+        micro_batch_size=b,
+        parameters=tensor_bytes(net.parameters()),
+        gradients=tensor_bytes(p.grad for p in net.parameters()),
+        optimizer_state=optimizer_state_bytes(opt),
+        activations=saved.total - saved.parameter_bytes,
+        saved_total=saved.total,
+        forward_passes=round(forwards),
+    )

@@ -1,0 +1,155 @@
+"""The gradient noise scale B_simple, for free from the accumulation window (McCandlish et al., 2018).
+
+Inside one update the K micro-batch gradients (b examples each) and their mean (K*b examples) are
+taken at the same parameters: exactly the two batch sizes the unbiased estimators of the paper's
+appendix A need. With |G_B|^2 the squared norm of a gradient over B examples,
+
+    E|G_B|^2 = |G|^2 + tr(Sigma) / B,
+
+so two batch sizes B_small = b and B_big = K*b give |G|^2 and tr(Sigma), and B_simple =
+tr(Sigma) / |G|^2, in examples. Nothing here draws; records go to `widgets.draw.research_noise`.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from widgets.core.config import check_float, check_int
+
+
+@dataclass(frozen=True)
+class NoiseScale:
+    """What `estimate_noise_scale` found. `b_simple` is in examples; `grad_sq` is |G|^2 and
+    `trace_sigma` is tr(Sigma) of one example's gradient, both in (loss unit / parameter unit)^2.
+    `per_window` holds each window's own ratio, to show how noisy a single window is."""
+
+    b_simple: float
+    grad_sq: float
+    trace_sigma: float
+    windows: int
+    accumulation_steps: int
+    micro_batch_size: int
+    per_window: tuple[float, ...]
+
+
+def _ratio(trace: float, grad_sq: float) -> float:
+    # a non-positive |G|^2 estimate means the noise swamps the signal: the scale is unbounded
+    return trace / grad_sq if grad_sq > 0 else math.inf
+
+
+def estimate_noise_scale(micro_grads: torch.Tensor, micro_batch_size: int) -> NoiseScale:
+    """B_simple = tr(Sigma) / |G|^2 from the micro-batch gradients of accumulation windows.
+
+    micro_grads: shape (windows, K, P) or (K, P) for one window. Entry [w, k] is the *mean*
+        gradient (flattened, P parameters) of micro-batch k of window w; the K micro-batches of a
+        window are independent draws taken at the same parameters. K >= 2.
+    micro_batch_size: b, the examples in each micro-batch (>= 1).
+
+    Per window, with B_small = b and B_big = K*b, |G_small|^2 the mean over the K micro-batches
+    of their squared norms and |G_big|^2 the squared norm of their mean (the accumulated
+    gradient), the unbiased estimators of McCandlish et al. (2018, appendix A) are
+
+        |G|^2     = (B_big |G_big|^2 - B_small |G_small|^2) / (B_big - B_small)
+        tr(Sigma) = (|G_small|^2 - |G_big|^2) / (1/B_small - 1/B_big)
+
+    Both are averaged over the windows *before* the ratio is taken (a ratio of noisy estimates
+    is biased). Returns a `NoiseScale`; `b_simple` is in examples (inf if |G|^2 <= 0).
+    """
+    if not isinstance(micro_grads, torch.Tensor):
+        raise TypeError(f"micro_grads must be a torch.Tensor of shape (windows, K, P) or (K, P), "
+                        f"got {type(micro_grads).__name__}")
+    if micro_grads.dim() == 2:
+        micro_grads = micro_grads.unsqueeze(0)
+    if micro_grads.dim() != 3:
+        raise ValueError(f"micro_grads must have shape (windows, K, P) or (K, P), got {tuple(micro_grads.shape)}")
+    windows, k, p = micro_grads.shape
+    if windows < 1 or p < 1:
+        raise ValueError(f"micro_grads must hold at least one window and one parameter, got {tuple(micro_grads.shape)}")
+    if k < 2:
+        raise ValueError(f"micro_grads must hold K >= 2 micro-batches per window (two batch sizes are needed), "
+                         f"got K = {k} in shape {tuple(micro_grads.shape)}")
+    if not micro_grads.is_floating_point() or not torch.isfinite(micro_grads).all():
+        raise ValueError("micro_grads must be finite floating-point gradients")
+    b = check_int("micro_batch_size", micro_batch_size, 1)
+    g = micro_grads.detach().double()
+    small_sq = g.pow(2).sum(-1).mean(-1)           # (windows,): mean |G_b|^2 over the K micro-batches
+    big_sq = g.mean(1).pow(2).sum(-1)              # (windows,): |G_Kb|^2 of the accumulated gradient
+    b_small, b_big = b, k * b
+    grad_sq = (b_big * big_sq - b_small * small_sq) / (b_big - b_small)
+    trace = (small_sq - big_sq) / (1 / b_small - 1 / b_big)
+    mean_grad_sq, mean_trace = float(grad_sq.mean()), float(trace.mean())
+    per_window = tuple(_ratio(float(t), float(s)) for t, s in zip(trace, grad_sq))
+    return NoiseScale(_ratio(mean_trace, mean_grad_sq), mean_grad_sq, mean_trace, windows, k, b, per_window)
+
+
+def b_simple_from_norms(small_sq: float, big_sq: float, micro_batch_size: int, accumulation_steps: int) -> float:
+    """B_simple of one window from two numbers: the mean squared norm of its micro-batch gradients
+    (`small_sq`) and the squared norm of their mean (`big_sq`). In examples."""
+    b = check_int("micro_batch_size", micro_batch_size, 1)
+    k = check_int("accumulation_steps", accumulation_steps, 2)
+    small_sq = check_float("small_sq", small_sq, 0.0, math.inf)
+    big_sq = check_float("big_sq", big_sq, 0.0, math.inf, low_inclusive=True)
+    grad_sq = (k * b * big_sq - b * small_sq) / (k * b - b)
+    trace = (small_sq - big_sq) / (1 / b - 1 / (k * b))
+    return _ratio(trace, grad_sq)
+
+
+def linear_regression_b_simple(dim: int, noise_std: float, distance: float) -> float:
+    """The exact B_simple of linear regression, in examples.
+
+    Inputs x ~ N(0, I_dim), targets y = x . w* + eps with eps ~ N(0, noise_std^2), a linear model
+    without bias at w = w* + delta with |delta| = `distance`, squared-error loss. Each example's
+    gradient is 2 x (x . delta - eps), so G = 2 delta and, by Isserlis' theorem
+    (E[x x^T (x . delta)^2] = |delta|^2 I + 2 delta delta^T),
+    tr(Sigma) = 4 ((dim + 1) |delta|^2 + dim noise_std^2). Hence
+    B_simple = dim + 1 + dim noise_std^2 / distance^2.
+    """
+    d = check_int("dim", dim, 1)
+    sigma = check_float("noise_std", noise_std, 0.0, math.inf, low_inclusive=True)
+    r = check_float("distance", distance, 0.0, math.inf)
+    return d + 1 + d * sigma**2 / r**2
+
+
+def linear_regression_micro_grads(
+    dim: int, noise_std: float, distance: float, windows: int, accumulation_steps: int,
+    micro_batch_size: int, seed: int = 0,
+) -> torch.Tensor:
+    """Micro-batch gradients of the linear-regression setting above, shape (windows, K, dim).
+
+    Each is the gradient of the mean squared error of b fresh examples, all at the same w:
+    2/b X^T (X delta - eps), written out (tests check it against autograd)."""
+    d = check_int("dim", dim, 1)
+    sigma = check_float("noise_std", noise_std, 0.0, math.inf, low_inclusive=True)
+    r = check_float("distance", distance, 0.0, math.inf)
+    n_w = check_int("windows", windows, 1)
+    k = check_int("accumulation_steps", accumulation_steps, 2)
+    b = check_int("micro_batch_size", micro_batch_size, 1)
+    g = torch.Generator().manual_seed(check_int("seed", seed, 0))
+    delta = torch.randn(d, generator=g, dtype=torch.float64)
+    delta *= r / delta.norm()
+    x = torch.randn(n_w, k, b, d, generator=g, dtype=torch.float64)
+    eps = sigma * torch.randn(n_w, k, b, generator=g, dtype=torch.float64)
+    residual = x @ delta - eps                      # (windows, K, b)
+    return 2 / b * torch.einsum("wkbd,wkb->wkd", x, residual)
+
+
+def ema(values: list[float] | tuple[float, ...], decay: float) -> list[float]:
+    """Exponential moving average with Adam's bias correction; entry t uses values[: t + 1]."""
+    decay = check_float("decay", decay, 0.0, 1.0, low_inclusive=True)
+    if decay == 1.0:
+        raise ValueError("decay must be a number in [0.0, 1.0), got 1.0")
+    out, avg = [], 0.0
+    for t, v in enumerate(values, start=1):
+        avg = decay * avg + (1 - decay) * float(v)
+        out.append(avg / (1 - decay**t))
+    return out
+
+
+def smoothed_b_simple(grad_sq: list[float], trace_sigma: list[float], decay: float = 0.9) -> list[float]:
+    """B_simple over training as the paper smooths it: an EMA of |G|^2 and of tr(Sigma) separately,
+    then their ratio (in examples)."""
+    if len(grad_sq) != len(trace_sigma):
+        raise ValueError(f"grad_sq and trace_sigma must have the same length, got {len(grad_sq)} and {len(trace_sigma)}")
+    return [_ratio(t, s) for s, t in zip(ema(grad_sq, decay), ema(trace_sigma, decay))]
