@@ -41,7 +41,9 @@ def test_my_loop_accepts_every_correct_variant(options):
     ({"scale": "count"}, ["K = 3", "hold [5, 2] examples", "n_i/n", "same only when they are all the same size"]),
     ({"scale": "boundary_count"}, ["hold [5, 2] examples"]),
     ({"scale": "K"}, ["K = 4 and 10 micro-batches", "divided by K = 4, but it holds 2 micro-batches"]),
-    ({"scale": "none"}, ["update 1", "undivided", "4x the correct gradient"]),
+    ({"scale": "none"}, ["update 1", "undivided", "4x the gradient of its mean loss"]),
+    ({"scale": "none", "clip": None}, ["norm 16, above clip_norm = 1", "Also: each micro-batch's loss of update 0 "
+                                       "reached backward() undivided"]),  # the gallery's first exhibit: both faults
     ({"scale": "boundary_share", "clip": "before_rescale"}, ["after clipping", "Rescale first, then clip"]),
     ({"scale": "boundary_share", "clip": None}, ["above clip_norm = 1"]),
     ({"clip": None}, ["above clip_norm = 1"]),

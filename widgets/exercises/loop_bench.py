@@ -259,8 +259,41 @@ def _clip(g: torch.Tensor, clip_norm: float | None) -> tuple[torch.Tensor, float
     return g * factor, factor
 
 
+def _scale_fault(u: int, b: list[float], share: list[float], sizes: list[int], K: int, f: float,
+                 norm_G: float, clip_norm: float | None, e: float) -> str | None:
+    """What is wrong with how update u weighted and scaled its micro-batches, from the factor b_i each
+    micro-batch's mean loss reached backward() with and the factor f of the whole update (used = f x G)."""
+    r = [bi / si for bi, si in zip(b, share)]  # each micro-batch's weight relative to its share
+    if not all(_close(x, r[0], 1e-6) for x in r):
+        counted = "the same" if all(_close(x, b[0], 1e-6) for x in b) else f"in the ratio {[_g(x / b[0]) for x in b]}"
+        return (f"update {u} counted its micro-batches {counted}, but they hold {sizes} examples: weight "
+                f"micro-batch i by its share n_i/n = {[_g(s) for s in share]} of the update's examples. Dividing "
+                "by the number of micro-batches is the same only when they are all the same size, as in the "
+                "full groups.")
+    r, t = r[0], f / r[0]  # the loss scale, and what the update did to .grad after the last backward
+    if _close(r, 1, 1e-6):
+        if _close(t, 1, 1e-6):
+            return None
+        return (f"after update {u}'s last backward() .grad held the right gradient, but was then multiplied by "
+                f"{_g(t)}; clipping at {clip_norm} needed {_g(e)}.")
+    if _close(t, 1, 1e-6):
+        if len(b) < K and all(_close(x, 1 / K, 1e-6) for x in b):
+            return (f"the last group's losses were divided by K = {K}, but it holds {len(b)} micro-batches: their "
+                    f"shares of its {sum(sizes)} examples are {[_g(s) for s in share]}, so update {u} came out "
+                    f"{_g(r)}x the gradient of its mean loss.")
+        name = "undivided" if all(_close(x, 1, 1e-6) for x in b) else f"multiplied by {[_g(x) for x in b]}"
+        return (f"each micro-batch's loss of update {u} reached backward() {name}, where its share of the "
+                f"update is {[_g(s) for s in share]}: the update came out {_g(r)}x the gradient of its mean loss.")
+    if clip_norm is not None and _close(f, min(1.0, clip_norm / (r * norm_G)), 1e-5):
+        return (f"your loop rescales .grad at the update, after clipping: the clip saw a pile {_g(r)}x too big "
+                f"(norm {_g(r * norm_G)}) and cut it to {_g(clip_norm)}, then the rescale shrank it again: "
+                f"update {u} came out {_g(f / e)}x the correct gradient. Rescale first, then clip.")
+    return (f"at update {u} the losses reached backward() at {_g(r)}x their share n_i/n and .grad was then "
+            f"multiplied by {_g(t)}: the update came out {_g(f / e)}x the correct (clipped) gradient.")
+
+
 def _gradients(o: Observation) -> str | None:
-    clip_norm = o.setting.clip_norm
+    clip_norm, K = o.setting.clip_norm, o.setting.accumulation_steps
     for u, ((_, weight, used, _), group) in enumerate(zip(o.steps, o.setting.groups)):
         batches = [o.batches[j] for j in group]
         own = [micro_gradient(weight, b)[0] for b in batches]
@@ -272,39 +305,20 @@ def _gradients(o: Observation) -> str | None:
         # 1e-6: clip_grad_norm_ divides by (norm + 1e-6), so a pile clipped at another scale differs by ~1e-7
         if torch.allclose(used, expected, rtol=1e-6, atol=1e-12):
             continue
+        faults = []
         if clip_norm is not None and float(used.norm()) > clip_norm * (1 + 1e-6):
-            return (f"update {u} used a gradient of norm {_g(float(used.norm()))}, above clip_norm = "
-                    f"{_g(clip_norm)}: clip once per update, just before optimizer.step().")
-        sizes = [len(t) for _, t in batches]
-        b = [_fit(o.watch.incoming[j], g) for j, g in zip(group, own)]
-        if not all(exact for _, exact in b):
-            return (f"a micro-batch of update {u} added a gradient that is no multiple of its own mean loss's "
-                    "gradient: another loss, or the batches out of order?")
-        b = [r for r, _ in b]
-        r = [bj / sj for bj, sj in zip(b, share)]  # each micro-batch's weight relative to its share
-        f, _ = _fit(used, G)  # the whole update as a multiple of the correct unclipped gradient
-        if not all(_close(x, r[0], 1e-6) for x in r):
-            counted = "the same" if all(_close(x, b[0], 1e-6) for x in b) else f"in the ratio {[_g(x / b[0]) for x in b]}"
-            return (f"update {u} counted its micro-batches {counted}, but they hold {sizes} examples: weight "
-                    f"micro-batch i by its share n_i/n = {[_g(s) for s in share]} of the update's examples. Dividing "
-                    "by the number of micro-batches is the same only when they are all the same size, as in the "
-                    "full groups.")
-        r, t = r[0], f / r[0]  # the loss scale, and what the update did to .grad after the last backward
-        K = o.setting.accumulation_steps
-        if _close(t, 1, 1e-6):
-            if len(b) < K and all(_close(x, 1 / K, 1e-6) for x in b):
-                return (f"the last group's losses were divided by K = {K}, but it holds {len(b)} micro-batches: their "
-                        f"shares of its {sum(sizes)} examples are {[_g(s) for s in share]}, so update {u} came out "
-                        f"{_g(f / e)}x the correct gradient.")
-            name = "undivided" if all(_close(x, 1, 1e-6) for x in b) else f"multiplied by {[_g(x) for x in b]}"
-            return (f"each micro-batch's loss of update {u} reached backward() {name}, where its share of the "
-                    f"update is {[_g(s) for s in share]}: the update came out {_g(f / e)}x the correct gradient.")
-        if clip_norm is not None and not _close(r, 1, 1e-6) and _close(f, min(1.0, clip_norm / (r * float(G.norm()))), 1e-5):
-            return (f"your loop rescales .grad at the update, after clipping: the clip saw a pile {_g(r)}x too big "
-                    f"(norm {_g(r * float(G.norm()))}) and cut it to {_g(clip_norm)}, then the rescale shrank it again: "
-                    f"update {u} came out {_g(f / e)}x the correct gradient. Rescale first, then clip.")
-        return (f"at update {u} the losses reached backward() at {_g(r)}x their share n_i/n and .grad was then "
-                f"multiplied by {_g(t)}: the update came out {_g(f / e)}x the correct (clipped) gradient.")
+            faults.append(f"update {u} used a gradient of norm {_g(float(used.norm()))}, above clip_norm = "
+                          f"{_g(clip_norm)}: clip once per update, just before optimizer.step().")
+        fits = [_fit(o.watch.incoming[j], g) for j, g in zip(group, own)]
+        if not all(exact for _, exact in fits):
+            faults.append(f"a micro-batch of update {u} added a gradient that is no multiple of its own mean loss's "
+                          "gradient: another loss, or the batches out of order?")
+        else:
+            f, _ = _fit(used, G)  # the whole update as a multiple of the correct unclipped gradient
+            scale = _scale_fault(u, [r for r, _ in fits], share, [len(t) for _, t in batches], K, f,
+                                 float(G.norm()), clip_norm, e)
+            faults += [scale] if scale else []
+        return " Also: ".join(faults) if faults else f"update {u} did not use the correct gradient."
     return None
 
 
