@@ -72,7 +72,7 @@ def chunk(n):
         if box.errors.outputs:
             raise RuntimeError(box.errors.outputs[0].get("text", box.errors.outputs))
     print(json.dumps({"rss_mb": psutil.Process().memory_info().rss / 2**20, "pyplot": plt.get_fignums(),
-                      "figures": figures(), "cached_records": len(box._cache)}))
+                      "figures": figures(), "cached_records": len(box._records)}))
 """
 
 

@@ -65,6 +65,12 @@ CASES: dict[str, list[Case]] = {
         Case("unmet_bug_needs not a collection", lambda: config.unmet_bug_needs(5), TypeError, "bugs"),
     ],
     "accumulation": [
+        Case("group_size K zero", lambda: accumulation.group_size(0, 0), ValueError, "accumulation_steps"),
+        Case("group_size past the run", lambda: accumulation.group_size(5, 2, 3), ValueError, "total_micro_steps"),
+        Case("plotted entry not a parameter", lambda: accumulation.flat_parameter_indices(
+            accumulation.make_model(), [("9.weight", 0)]), ValueError, "entries"),
+        Case("plotted element out of range", lambda: accumulation.flat_parameter_indices(
+            accumulation.make_model(), [("2.bias", 1)]), ValueError, "2.bias"),
         Case("data size as text", lambda: accumulation.make_regression_data("10"), TypeError, "num_examples"),
         Case("data seed float", lambda: accumulation.make_regression_data(10, 1.5), TypeError, "seed"),
         Case("model hidden zero", lambda: accumulation.make_model(hidden=0), ValueError, "hidden"),
@@ -82,6 +88,7 @@ CASES: dict[str, list[Case]] = {
         Case("flat_grad of a string", lambda: accumulation.flat_grad("model"), TypeError, "model"),
     ],
     "training": [
+        Case("loop_rules of an unknown bug", lambda: training.loop_rules(frozenset({"no_such_bug"})), ValueError, "bugs"),
         Case("warmup float", lambda: training.linear_warmup(2.0), TypeError, "warmup_updates"),
         Case("clip text", lambda: training.clip_flat(torch.ones(3), "1"), TypeError, "max_norm"),
         Case("clip negative", lambda: training.clip_flat(torch.ones(3), -1.0), ValueError, "max_norm"),
@@ -176,8 +183,8 @@ def test_a_diverging_run_is_reported_in_the_readout_not_raised():
     record = box.record
     assert record.diverged_at["accumulated"] is not None
     assert not all(math.isfinite(v) for v in record.eval_loss["accumulated"] + record.grad_norm["accumulated"])
-    assert "diverged" in box.readout.value and "allclose: False" in box.readout.value
+    assert "diverged" in box.readout.value and "gradients allclose: False" in box.readout.value
     assert box.image.value  # the figure was still drawn
     box.controls["loss_not_divided"].value = False
     box.controls["learning_rate"].value = 0.1
-    assert "allclose: True" in box.readout.value  # and it recovers
+    assert "gradients allclose: True" in box.readout.value  # and it recovers

@@ -49,20 +49,24 @@ def test_a_bug_waits_for_its_setting_with_a_note_then_breaks_the_run(explorer, b
     assert "is not applied yet" in explorer.readout.value
     explorer.controls[setting].value = value
     assert bug in explorer.record.config.bugs and explorer.notes == []
-    assert "allclose: False" in explorer.readout.value
+    assert not explorer.record.matches_big_batch
+    # the warmup bug leaves every gradient exact: only the learning rates say it
+    broken = "learning rates match: False" if bug == "scheduler_every_micro_step" else "gradients allclose: False"
+    assert broken in explorer.readout.value
     explorer.controls[bug].value = False
-    assert "allclose: True" in explorer.readout.value  # the setting alone keeps the run exact
+    assert explorer.record.matches_big_batch  # the setting alone keeps the run exact
+    assert "gradients allclose: True" in explorer.readout.value and "False" not in explorer.readout.value
 
 
 def test_log_divided_loss_keeps_allclose_and_shows_the_factor(explorer):
     explorer.controls["log_divided_loss"].value = True
     text = readout_text(explorer.record)
-    assert "allclose: True" in text and "4 x too small" in text
+    assert "gradients allclose: True" in text and "4 x too small" in text
 
 
 def test_loss_divided_twice_shows_one_over_k(explorer):
     explorer.controls["loss_divided_twice"].value = True
-    assert "allclose: False" in explorer.readout.value
+    assert "gradients allclose: False" in explorer.readout.value
     assert "update 0 applied 0.25 x the big-batch gradient" in readout_text(explorer.record)
 
 

@@ -6,6 +6,8 @@ from widgets.core.accumulation import (
     accumulated_gradient,
     big_batch_gradient,
     compare_gradients,
+    flat_parameter_indices,
+    group_size,
     is_update_step,
     make_model,
     make_regression_data,
@@ -67,6 +69,25 @@ def test_boundary_predicate(K, total, expected):
     assert [is_update_step(i, K, total) for i in range(5)] == expected
 
 
+@pytest.mark.parametrize("K, total", [(1, 5), (3, 7), (4, 8), (4, 14), (5, 3)])
+def test_group_size_counts_the_micro_batches_of_each_update(K, total):
+    """Group sizes read off the boundary predicate: the micro-steps between two updates."""
+    sizes, run = [], 0
+    for i in range(total):
+        run += 1
+        if is_update_step(i, K, total):
+            sizes += [run] * run
+            run = 0
+    assert [group_size(i, K, total) for i in range(total)] == sizes
+    assert all(group_size(i, K) == K for i in range(total))  # without the run's length every group is full
+
+
+def test_flat_parameter_indices_follow_named_parameters_for_any_width():
+    model = make_model(seed=0, hidden=5)  # 0.weight 5, 0.bias 5, 2.weight 5, 2.bias 1
+    assert flat_parameter_indices(model, [("0.weight", 0), ("2.weight", 1), ("2.bias", 0)]) == {
+        "0.weight[0]": 0, "2.weight[1]": 11, "2.bias": 15}
+
+
 @pytest.mark.parametrize("sizes", [[4, 4, 4, 4], [8, 8, 3], [1], [5, 1, 1, 9]])
 def test_weights_sum_to_one_and_follow_sizes(sizes):
     weights = micro_batch_weights(sizes)
@@ -87,6 +108,8 @@ def test_equal_micro_batches_are_weighted_one_over_k():
         (lambda: is_update_step(0, 0), "accumulation_steps"),
         (lambda: is_update_step(-1, 2), "micro_step"),
         (lambda: is_update_step(5, 2, 3), "total_micro_steps"),
+        (lambda: group_size(5, 2, 3), "total_micro_steps"),
+        (lambda: group_size(0, 1.5), "accumulation_steps"),
         (lambda: micro_batch_weight(5, 4), "micro_batch_examples"),
         (lambda: micro_batch_weight(1, 0), "update_examples"),
         (lambda: micro_batch_weights([]), "sizes"),

@@ -4,14 +4,27 @@ import math
 import pytest
 import torch
 
+from widgets.core.accumulation import make_model
 from widgets.core.config import BUGS, AccumulationConfig
-from widgets.core.training import REGIMES, bug_symptoms, clip_flat, example_order, linear_warmup, run_regimes
+from widgets.core.training import (
+    BUG_RULES,
+    PLOTTED_ENTRIES,
+    REGIMES,
+    LoopRules,
+    bug_symptoms,
+    clip_flat,
+    example_order,
+    linear_warmup,
+    loop_rules,
+    run_regimes,
+)
 
 
 @pytest.mark.parametrize("K, b", [(1, 1), (2, 3), (4, 8), (7, 5), (16, 64)])
 def test_accumulated_run_matches_big_batch(K, b):
     record = run_regimes(AccumulationConfig(accumulation_steps=K, micro_batch_size=b, num_updates=4))
-    assert record.allclose, record.max_grad_diff
+    assert record.grads_allclose and record.learning_rates_match, record.max_grad_diff
+    assert record.matches_big_batch and record.allclose  # `allclose`: the old name, kept for notebooks
     # same gradients at every update, so the same weights and losses, up to float rounding
     assert record.eval_loss["accumulated"] == pytest.approx(record.eval_loss["big_batch"], rel=1e-4)
 
@@ -20,14 +33,14 @@ def test_accumulated_run_matches_big_batch(K, b):
 @pytest.mark.parametrize("K, b", [(2, 4), (4, 8), (16, 2)])
 def test_each_bug_leaves_the_big_batch_run(bug, K, b):
     record = run_regimes(AccumulationConfig(accumulation_steps=K, micro_batch_size=b, num_updates=4, bugs={bug}))
-    assert not record.allclose
+    assert not record.grads_allclose and record.learning_rates_match
     assert record.eval_loss["accumulated"][-1] != pytest.approx(record.eval_loss["big_batch"][-1], rel=1e-3)
 
 
 @pytest.mark.parametrize("bug", ["loss_not_divided", "zero_grad_every_micro_step", "step_every_micro_step"])
 def test_bugs_change_nothing_when_k_is_one(bug):
     record = run_regimes(AccumulationConfig(accumulation_steps=1, micro_batch_size=8, num_updates=3, bugs={bug}))
-    assert record.allclose
+    assert record.matches_big_batch
 
 
 def test_loss_not_divided_gives_k_times_the_gradient():
@@ -49,7 +62,7 @@ def test_record_counts_passes_steps_and_boundaries():
     assert record.optimizer_steps == {r: 4 for r in REGIMES}  # 3 full groups + the tail
     assert record.update_flags == [False, False, False, True] * 3 + [False, True]
     assert all(len(record.eval_loss[r]) == 4 for r in REGIMES)
-    assert record.allclose  # the tail is weighted by its real size, so it is exact too
+    assert record.matches_big_batch  # the tail is weighted by its real size, so it is exact too
 
 
 def test_logged_loss_is_the_undivided_mean():
@@ -68,7 +81,7 @@ def test_divergence_is_recorded_not_raised():
     config = AccumulationConfig(accumulation_steps=8, micro_batch_size=8, learning_rate=10.0, bugs={"loss_not_divided"})
     record = run_regimes(config)
     assert record.diverged_at["accumulated"] is not None
-    assert not record.allclose
+    assert not record.grads_allclose
     assert not math.isfinite(record.eval_loss["accumulated"][-1]) or record.eval_loss["accumulated"][-1] > 1e3
 
 
@@ -92,18 +105,18 @@ NEW_BUGS = {
 def test_each_new_bug_leaves_the_big_batch_run(bug, K, b):
     config = AccumulationConfig(accumulation_steps=K, micro_batch_size=b, num_updates=4, bugs={bug}, **NEW_BUGS[bug])
     record = run_regimes(config)
-    assert not record.allclose
+    assert not record.matches_big_batch
     assert record.eval_loss["accumulated"][-1] != pytest.approx(record.eval_loss["big_batch"][-1], rel=1e-3)
     # the same settings without the bug are exact: the settings alone are not what breaks it
     clean = AccumulationConfig(accumulation_steps=K, micro_batch_size=b, num_updates=4, **NEW_BUGS[bug])
-    assert run_regimes(clean).allclose
+    assert run_regimes(clean).matches_big_batch
 
 
 def test_clipping_and_warmup_apply_per_update_to_every_regime_and_stay_exact():
     config = AccumulationConfig(accumulation_steps=4, micro_batch_size=8, num_updates=5, max_grad_norm=0.3,
                                 warmup_updates=3, tail_micro_batches=3)
     record = run_regimes(config)
-    assert record.allclose and record.log_matches
+    assert record.matches_big_batch and record.log_matches
     assert record.grad_norm["big_batch"][0] > 0.3  # so clipping really acted
     expected = [0.1 * min(1.0, (u + 1) / 4) for u in range(6)]
     for regime in REGIMES:
@@ -156,13 +169,13 @@ def test_tail_divided_by_k_under_weights_the_tail_by_its_share():
 
 
 def test_log_divided_loss_changes_only_the_log():
-    """allclose is about the training (gradients, learning rates), so it stays True; the log is off by K."""
+    """The verdicts are about the training (gradients, learning rates), so they stay True; the log is off by K."""
     config = AccumulationConfig(accumulation_steps=4, micro_batch_size=8, num_updates=3, tail_micro_batches=2,
                                 bugs={"log_divided_loss"})
     record = run_regimes(config)
     clean = run_regimes(AccumulationConfig(accumulation_steps=4, micro_batch_size=8, num_updates=3,
                                            tail_micro_batches=2))
-    assert record.allclose and not record.log_matches
+    assert record.matches_big_batch and not record.log_matches
     assert record.eval_loss == clean.eval_loss and record.true_train_loss == clean.train_loss["accumulated"]
     ratios = [t / logged for t, logged in zip(record.true_train_loss, record.train_loss["accumulated"])]
     assert ratios == pytest.approx([4, 4, 4, 2])  # K for a full group; the tail's 2 micro-batches for the tail
@@ -174,7 +187,7 @@ def test_scheduler_every_micro_step_ends_the_warmup_k_times_sooner():
                                 bugs={"scheduler_every_micro_step"})
     record = run_regimes(config)
     assert all(record.grads_match)  # each gradient is right; the learning rate it is applied with is not
-    assert not record.allclose
+    assert record.grads_allclose and not record.learning_rates_match and not record.matches_big_batch
     assert record.learning_rates["big_batch"] == pytest.approx([0.1 * (u + 1) / 9 for u in range(4)])
     assert record.learning_rates["accumulated"] == pytest.approx([0.1 * min(1, 4 * (u + 1) / 9) for u in range(4)])
 
@@ -216,5 +229,46 @@ def test_new_functions_refuse_bad_input_naming_the_parameter(call, error, word):
 def test_clipping_that_hides_the_scale_bug_is_named():
     config = AccumulationConfig(bugs={"loss_not_divided"}, max_grad_norm=0.05)
     record = run_regimes(config)
-    assert record.allclose  # both gradients clipped to the same length: the bug is invisible
+    assert record.grads_allclose  # both gradients clipped to the same length: the bug is invisible
     assert any("hides this bug" in line for line in bug_symptoms(record))
+
+
+def test_the_correct_rules_are_the_defaults_and_each_bug_changes_only_its_own():
+    assert loop_rules() == LoopRules()
+    assert set(BUG_RULES) == set(BUGS)
+    seams = {
+        "loss_not_divided": {"loss_scale"}, "loss_divided_twice": {"loss_scale"}, "tail_divided_by_k": {"loss_scale"},
+        "forget_final_step": {"is_update_step"}, "zero_grad_every_micro_step": {"before_forward"},
+        "step_every_micro_step": {"after_backward"}, "scheduler_every_micro_step": {"after_backward"},
+        "clip_every_micro_step": {"after_backward", "clip"}, "log_divided_loss": {"logged_loss"},
+    }
+    correct = LoopRules()
+    for bug, expected in seams.items():
+        rules = loop_rules(frozenset({bug}))
+        changed = {name for name in LoopRules.__dataclass_fields__ if getattr(rules, name) is not getattr(correct, name)}
+        assert changed == expected, bug
+
+
+@pytest.mark.parametrize("bugs, n, K, expected", [
+    ((), 4, 4, 0.25), ((), 3, 4, 1 / 3), (("tail_divided_by_k",), 3, 4, 0.25), (("loss_not_divided",), 4, 4, 1.0),
+    (("loss_divided_twice",), 4, 4, 1 / 16), (("loss_divided_twice", "tail_divided_by_k"), 2, 4, 1 / 16),
+])
+def test_loss_scale_rule(bugs, n, K, expected):
+    assert loop_rules(frozenset(bugs)).loss_scale(n, K) == pytest.approx(expected)
+
+
+def test_plotted_parameters_are_found_by_name():
+    record = run_regimes(AccumulationConfig(num_updates=1))
+    assert record.plotted_parameters == {"0.weight[0]": 0, "2.weight[0]": 32, "2.bias": 48}  # hidden = 16
+    flat = torch.cat([p.detach().reshape(-1) for p in make_model(seed=0).parameters()])
+    named = dict(make_model(seed=0).named_parameters())
+    for (name, element), index in zip(PLOTTED_ENTRIES, record.plotted_parameters.values()):
+        assert flat[index] == named[name].reshape(-1)[element]
+
+
+def test_only_learning_rates_differing_is_its_own_verdict():
+    config = AccumulationConfig(accumulation_steps=4, micro_batch_size=8, num_updates=3, warmup_updates=3,
+                                bugs={"scheduler_every_micro_step"})
+    record = run_regimes(config)
+    assert record.grads_allclose and record.max_grad_diff < 1e-6
+    assert not record.learning_rates_match

@@ -14,7 +14,7 @@ from widgets.draw.training_plots import (  # noqa: E402
     update_gradient_pile,
     update_loss_curves,
 )
-from widgets.core.training import PILE_PARAMETERS, REGIMES, run_regimes  # noqa: E402
+from widgets.core.training import REGIMES, run_regimes  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -34,11 +34,11 @@ def test_pile_lines_follow_the_record(records):
     small, large = records
     figure, ax = _axes()
     artists = draw_gradient_pile(small, ax)
-    assert len(artists.piles) == len(PILE_PARAMETERS) and all(line.axes is ax for line in artists.piles)
+    assert len(artists.piles) == len(small.plotted_parameters) and all(line.axes is ax for line in artists.piles)
     assert len(artists.piles[0].get_xdata()) == 3  # the empty pile, then K = 2 micro-steps
     update_gradient_pile(large, ax, artists)
     assert len(artists.piles[0].get_xdata()) == 7
-    index = list(PILE_PARAMETERS.values())[0]
+    index = list(large.plotted_parameters.values())[0]
     assert artists.targets[0].get_ydata()[0] == pytest.approx(float(large.first_target[index]))
 
 

@@ -36,14 +36,14 @@ BUG_LABELS = {
 MAIN_BUGS = ("loss_not_divided", "zero_grad_every_micro_step", "step_every_micro_step")
 CLIP_OPTIONS = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0)  # max_grad_norm choices; the gradients here are ~0.1-2
 SETTINGS = ("tail_micro_batches", "max_grad_norm", "warmup_updates")  # what some of those bugs need
-_CACHE_SIZE = 64
+_RECORDS_KEPT = 64
 
 
 class AccumulationExplorer(W.VBox):
     """Use `make_accumulation_explorer`; `controls`, `record`, `figure` and `readout` are public."""
 
     def __init__(self, config: AccumulationConfig):
-        self._cache: OrderedDict[AccumulationConfig, RunRecord] = OrderedDict()
+        self._records: OrderedDict[AccumulationConfig, RunRecord] = OrderedDict()
         self._base = config
         self.controls = {
             "accumulation_steps": W.IntSlider(
@@ -66,7 +66,7 @@ class AccumulationExplorer(W.VBox):
         self._syncing = False
         self.readout = W.HTML()
         self.errors = W.Output()
-        self.record = self._run(config)
+        self.record = self._record_for(config)
         self.figure = Figure(figsize=(10, 3.6), dpi=72)
         self.figure.subplots_adjust(left=0.08, right=0.98, bottom=0.14, top=0.9, wspace=0.22)
         FigureCanvasAgg(self.figure)
@@ -101,32 +101,32 @@ class AccumulationExplorer(W.VBox):
             num_updates=self._base.num_updates,
             num_examples=self._base.num_examples,
             seed=self._base.seed,
-            bugs=self._checked_bugs() - set(self._unmet()),
+            bugs=self._ticked_bugs() - set(self._bugs_waiting_for_a_setting()),
             tail_micro_batches=c["tail_micro_batches"].value,
             max_grad_norm=c["max_grad_norm"].value or None,
             warmup_updates=c["warmup_updates"].value,
         )
 
-    def _checked_bugs(self) -> frozenset[str]:
+    def _ticked_bugs(self) -> frozenset[str]:
         return frozenset(n for n in BUG_LABELS if self.controls[n].value)
 
-    def _unmet(self) -> dict[str, str]:
+    def _bugs_waiting_for_a_setting(self) -> dict[str, str]:
         """Checked bugs the settings leave without effect (they are left out of the run, with a note)."""
         c = self.controls
         return unmet_bug_needs(
-            self._checked_bugs(), tail_micro_batches=c["tail_micro_batches"].value,
+            self._ticked_bugs(), tail_micro_batches=c["tail_micro_batches"].value,
             max_grad_norm=c["max_grad_norm"].value or None, warmup_updates=c["warmup_updates"].value,
         )
 
-    def _run(self, config: AccumulationConfig) -> RunRecord:
+    def _record_for(self, config: AccumulationConfig) -> RunRecord:
         """Run (or reuse) the three regimes for `config`; keeps the last few records."""
-        if config in self._cache:
-            self._cache.move_to_end(config)
-            return self._cache[config]
+        if config in self._records:
+            self._records.move_to_end(config)
+            return self._records[config]
         record = run_regimes(config)
-        self._cache[config] = record
-        if len(self._cache) > _CACHE_SIZE:
-            self._cache.popitem(last=False)
+        self._records[config] = record
+        if len(self._records) > _RECORDS_KEPT:
+            self._records.popitem(last=False)
         return record
 
     def _on_change(self, change: dict | None = None) -> None:
@@ -139,13 +139,13 @@ class AccumulationExplorer(W.VBox):
                 self.controls["tail_micro_batches"].max = max(0, self.controls["accumulation_steps"].value - 1)
             finally:
                 self._syncing = False
-            notes = [f"'{BUG_LABELS[n]}' is not applied yet: it needs {need}" for n, need in self._unmet().items()]
-            self.update(self.current_config(), notes)
+            notes = [f"'{BUG_LABELS[n]}' is not applied yet: it needs {need}" for n, need in self._bugs_waiting_for_a_setting().items()]
+            self.show(self.current_config(), notes)
 
-    def update(self, config: AccumulationConfig, notes: list[str] | tuple[str, ...] = ()) -> None:
+    def show(self, config: AccumulationConfig, notes: list[str] | tuple[str, ...] = ()) -> None:
         """Show `config`: recompute, move the lines in place, redraw, refresh the readout (+ `notes`)."""
         self.notes = list(notes)
-        self.record = self._run(config)
+        self.record = self._record_for(config)
         update_gradient_pile(self.record, self._axes[0], self._pile_artists, max_steps=K_RANGE[1])
         update_loss_curves(self.record, self._axes[1], self._loss_lines)
         self.render()
@@ -167,10 +167,14 @@ def readout_lines(record: RunRecord, notes: list[str] | tuple[str, ...] = ()) ->
         raise TypeError(f"record must be a RunRecord (from run_regimes), got {type(record).__name__}")
     c = record.config
     K, b = c.accumulation_steps, c.micro_batch_size
-    verdict = "allclose: True" if record.allclose else "allclose: False"
     lines = [
         f"effective_batch_size = K x b = {K} x {b} = {c.effective_batch_size}",
-        f"max |accumulated - big-batch gradient| = {record.max_grad_diff:.2e} -> {verdict}",
+        f"max |accumulated - big-batch gradient| = {record.max_grad_diff:.2e} -> "
+        f"gradients allclose: {record.grads_allclose}",
+    ]
+    if c.warmup_updates or not record.learning_rates_match:
+        lines.append(_learning_rate_line(record))
+    lines += [
         f"forward/backward passes per update: accumulated {K}, big batch 1 (time grows with K)",
         f"activation memory of the accumulated run: b / (K x b) = 1/{K} of the big batch (memory grows with b)",
     ]
@@ -189,20 +193,34 @@ def readout_lines(record: RunRecord, notes: list[str] | tuple[str, ...] = ()) ->
     return lines + list(notes)
 
 
+def _learning_rate_line(record: RunRecord) -> str:
+    """Whether both runs used the same learning rate at every update; the first update where not."""
+    if record.learning_rates_match:
+        return "learning rates match: True (the warmup gives both runs the same rate at every update)"
+    rates = record.learning_rates
+    u = next(u for u, (a, big) in enumerate(zip(rates["accumulated"], rates["big_batch"])) if a != big)
+    return (f"learning rates match: False (update {u}: accumulated {rates['accumulated'][u]:.3g}, "
+            f"big batch {rates['big_batch'][u]:.3g})")
+
+
 def readout_text(record: RunRecord, notes: list[str] | tuple[str, ...] = ()) -> str:
     """The readout in one line."""
     return "; ".join(readout_lines(record, notes))
 
 
+_VERDICT_COLOURS = {": True": OKABE_ITO[2], ": False": OKABE_ITO[5]}
+_VERDICTS = ("gradients allclose", "learning rates match")
+
+
 def readout_html(record: RunRecord, notes: list[str] | tuple[str, ...] = ()) -> str:
-    """The readout as HTML for the `HTML` widget; the verdict is coloured and also spelled out."""
+    """The readout as HTML for the `HTML` widget; each verdict is coloured and also spelled out."""
     items = []
     for line in readout_lines(record, notes):
         text = html.escape(line)
-        if "allclose: True" in line:
-            text = text.replace("allclose: True", f"<b style='color:{OKABE_ITO[2]}'>allclose: True ✓</b>")
-        elif "allclose: False" in line:
-            text = text.replace("allclose: False", f"<b style='color:{OKABE_ITO[5]}'>allclose: False ✗</b>")
+        for verdict in _VERDICTS:
+            for value, mark in ((": True", " ✓"), (": False", " ✗")):
+                said = verdict + value
+                text = text.replace(said, f"<b style='color:{_VERDICT_COLOURS[value]}'>{said}{mark}</b>")
         items.append(f"<li>{text}</li>")
     return "<ul style='margin:0'>" + "".join(items) + "</ul>"
 

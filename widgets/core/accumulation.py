@@ -10,7 +10,7 @@ from typing import Callable, Sequence
 
 import torch
 
-from widgets.core.config import check_int
+from widgets.core.config import check_int, checked, whole
 
 # Float32 sums taken in a different order differ in the last bits, so "equal" means allclose
 # at these tolerances (a float32 mantissa holds about 7 decimal digits).
@@ -20,24 +20,38 @@ GRAD_ATOL = 1e-6
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
+def _a_model(name: str, value: object, arguments: dict) -> None:
+    """A `checked` rule: a torch module."""
+    if not isinstance(value, torch.nn.Module):
+        raise TypeError(f"{name} must be a torch.nn.Module, got {type(value).__name__}")
+
+
+def _examples(name: str, value: object, arguments: dict) -> None:
+    """A `checked` rule for `y` after `x`: both tensors holding the same number of examples (dim 0)."""
+    x, y = arguments["x"], value
+    for label, tensor in (("x", x), ("y", y)):
+        if not isinstance(tensor, torch.Tensor) or tensor.dim() == 0:
+            raise TypeError(f"{label} must be a torch tensor of examples (first dimension), got {type(tensor).__name__}")
+    if x.shape[0] != y.shape[0]:
+        raise ValueError(f"x and y must hold the same number of examples, got {x.shape[0]} and {y.shape[0]}")
+
+
+@checked(num_examples=whole(1, 100_000), seed=whole(0, 2**31 - 1))
 def make_regression_data(num_examples: int = 1024, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """A noisy non-linear regression task: x in [-2, 2], y = x + 0.6 sin(3x) + noise; shapes (n, 1).
 
     A straight line explains most of it within a few updates, so short runs show a clear fall
     in the loss; the wiggle and the noise (standard deviation 0.2) keep it from reaching zero.
     """
-    check_int("num_examples", num_examples, 1, 100_000)
-    check_int("seed", seed, 0, 2**31 - 1)
     g = torch.Generator().manual_seed(seed)
     x = torch.rand(num_examples, 1, generator=g) * 4 - 2
     y = x + 0.6 * torch.sin(3 * x) + 0.2 * torch.randn(num_examples, 1, generator=g)
     return x, y
 
 
+@checked(seed=whole(0, 2**31 - 1), hidden=whole(1, 4096))
 def make_model(seed: int = 0, hidden: int = 16) -> torch.nn.Module:
     """A small MLP (1 -> hidden -> 1, tanh) with weights fixed by `seed`: same seed, same start."""
-    check_int("seed", seed, 0, 2**31 - 1)
-    check_int("hidden", hidden, 1, 4096)
     g = torch.Generator().manual_seed(seed)
     model = torch.nn.Sequential(torch.nn.Linear(1, hidden), torch.nn.Tanh(), torch.nn.Linear(hidden, 1))
     with torch.no_grad():
@@ -47,79 +61,96 @@ def make_model(seed: int = 0, hidden: int = 16) -> torch.nn.Module:
     return model
 
 
+@checked(batch_size=whole(1), micro_batch_size=whole(1, high=lambda a: a["batch_size"]))
 def split_into_micro_batches(batch_size: int, micro_batch_size: int) -> list[slice]:
     """Slices that cut a batch of `batch_size` into micro-batches; the last one may be shorter."""
-    check_int("batch_size", batch_size, 1)
-    check_int("micro_batch_size", micro_batch_size, 1, batch_size)
     return [slice(i, min(i + micro_batch_size, batch_size)) for i in range(0, batch_size, micro_batch_size)]
 
 
+@checked(accumulation_steps=whole(1), micro_step=whole(0),
+         total_micro_steps=whole(lambda a: a["micro_step"] + 1, optional=True))
 def is_update_step(micro_step: int, accumulation_steps: int, total_micro_steps: int | None = None) -> bool:
     """Does this micro-step (counted from 0) end an update? Every K-th does, and so does the last one.
 
     Passing `total_micro_steps` makes an uneven final group end with an update too, instead of
     leaving its gradients in `.grad`, never applied.
     """
-    check_int("accumulation_steps", accumulation_steps, 1)
-    check_int("micro_step", micro_step, 0)
-    if total_micro_steps is not None:
-        check_int("total_micro_steps", total_micro_steps, micro_step + 1)
-        if micro_step == total_micro_steps - 1:
-            return True
-    return (micro_step + 1) % accumulation_steps == 0
+    last = total_micro_steps is not None and micro_step == total_micro_steps - 1
+    return (micro_step + 1) % accumulation_steps == 0 or last
 
 
+@checked(accumulation_steps=whole(1), micro_step=whole(0),
+         total_micro_steps=whole(lambda a: a["micro_step"] + 1, optional=True))
+def group_size(micro_step: int, accumulation_steps: int, total_micro_steps: int | None = None) -> int:
+    """How many micro-batches make the update this micro-step belongs to: K, or fewer for the
+    uneven final group of a run `total_micro_steps` long (None: every group is full)."""
+    group_start = micro_step - micro_step % accumulation_steps
+    if total_micro_steps is None:
+        return accumulation_steps
+    return min(accumulation_steps, total_micro_steps - group_start)
+
+
+@checked(update_examples=whole(1), micro_batch_examples=whole(1, high=lambda a: a["update_examples"]))
 def micro_batch_weight(micro_batch_examples: int, update_examples: int) -> float:
     """The factor that scales one micro-batch's *mean* loss: its share n_k / n of the update.
 
     With K equal micro-batches this is 1/K; for an uneven group it stays exact, where 1/K would
     over- or under-weight the short micro-batch.
     """
-    check_int("update_examples", update_examples, 1)
-    check_int("micro_batch_examples", micro_batch_examples, 1, update_examples)
     return micro_batch_examples / update_examples
 
 
+def _sizes(name: str, value: object, arguments: dict) -> None:
+    """A `checked` rule: a non-empty sequence of whole numbers >= 1."""
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        raise TypeError(f"{name} must be a sequence of whole numbers, got {value!r}")
+    value = list(value)
+    if not value:
+        raise ValueError(f"{name} must name at least one micro-batch")
+    for i, n in enumerate(value):
+        check_int(f"{name}[{i}]", n, 1)
+
+
+@checked(sizes=_sizes)
 def micro_batch_weights(sizes: Sequence[int]) -> list[float]:
     """The weight of each micro-batch in one update, from their sizes; the weights sum to one."""
-    if isinstance(sizes, (str, bytes)) or not hasattr(sizes, "__iter__"):
-        raise TypeError(f"sizes must be a sequence of whole numbers, got {sizes!r}")
     sizes = list(sizes)
-    if not sizes:
-        raise ValueError("sizes must name at least one micro-batch")
-    for i, n in enumerate(sizes):
-        check_int(f"sizes[{i}]", n, 1)
-    total = sum(sizes)
-    return [micro_batch_weight(n, total) for n in sizes]
+    return [micro_batch_weight(n, sum(sizes)) for n in sizes]
 
 
-def _check_model(model: object) -> None:
-    if not isinstance(model, torch.nn.Module):
-        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-
-
-def _check_examples(x: object, y: object) -> None:
-    """x and y: tensors with the same number of examples (first dimension)."""
-    for name, value in (("x", x), ("y", y)):
-        if not isinstance(value, torch.Tensor) or value.dim() == 0:
-            raise TypeError(f"{name} must be a torch tensor of examples (first dimension), got {type(value).__name__}")
-    if x.shape[0] != y.shape[0]:
-        raise ValueError(f"x and y must hold the same number of examples, got {x.shape[0]} and {y.shape[0]}")
-
-
+@checked(model=_a_model)
 def flat_grad(model: torch.nn.Module) -> torch.Tensor:
     """All parameters' `.grad` as one flat vector (zeros where `.grad` is None); shape (P,)."""
-    _check_model(model)
     parts = [
         (p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in model.parameters()
     ]
     return torch.cat(parts).detach().clone()
 
 
+@checked(model=_a_model)
+def flat_parameter_indices(model: torch.nn.Module, entries: Sequence[tuple[str, int]]) -> dict[str, int]:
+    """Where chosen entries sit in the flat vectors `flat_grad` makes, found from `named_parameters()`.
+
+    `entries` are (parameter name, element index within it), e.g. ("0.weight", 0); the result maps
+    a label ("0.weight[0]", or just the name for a one-element parameter) to the flat index.
+    """
+    offsets, sizes, start = {}, {}, 0
+    for name, p in model.named_parameters():
+        offsets[name], sizes[name] = start, p.numel()
+        start += p.numel()
+    indices = {}
+    for name, element in entries:
+        if name not in offsets:
+            raise ValueError(f"entries: the model has no parameter {name!r}; it has {sorted(offsets)}")
+        check_int(f"element of {name}", element, 0, sizes[name] - 1)
+        label = name if sizes[name] == 1 else f"{name}[{element}]"
+        indices[label] = offsets[name] + element
+    return indices
+
+
+@checked(model=_a_model, y=_examples)
 def big_batch_gradient(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, loss_fn: LossFn) -> torch.Tensor:
     """The gradient of the mean loss over the whole batch in one pass; flat, shape (P,)."""
-    _check_model(model)
-    _check_examples(x, y)
     model.zero_grad(set_to_none=True)
     loss_fn(model(x), y).backward()
     grad = flat_grad(model)
@@ -140,6 +171,7 @@ class GradientPile:
         return self.pile[-1]
 
 
+@checked(model=_a_model, y=_examples)
 def accumulated_gradient(
     model: torch.nn.Module,
     x: torch.Tensor,
@@ -155,8 +187,6 @@ def accumulated_gradient(
     so the pile ends equal to `big_batch_gradient` up to float rounding, uneven last group included.
     `divide_loss=False` reproduces the classic bug: the pile ends (number of micro-batches)x too big.
     """
-    _check_model(model)
-    _check_examples(x, y)
     slices = split_into_micro_batches(x.shape[0], micro_batch_size)
     sizes = [s.stop - s.start for s in slices]
     model.zero_grad(set_to_none=True)

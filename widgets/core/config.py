@@ -5,9 +5,12 @@ allowed range, before anything reaches torch.
 """
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import numbers
 from dataclasses import dataclass, field
+from typing import Any, Callable
 
 # The names of the classic accumulation bugs a run can switch on, with what each one does.
 BUGS: dict[str, str] = {
@@ -54,6 +57,47 @@ def check_float(name: str, value: object, low: float, high: float, *, low_inclus
     if math.isnan(value) or too_low or value > high:
         raise ValueError(f"{name} must be {allowed}, got {value}")
     return value
+
+
+Rule = Callable[[str, Any, dict], Any]  # (parameter name, value, all arguments) -> checked value, or raise
+
+
+def whole(low: int | Callable[[dict], int], high: int | Callable[[dict], int] | None = None, *,
+          optional: bool = False) -> Rule:
+    """A `checked` rule: a whole number in [low, high]; a bound may be computed from the other
+    arguments (e.g. `high=lambda a: a["batch_size"]`). `optional`: None passes unchecked."""
+    def rule(name: str, value: Any, arguments: dict) -> Any:
+        if optional and value is None:
+            return None
+        lo = low(arguments) if callable(low) else low
+        hi = high(arguments) if callable(high) else high
+        return check_int(name, value, lo, hi)
+    return rule
+
+
+def checked(**rules: Rule) -> Callable:
+    """Check a function's arguments before its body runs, in the order the rules are given.
+
+    Keeps the learner-facing body free of input checks while a bad value still fails early with
+    the parameter's name and allowed range, e.g. `@checked(accumulation_steps=whole(1))`.
+    """
+    def decorate(function: Callable) -> Callable:
+        signature = inspect.signature(function)
+        unknown = set(rules) - set(signature.parameters)
+        if unknown:
+            raise TypeError(f"checked: {function.__name__} has no parameter(s) {sorted(unknown)}")
+
+        @functools.wraps(function)
+        def run_checked(*args, **kwargs):
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            for name, rule in rules.items():
+                rule(name, bound.arguments[name], bound.arguments)
+            return function(*args, **kwargs)
+
+        return run_checked
+
+    return decorate
 
 
 def check_bugs(bugs: object, known: dict[str, str] = BUGS) -> frozenset[str]:

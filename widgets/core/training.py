@@ -7,12 +7,17 @@
 All three clip the gradient once per update (`max_grad_norm`) and step the learning-rate warmup
 once per update (`warmup_updates`), when the config asks for them. `run_regimes` returns a
 `RunRecord` (numbers and tensors, never a figure): the plots, the explorer and the tests read it.
+
+Read `_train_accumulated` for the loop itself: the correct loop, on one screen. A bug never adds a
+branch to it: it swaps one of the `LoopRules` (the loss scale, the boundary, what happens before
+the forward or after the backward, the clip, the log), see `loop_rules`. What the record holds is
+measured from outside the loop by a probe that never changes `.grad` or the weights.
 """
 from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import torch
@@ -22,15 +27,18 @@ from widgets.core.accumulation import (
     big_batch_gradient,
     compare_gradients,
     flat_grad,
+    flat_parameter_indices,
+    group_size,
     is_update_step,
     make_model,
     make_regression_data,
     micro_batch_weight,
 )
-from widgets.core.config import AccumulationConfig, check_float, check_int
+from widgets.core.config import AccumulationConfig, check_bugs, check_float, check_int
 
 REGIMES = ("accumulated", "big_batch", "small_batch")
-PILE_PARAMETERS = {"0.weight[0]": 0, "2.weight[0]": 32, "2.bias": 48}  # flat indices shown in pile plots
+# The entries of `.grad` the pile plots follow: (parameter name, element), found by name in the model.
+PLOTTED_ENTRIES = (("0.weight", 0), ("2.weight", 0), ("2.bias", 0))
 
 
 def mse(prediction: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -56,6 +64,334 @@ def clip_flat(grad: torch.Tensor, max_norm: float | None) -> torch.Tensor:
     return grad * min(1.0, max_norm / (float(grad.norm()) + 1e-6))  # the same 1e-6 torch adds
 
 
+# --- the seam: the rules a bug can change ---------------------------------------------------------
+
+@dataclass(frozen=True)
+class Training:
+    """What one run trains with: the model, its optimizer and warmup, and the clipping threshold."""
+
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    max_norm: float | None  # None: no clipping
+
+
+def share_of_update(group_micro_batches: int, accumulation_steps: int) -> float:
+    """The correct loss scale: each of the update's equal micro-batches weighs 1/(their number),
+    so the pile ends as the gradient of the update's mean loss (1/K for a full group)."""
+    return micro_batch_weight(1, group_micro_batches)
+
+
+def clip_completed_pile(training: Training) -> float:
+    """The correct clip: once per update, on the completed pile (if the run clips at all);
+    returns the norm before clipping."""
+    if training.max_norm is None:
+        return float(flat_grad(training.model).norm())
+    return float(torch.nn.utils.clip_grad_norm_(training.model.parameters(), training.max_norm))
+
+
+def _nothing(*args) -> None:
+    """The correct thing to do to a pile that is still being built: nothing."""
+
+
+@dataclass(frozen=True)
+class LoopRules:
+    """The decisions the accumulation loop delegates; the defaults are the correct loop.
+
+    Each bug in `widgets.core.config.BUGS` replaces one or two of these (see `loop_rules`), so the
+    loop in `_train_accumulated` holds no bug branches.
+    """
+
+    loss_scale: Callable[[int, int], float] = share_of_update  # (micro-batches in this update, K) -> factor
+    is_update_step: Callable[..., bool] = is_update_step  # (micro_step, K, total micro-steps) -> ends an update?
+    before_forward: Callable[[Training], None] = _nothing  # the pile must keep what it holds
+    after_backward: Callable[[Training, bool], None] = _nothing  # (training, ends_update): leave the pile alone
+    clip: Callable[[Training], float] = clip_completed_pile  # once per update; the norm before clipping
+    logged_loss: Callable[[float, float], float] = lambda mean_loss, scale: mean_loss  # log the undivided mean
+
+
+def _also_after_backward(rules: LoopRules, action: Callable[[Training, bool], None]) -> LoopRules:
+    """`rules` with `action` run after every backward too, after what already runs there."""
+    before = rules.after_backward
+    return replace(rules, after_backward=lambda t, ends_update: (before(t, ends_update), action(t, ends_update)))
+
+
+def _clip_half_built_pile(t: Training, ends_update: bool) -> None:
+    torch.nn.utils.clip_grad_norm_(t.model.parameters(), t.max_norm)  # BUG: clips the pile before it is complete
+
+
+def _step_half_built_pile(t: Training, ends_update: bool) -> None:
+    if not ends_update:  # the update's own step follows: K steps per update in all
+        t.optimizer.step()  # BUG: updates on a half-built pile
+
+
+def _schedule_every_micro_step(t: Training, ends_update: bool) -> None:
+    if not ends_update:  # the update's own scheduler.step() follows: K per update in all
+        with warnings.catch_warnings():  # torch rightly warns that this steps before the first
+            warnings.simplefilter("ignore", UserWarning)  # optimizer step: that is the bug
+            t.scheduler.step()  # BUG: the warmup advances K times per update
+
+
+def _measure_only(t: Training) -> float:
+    """The update's clip when the bug has already clipped every micro-step: only the norm is read."""
+    return float(flat_grad(t.model).norm())
+
+
+# What each bug changes in the correct rules, applied in this order (so that bugs combine).
+BUG_RULES: dict[str, Callable[[LoopRules], LoopRules]] = {
+    "tail_divided_by_k": lambda r: replace(r, loss_scale=lambda n, K: 1 / K),  # right for full groups only
+    "loss_not_divided": lambda r: replace(r, loss_scale=lambda n, K: 1.0),  # K means add up to K x the mean
+    "loss_divided_twice": lambda r: replace(r, loss_scale=lambda n, K, share=r.loss_scale: share(n, K) * share(n, K)),
+    # the boundary test without the run's length: the uneven last group never ends an update
+    "forget_final_step": lambda r: replace(r, is_update_step=lambda i, K, total: is_update_step(i, K)),
+    "zero_grad_every_micro_step": lambda r: replace(
+        r, before_forward=lambda t: t.optimizer.zero_grad(set_to_none=True)),  # BUG: empties the pile every time
+    "clip_every_micro_step": lambda r: replace(_also_after_backward(r, _clip_half_built_pile), clip=_measure_only),
+    "step_every_micro_step": lambda r: _also_after_backward(r, _step_half_built_pile),
+    "scheduler_every_micro_step": lambda r: _also_after_backward(r, _schedule_every_micro_step),
+    "log_divided_loss": lambda r: replace(r, logged_loss=lambda mean_loss, scale: mean_loss * scale),
+}
+
+
+def loop_rules(bugs: frozenset[str] = frozenset()) -> LoopRules:
+    """The correct loop's rules with each bug in `bugs` swapped in."""
+    bugs = check_bugs(bugs)
+    rules = LoopRules()
+    for name, break_rule in BUG_RULES.items():
+        if name in bugs:
+            rules = break_rule(rules)
+    return rules
+
+
+# --- what a run returns -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RegimeRun:
+    """One regime's run, one entry per update (up to the update where it diverged, if it did)."""
+
+    train_loss: list[float]  # the loss the run logged for each update
+    eval_loss: list[float]  # the loss on all examples after each update
+    grad_norm: list[float]  # the norm of the completed gradient, before clipping
+    learning_rates: list[float]  # the rate each update used
+    optimizer_steps: int  # every optimizer.step() call, buggy ones included
+    diverged_at: int | None  # the update whose loss or gradient stopped being finite
+
+
+@dataclass(frozen=True)
+class AccumulatedRun(RegimeRun):
+    """The accumulated run, with what it was compared against at every update."""
+
+    update_flags: list[bool] = field(default_factory=list)  # per micro-step: did it end an update?
+    first_pile: GradientPile | None = None  # .grad after each micro-step of the first update
+    first_target: torch.Tensor | None = None  # the big-batch gradient the first pile should reach; (P,)
+    grad_diff: list[float] = field(default_factory=list)
+    grads_match: list[bool] = field(default_factory=list)
+    grad_scale: list[float] = field(default_factory=list)
+    true_train_loss: list[float] = field(default_factory=list)
+
+
+# --- the examples, in the order every regime draws them ---------------------------------------------
+
+@dataclass(frozen=True)
+class _Examples:
+    """The data and the order of draws: micro-step i takes examples order[i*b : (i+1)*b]."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+    order: torch.Tensor
+    config: AccumulationConfig
+
+    def micro_batch(self, micro_step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        b = self.config.micro_batch_size
+        idx = self.order[micro_step * b : (micro_step + 1) * b]
+        return self.x[idx], self.y[idx]
+
+    def update_batch(self, update: int, *, micro_batches: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The examples behind update `update` (all its micro-batches, or only the first few)."""
+        c = self.config
+        first = update * c.accumulation_steps
+        n = group_size(first, c.accumulation_steps, c.total_micro_steps)
+        n = n if micro_batches is None else min(n, micro_batches)
+        idx = self.order[first * c.micro_batch_size : (first + n) * c.micro_batch_size]
+        return self.x[idx], self.y[idx]
+
+    @torch.no_grad()
+    def loss_on_all(self, model: torch.nn.Module) -> float:
+        return mse(model(self.x), self.y).item()
+
+
+def _start_training(config: AccumulationConfig) -> Training:
+    """The seeded model, SGD, and the warmup (constant 1 when there is none), for any regime."""
+    model = make_model(config.seed)
+    optimizer = torch.optim.SGD(model.parameters(), lr=config.learning_rate)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, linear_warmup(config.warmup_updates))
+    return Training(model, optimizer, scheduler, config.max_grad_norm)
+
+
+# --- the loops ----------------------------------------------------------------------------------------
+
+def _train_accumulated(config: AccumulationConfig, examples: _Examples, rules: LoopRules) -> AccumulatedRun:
+    """The accumulated regime: K micro-batches of b, one update per K micro-steps. Bugs enter only
+    through `rules`; `probe` measures from outside and changes nothing."""
+    K, total = config.accumulation_steps, config.total_micro_steps
+    t = _start_training(config)
+    probe = _AccumulationProbe(examples, t)
+    for micro_step in range(total):
+        rules.before_forward(t)  # correct: nothing; the pile keeps what it holds
+        inputs, targets = examples.micro_batch(micro_step)
+        loss = mse(t.model(inputs), targets)
+        scale = rules.loss_scale(group_size(micro_step, K, total), K)  # correct: this update's 1/K
+        (loss * scale).backward()  # backward adds into .grad: this is the accumulation
+        ends_update = rules.is_update_step(micro_step, K, total)  # correct: every K-th and the very last
+        rules.after_backward(t, ends_update)  # correct: nothing, the pile is not complete yet
+        probe.micro_step_done(micro_step, loss.item(), rules.logged_loss(loss.item(), scale))
+        if ends_update:
+            norm = rules.clip(t)  # correct: clip once, the completed pile
+            t.optimizer.step()  # one update from the whole pile
+            if probe.update_applied(micro_step, norm):  # diverged: stop measuring
+                break
+            t.optimizer.zero_grad(set_to_none=True)  # empty the pile for the next update
+            t.scheduler.step()  # the warmup counts updates
+    return probe.finish()
+
+
+def _train_plain(config: AccumulationConfig, examples: _Examples, *, micro_batches: int | None) -> RegimeRun:
+    """One pass and one step per update, over the update's examples (big batch: micro_batches=None)
+    or only its first micro-batch (small batch: micro_batches=1)."""
+    t = _start_training(config)
+    log = _UpdateLog(examples, t)
+    for update in range(config.total_updates):
+        inputs, targets = examples.update_batch(update, micro_batches=micro_batches)
+        loss = mse(t.model(inputs), targets)
+        loss.backward()
+        norm = clip_completed_pile(t)
+        t.optimizer.step()
+        if log.update_done(loss.item(), norm):
+            break
+        t.optimizer.zero_grad(set_to_none=True)
+        t.scheduler.step()
+    return log.finish()
+
+
+# --- the probes: measurements taken from outside the loops --------------------------------------------
+
+def _is_finite(*values: float) -> bool:
+    return all(math.isfinite(v) for v in values)
+
+
+class _UpdateLog:
+    """Per-update measurements of one run; counts every optimizer step through a hook."""
+
+    def __init__(self, examples: _Examples, training: Training):
+        self.examples, self.t = examples, training
+        self.train_loss, self.eval_loss, self.grad_norm, self.learning_rates = [], [], [], []
+        self.steps, self.diverged_at = 0, None
+        training.optimizer.register_step_post_hook(self._count_step)
+
+    def _count_step(self, optimizer, args, kwargs) -> None:
+        self.steps += 1
+
+    def update_done(self, train_loss: float, norm: float) -> bool:
+        """Record an update just applied (lr still the one it used); True if the run diverged."""
+        self.train_loss.append(train_loss)
+        self.grad_norm.append(norm)
+        self.learning_rates.append(self.t.optimizer.param_groups[0]["lr"])
+        self.eval_loss.append(self.examples.loss_on_all(self.t.model))
+        if not _is_finite(train_loss, self.eval_loss[-1], norm):
+            self.diverged_at = len(self.train_loss) - 1
+        return self.diverged_at is not None
+
+    def finish(self) -> RegimeRun:
+        return RegimeRun(self.train_loss, self.eval_loss, self.grad_norm, self.learning_rates, self.steps,
+                         self.diverged_at)
+
+
+class _AccumulationProbe(_UpdateLog):
+    """Also compares each applied gradient with the big-batch gradient at the update's starting weights."""
+
+    def __init__(self, examples: _Examples, training: Training):
+        super().__init__(examples, training)
+        c = examples.config
+        self.K, self.total, self.max_norm = c.accumulation_steps, c.total_micro_steps, c.max_grad_norm
+        self.stepped_at: list[int] = []
+        self.micro_steps = 0
+        self.snapshots: list[torch.Tensor] = []
+        self.grad_diff, self.grads_match, self.grad_scale, self.true_train_loss = [], [], [], []
+        self.true_sum = self.logged_sum = 0.0
+        self.open_group = False  # a group has started and not been applied yet
+        self._take_reference()
+        self.first_target = self.reference
+
+    def _take_reference(self) -> None:
+        """The next update's big-batch gradient, at the weights it starts from: taken before its
+        first micro-step, since a buggy loop may step inside the group."""
+        update = len(self.grad_diff)
+        if update < self.examples.config.total_updates:
+            self.reference = _reference_gradient(self.t.model, *self.examples.update_batch(update))
+
+    def micro_step_done(self, micro_step: int, mean_loss: float, logged: float) -> None:
+        if micro_step % self.K == 0:  # a group begins
+            self.true_sum = self.logged_sum = 0.0
+            self.open_group = True
+        n = group_size(micro_step, self.K, self.total)
+        self.true_sum += mean_loss / n  # the undivided mean over the update's examples
+        self.logged_sum += logged / n
+        if micro_step < self.K:
+            self.snapshots.append(flat_grad(self.t.model))
+        self.micro_steps += 1
+
+    def update_applied(self, micro_step: int, norm: float) -> bool:
+        """After optimizer.step(), before zero_grad: `.grad` still holds what the step used."""
+        self.stepped_at.append(micro_step)
+        self._compare(flat_grad(self.t.model))
+        diverged = self._close_group(norm)
+        if not diverged:
+            self._take_reference()
+        return diverged
+
+    def _compare(self, applied: torch.Tensor) -> None:
+        target = clip_flat(self.reference, self.max_norm)  # what a correct step would apply
+        diff, match = compare_gradients(applied, target)
+        self.grad_diff.append(diff)
+        self.grads_match.append(match)
+        target_norm = float(target.norm())
+        self.grad_scale.append(float(applied.norm()) / target_norm if target_norm > 0 else math.nan)
+
+    def _close_group(self, norm: float) -> bool:
+        self.open_group = False
+        self.true_train_loss.append(self.true_sum)
+        return self.update_done(self.logged_sum, norm)
+
+    def finish(self) -> AccumulatedRun:
+        if self.open_group and self.diverged_at is None:  # the forgotten final step: applied nothing
+            norm = float(flat_grad(self.t.model).norm())
+            self._compare(torch.zeros_like(self.reference))
+            self._close_group(norm)
+        b = self.examples.config.micro_batch_size
+        steps = set(self.stepped_at)
+        return AccumulatedRun(
+            **vars(super().finish()),
+            update_flags=[i in steps for i in range(self.micro_steps)],
+            first_pile=GradientPile(torch.stack(self.snapshots), tuple([b] * len(self.snapshots))),
+            first_target=self.first_target,
+            grad_diff=self.grad_diff,
+            grads_match=self.grads_match,
+            grad_scale=self.grad_scale,
+            true_train_loss=self.true_train_loss,
+        )
+
+
+def _reference_gradient(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """The big-batch gradient at the model's current weights, leaving its `.grad` untouched."""
+    saved = [p.grad for p in model.parameters()]
+    grad = big_batch_gradient(model, x, y, mse)
+    for p, g in zip(model.parameters(), saved):
+        p.grad = g
+    return grad
+
+
+# --- the record -----------------------------------------------------------------------------------------
+
 @dataclass(frozen=True)
 class RunRecord:
     """What one `run_regimes` call measured; lists hold one entry per update.
@@ -70,6 +406,7 @@ class RunRecord:
     so it is compared as a zero gradient. `grad_scale[u]` is |applied| / |big-batch| gradient
     (K with `loss_not_divided`, 0 for a forgotten step). `grad_norm[r][u]` is the norm of the
     completed gradient before clipping; `learning_rates[r][u]` the rate update u used.
+    `plotted_parameters` maps a label ("0.weight[0]") to its index in the flat gradients.
     """
 
     config: AccumulationConfig
@@ -88,189 +425,42 @@ class RunRecord:
     learning_rates: dict[str, list[float]]
     true_train_loss: list[float]
     grad_scale: list[float]
+    plotted_parameters: dict[str, int]
 
     @property
     def max_grad_diff(self) -> float:
-        """The largest |accumulated - big-batch| over the whole run (nan if the run diverged)."""
-        return max(self.grad_diff) if self.grad_diff else math.nan
+        """The largest |accumulated - big-batch| over the whole run (nan if any update's was nan)."""
+        if not self.grad_diff:
+            return math.nan
+        return math.nan if any(math.isnan(d) for d in self.grad_diff) else max(self.grad_diff)
+
+    @property
+    def grads_allclose(self) -> bool:
+        """Was every applied gradient of the accumulated run allclose the big-batch gradient?"""
+        return all(self.grads_match) and self.diverged_at["accumulated"] is None
+
+    @property
+    def learning_rates_match(self) -> bool:
+        """Did every update of the accumulated run use the big-batch run's learning rate?"""
+        return self.learning_rates["accumulated"] == self.learning_rates["big_batch"]
+
+    @property
+    def matches_big_batch(self) -> bool:
+        """Did every update equal the big-batch update: gradients allclose and the same learning rate?
+        The log is not part of it: see `log_matches`."""
+        return self.grads_allclose and self.learning_rates_match
 
     @property
     def allclose(self) -> bool:
-        """Did every update of the accumulated run equal the big-batch update: the gradient allclose
-        and the same learning rate? The log is not part of it: see `log_matches`."""
-        return (
-            all(self.grads_match)
-            and self.diverged_at["accumulated"] is None
-            and self.learning_rates["accumulated"] == self.learning_rates["big_batch"]
-        )
+        """The old name of `matches_big_batch`, kept for notebooks that print it; prefer the two
+        verdicts `grads_allclose` and `learning_rates_match`, which say one thing each."""
+        return self.matches_big_batch
 
     @property
     def log_matches(self) -> bool:
         """Did the accumulated run log its true mean loss at every update?"""
         logged, true = self.train_loss["accumulated"], self.true_train_loss
         return len(logged) == len(true) and all(math.isclose(a, b, rel_tol=1e-6) for a, b in zip(logged, true))
-
-
-def _is_finite(*values: float) -> bool:
-    return all(math.isfinite(v) for v in values)
-
-
-def _group_sizes(config: AccumulationConfig) -> list[int]:
-    """Micro-batches per update: K for each full group, then the tail group if there is one."""
-    sizes = [config.accumulation_steps] * config.num_updates
-    return sizes + ([config.tail_micro_batches] if config.tail_micro_batches else [])
-
-
-def _optimizer(model, config):
-    """SGD with the config's warmup; the scheduler is None when there is no warmup."""
-    optimizer = torch.optim.SGD(model.parameters(), lr=config.learning_rate)
-    if not config.warmup_updates:
-        return optimizer, None
-    return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, linear_warmup(config.warmup_updates))
-
-
-def _clip(model, max_norm) -> tuple[float, torch.Tensor]:
-    """Clip `.grad` in place when `max_norm` is set; return the norm before clipping and the
-    flat gradient `optimizer.step()` will use."""
-    if max_norm is None:
-        grad = flat_grad(model)
-        return float(grad.norm()), grad
-    norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm))
-    return norm, flat_grad(model)
-
-
-def _run_accumulated(config, x, y, order, record):
-    """The accumulation loop, bugs included; fills `record` (a dict) and returns the curves."""
-    K, b, bugs, max_norm = config.accumulation_steps, config.micro_batch_size, config.bugs, config.max_grad_norm
-    model = make_model(config.seed)
-    optimizer, scheduler = _optimizer(model, config)
-    # forget_final_step: the boundary test without the run's length misses the uneven last group
-    total = None if "forget_final_step" in bugs else config.total_micro_steps
-    micro_step, start, steps = 0, 0, 0
-    flags, losses, true_losses, evals, norms, lrs, diffs, matches, scales = ([] for _ in range(9))
-    pile_snapshots, target, diverged = [], None, None
-    for update, n_micro in enumerate(_group_sizes(config)):
-        group = order[start : start + n_micro * b]
-        start += n_micro * b
-        reference = _reference_gradient(model, x[group], y[group])
-        applied_target = clip_flat(reference, max_norm)  # what a correct step would apply
-        logged = true_mean = 0.0
-        stepped = False
-        for k in range(n_micro):
-            if "zero_grad_every_micro_step" in bugs:
-                optimizer.zero_grad(set_to_none=True)  # BUG: wipes the pile before it is complete
-            idx = group[k * b : (k + 1) * b]
-            loss = mse(model(x[idx]), y[idx])
-            # Scale the mean loss by this micro-batch's share of the update (1/K for equal
-            # micro-batches), so the piled-up .grad is the gradient of the update's mean loss.
-            scale = micro_batch_weight(b, n_micro * b)
-            if "tail_divided_by_k" in bugs:
-                scale = 1 / K  # BUG: right for a full group, too small for a shorter final one
-            if "loss_not_divided" in bugs:
-                scale = 1.0  # BUG: K micro-batch means add up to K times the update's mean
-            elif "loss_divided_twice" in bugs:
-                scale = scale * scale  # BUG: the share applied twice, 1/K**2
-            (loss * scale).backward()
-            value = loss.item()
-            true_mean += value / n_micro  # log the undivided mean over the update's examples
-            logged += (value * scale if "log_divided_loss" in bugs else value) / n_micro  # BUG if divided
-            if "clip_every_micro_step" in bugs:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)  # BUG: clips a half-built pile
-            if update == 0:
-                pile_snapshots.append(flat_grad(model))
-            boundary = is_update_step(micro_step, K, total)
-            flags.append(boundary)
-            if boundary:
-                # clip once, on the completed pile (the bug above has already clipped it)
-                norm, grad = _clip(model, None if "clip_every_micro_step" in bugs else max_norm)
-                norms.append(norm)
-                _compare(grad, applied_target, diffs, matches, scales)
-                lrs.append(optimizer.param_groups[0]["lr"])
-                optimizer.step()
-                optimizer.zero_grad(set_to_none=True)
-                if scheduler is not None and "scheduler_every_micro_step" not in bugs:
-                    scheduler.step()
-                steps += 1
-                stepped = True
-            elif "step_every_micro_step" in bugs:
-                optimizer.step()  # BUG: updates on a half-built pile, K times per update
-                steps += 1
-            if scheduler is not None and "scheduler_every_micro_step" in bugs:
-                with warnings.catch_warnings():  # torch rightly warns that this steps before the
-                    warnings.simplefilter("ignore", UserWarning)  # first update: that is the bug
-                    scheduler.step()  # BUG: the warmup advances K times per update
-            micro_step += 1
-        if not stepped:  # the forgotten final step: the pile stays in .grad, never applied
-            norms.append(float(flat_grad(model).norm()))
-            _compare(torch.zeros_like(applied_target), applied_target, diffs, matches, scales)
-            lrs.append(optimizer.param_groups[0]["lr"])
-        if update == 0:
-            target = reference
-        losses.append(logged)
-        true_losses.append(true_mean)
-        evals.append(_eval_loss(model, x, y))
-        if not _is_finite(logged, evals[-1], norms[-1]):
-            diverged = update
-            break
-    record.update(
-        update_flags=flags,
-        first_pile=GradientPile(torch.stack(pile_snapshots), tuple([b] * len(pile_snapshots))),
-        first_target=target,
-        grad_diff=diffs,
-        grads_match=matches,
-        grad_scale=scales,
-        true_train_loss=true_losses,
-    )
-    return losses, evals, norms, steps, diverged, lrs
-
-
-def _compare(grad, target, diffs, matches, scales):
-    """Append max |grad - target|, their allclose verdict and |grad| / |target|."""
-    diff, match = compare_gradients(grad, target)
-    diffs.append(diff)
-    matches.append(match)
-    target_norm = float(target.norm())
-    scales.append(float(grad.norm()) / target_norm if target_norm > 0 else math.nan)
-
-
-def _reference_gradient(model, x, y):
-    """The big-batch gradient at the model's current weights, leaving its `.grad` untouched."""
-    saved = [p.grad for p in model.parameters()]
-    grad = big_batch_gradient(model, x, y, mse)
-    for p, g in zip(model.parameters(), saved):
-        p.grad = g
-    return grad
-
-
-@torch.no_grad()
-def _eval_loss(model, x, y) -> float:
-    return mse(model(x), y).item()
-
-
-def _run_plain(config, x, y, order, *, big: bool):
-    """One pass and one step per update: over the whole group (big) or its first micro-batch."""
-    b = config.micro_batch_size
-    model = make_model(config.seed)
-    optimizer, scheduler = _optimizer(model, config)
-    losses, evals, norms, lrs, start, diverged = [], [], [], [], 0, None
-    for update, n_micro in enumerate(_group_sizes(config)):
-        group = order[start : start + n_micro * b]
-        start += n_micro * b
-        idx = group if big else group[:b]
-        loss = mse(model(x[idx]), y[idx])
-        loss.backward()
-        norms.append(_clip(model, config.max_grad_norm)[0])
-        lrs.append(optimizer.param_groups[0]["lr"])
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        if scheduler is not None:
-            scheduler.step()
-        losses.append(loss.item())
-        evals.append(_eval_loss(model, x, y))
-        if not _is_finite(losses[-1], evals[-1], norms[-1]):
-            diverged = update
-            break
-    return losses, evals, norms, len(losses), diverged, lrs
 
 
 def _check_config(config: object) -> None:
@@ -288,27 +478,34 @@ def example_order(config: AccumulationConfig) -> torch.Tensor:
 
 
 def run_regimes(config: AccumulationConfig) -> RunRecord:
-    """Train the three regimes from the same initial weights on the same examples; see module doc."""
+    """Train the three regimes from the same initial weights on the same draws; see module doc."""
     _check_config(config)
     x, y = make_regression_data(config.num_examples, config.seed)
-    order = example_order(config)
-    extra: dict = {}
-    results = {
-        "accumulated": _run_accumulated(config, x, y, order, extra),
-        "big_batch": _run_plain(config, x, y, order, big=True),
-        "small_batch": _run_plain(config, x, y, order, big=False),
+    examples = _Examples(x, y, example_order(config), config)
+    accumulated = _train_accumulated(config, examples, loop_rules(config.bugs))
+    runs: dict[str, RegimeRun] = {
+        "accumulated": accumulated,
+        "big_batch": _train_plain(config, examples, micro_batches=None),
+        "small_batch": _train_plain(config, examples, micro_batches=1),
     }
     return RunRecord(
         config=config,
-        train_loss={r: v[0] for r, v in results.items()},
-        eval_loss={r: v[1] for r, v in results.items()},
-        grad_norm={r: v[2] for r, v in results.items()},
+        train_loss={r: run.train_loss for r, run in runs.items()},
+        eval_loss={r: run.eval_loss for r, run in runs.items()},
+        grad_norm={r: run.grad_norm for r, run in runs.items()},
         passes_per_update={"accumulated": config.accumulation_steps, "big_batch": 1, "small_batch": 1},
-        optimizer_steps={r: v[3] for r, v in results.items()},
-        initial_eval_loss=_eval_loss(make_model(config.seed), x, y),
-        diverged_at={r: v[4] for r, v in results.items()},
-        learning_rates={r: v[5] for r, v in results.items()},
-        **extra,
+        optimizer_steps={r: run.optimizer_steps for r, run in runs.items()},
+        initial_eval_loss=examples.loss_on_all(make_model(config.seed)),
+        diverged_at={r: run.diverged_at for r, run in runs.items()},
+        learning_rates={r: run.learning_rates for r, run in runs.items()},
+        update_flags=accumulated.update_flags,
+        first_pile=accumulated.first_pile,
+        first_target=accumulated.first_target,
+        grad_diff=accumulated.grad_diff,
+        grads_match=accumulated.grads_match,
+        grad_scale=accumulated.grad_scale,
+        true_train_loss=accumulated.true_train_loss,
+        plotted_parameters=flat_parameter_indices(make_model(config.seed), PLOTTED_ENTRIES),
     )
 
 
@@ -322,7 +519,7 @@ def bug_symptoms(record: RunRecord) -> list[str]:
     counted = f"optimizer steps: accumulated {steps['accumulated']}, big batch {steps['big_batch']}"
     if bugs & {"loss_not_divided", "loss_divided_twice"} and scales:
         out.append(f"update 0 applied {scales[0]:.3g} x the big-batch gradient (K = {K})")
-        if c.max_grad_norm is not None and record.allclose:
+        if c.max_grad_norm is not None and record.grads_allclose:
             out.append(f"clipping to max_grad_norm = {c.max_grad_norm:g} cut both gradients to the same length, "
                        "which hides this bug: the direction was right, only the length was wrong")
     if "zero_grad_every_micro_step" in bugs and scales:

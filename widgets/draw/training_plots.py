@@ -15,7 +15,7 @@ from matplotlib.ticker import MaxNLocator
 
 from widgets.core.config import check_int
 from widgets.draw.frames import OKABE_ITO
-from widgets.core.training import PILE_PARAMETERS, REGIMES, RunRecord
+from widgets.core.training import REGIMES, RunRecord
 
 REGIME_STYLE = {
     "accumulated": dict(color=OKABE_ITO[0], linestyle="-", marker="o", markersize=4, linewidth=2.2),
@@ -47,7 +47,7 @@ def _check_inputs(record: object, ax: object, max_steps: int | None = None) -> N
         check_int("max_steps", max_steps, 1)
 
 
-def _pile_xy(record: RunRecord, index: int) -> tuple[list[int], list[float]]:
+def _pile_steps_and_values(record: RunRecord, index: int) -> tuple[list[int], list[float]]:
     """Micro-step 0 is the empty pile (zero); micro-step k is the pile after k backward passes."""
     values = [0.0] + record.first_pile.pile[:, index].tolist()
     return list(range(len(values))), values
@@ -61,9 +61,9 @@ def draw_gradient_pile(record: RunRecord, ax: matplotlib.axes.Axes, max_steps: i
     """
     _check_inputs(record, ax, max_steps)
     piles, targets = [], []
-    for i, (name, index) in enumerate(PILE_PARAMETERS.items()):
+    for i, (name, index) in enumerate(record.plotted_parameters.items()):
         colour = OKABE_ITO[(i + 3) % len(OKABE_ITO)]
-        xs, ys = _pile_xy(record, index)
+        xs, ys = _pile_steps_and_values(record, index)
         (pile,) = ax.plot(xs, ys, color=colour, marker="os^"[i], drawstyle="steps-post", label=name)
         target = ax.axhline(float(record.first_target[index]), color=colour, linestyle="--", linewidth=1)
         piles.append(pile)
@@ -84,8 +84,8 @@ def update_gradient_pile(
 ) -> PileArtists:
     """Move the lines made by `draw_gradient_pile` to a new record, in place, and rescale."""
     _check_inputs(record, ax, max_steps)
-    for pile, target, index in zip(artists.piles, artists.targets, PILE_PARAMETERS.values()):
-        pile.set_data(*_pile_xy(record, index))
+    for pile, target, index in zip(artists.piles, artists.targets, record.plotted_parameters.values()):
+        pile.set_data(*_pile_steps_and_values(record, index))
         y = float(record.first_target[index])
         target.set_ydata([y, y])
     _scale_pile_axis(record, ax, max_steps)
@@ -97,8 +97,8 @@ def _scale_pile_axis(record: RunRecord, ax: matplotlib.axes.Axes, max_steps: int
     unchanged limits let the figure be redrawn by blitting (see `widgets.draw.frames.FastCanvas`)."""
     ax.set_xlim(-0.3, (max_steps or record.config.accumulation_steps) + 0.3)
     values = [0.0]
-    for index in PILE_PARAMETERS.values():
-        values += _pile_xy(record, index)[1] + [float(record.first_target[index])]
+    for index in record.plotted_parameters.values():
+        values += _pile_steps_and_values(record, index)[1] + [float(record.first_target[index])]
     values = [v for v in values if math.isfinite(v)]
     lo, hi = min(values), max(values)
     span = max(hi - lo, 1e-12)
@@ -119,7 +119,7 @@ def _nice_limits(lo: float, hi: float) -> tuple[float, float]:
     return (math.floor(lo / step) - 0.5) * step, (math.ceil(hi / step) + 1.5) * step
 
 
-def _loss_xy(record: RunRecord, regime: str) -> tuple[list[int], list[float]]:
+def _updates_and_losses(record: RunRecord, regime: str) -> tuple[list[int], list[float]]:
     """Update 0 is the starting loss; update u is the loss after u optimizer steps."""
     values = [record.initial_eval_loss] + record.eval_loss[regime]
     return list(range(len(values))), values
@@ -130,7 +130,7 @@ def draw_loss_curves(record: RunRecord, ax: matplotlib.axes.Axes) -> dict[str, m
     _check_inputs(record, ax)
     lines = {}
     for regime in REGIMES:
-        (lines[regime],) = ax.plot(*_loss_xy(record, regime), label=REGIME_LABEL[regime], **REGIME_STYLE[regime])
+        (lines[regime],) = ax.plot(*_updates_and_losses(record, regime), label=REGIME_LABEL[regime], **REGIME_STYLE[regime])
     ax.set_xlabel("update (optimizer steps)")
     ax.set_ylabel("loss on all examples (MSE)")
     ax.set_title("Loss per update", fontsize=10)
@@ -144,7 +144,7 @@ def update_loss_curves(record: RunRecord, ax: matplotlib.axes.Axes, lines: dict[
     """Move the lines made by `draw_loss_curves` to a new record, in place, and rescale."""
     _check_inputs(record, ax)
     for regime, line in lines.items():
-        line.set_data(*_loss_xy(record, regime))
+        line.set_data(*_updates_and_losses(record, regime))
     _scale_loss_axis(record, ax)
     return lines
 
