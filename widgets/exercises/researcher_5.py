@@ -1,0 +1,127 @@
+"""Researcher notebook 5 (many machines): its checked exercises. `place_no_sync` runs the learner's
+update in one process against a stand-in for DDP that records which micro-steps would all-reduce."""
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, as_numbers, close_to, correct, incorrect
+from widgets.exercises.toolkit import needs_function, not_attempted
+
+GRAD_MB, WORKERS, K = 400.0, 8, 4
+
+
+def _check_ring(answer: object) -> Feedback:
+    values = as_numbers(answer, "answer")
+    if len(values) != 2:
+        return incorrect(f"give two numbers, (per_allreduce_mb, per_update_mb); got {len(values)}")
+    one, update = values
+    exact = 2 * (WORKERS - 1) / WORKERS * GRAD_MB
+    if not close_to(one, exact):
+        if close_to(one, GRAD_MB) or close_to(one, 2 * GRAD_MB):
+            return incorrect("a ring all-reduce sends 2 (N - 1) / N of the gradient: a reduce-scatter and an "
+                             "all-gather, each (N - 1) / N.")
+        return incorrect(f"{one:g} MB is not 2 (N - 1) / N x 400 MB with N = 8.")
+    if close_to(update, K * exact):
+        return correct("700 MB per all-reduce; without no_sync DDP all-reduces after each of the 4 micro-steps: "
+                       "2800 MB per update, where no_sync needs 700.")
+    if close_to(update, exact):
+        return incorrect("700 MB is the update with no_sync; without it every micro-step all-reduces.")
+    return incorrect(f"{update:g} MB per update is not it: how many all-reduces happen per update without no_sync?")
+
+
+class _StandInDDP(torch.nn.Module):
+    """Wraps a module like DDP does: forward under `no_sync()` marks that micro-step as not all-reduced."""
+
+    def __init__(self, module: torch.nn.Module):
+        super().__init__()
+        self.module = module
+        self._sync = True
+        self.synced_forwards: list[bool] = []
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        old, self._sync = self._sync, False
+        try:
+            yield
+        finally:
+            self._sync = old
+
+    def forward(self, *args):
+        self.synced_forwards.append(self._sync)  # DDP too decides at forward time whether backward reduces
+        return self.module(*args)
+
+
+def _check_no_sync(answer: object) -> Feedback:
+    wrong = needs_function(answer, "one_update")
+    if wrong:
+        return wrong
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        net = torch.nn.Linear(3, 1)
+        data, target = torch.randn(K * 2, 3), torch.randn(K * 2, 1)
+    model = _StandInDDP(net)
+    batches = [(data[i * 2:(i + 1) * 2], target[i * 2:(i + 1) * 2]) for i in range(K)]
+    answer(model, batches)
+    flags = model.synced_forwards
+    if not flags:
+        return not_attempted("your function never calls the model: fill in its body")
+    if len(flags) != K:
+        return incorrect(f"your function ran {len(flags)} forward passes; the update has {K} micro-batches")
+    if not any(flags):
+        return incorrect("every micro-step ran under no_sync: the workers never all-reduce, so each steps with "
+                         "its own gradient and the replicas drift apart")
+    if all(flags):
+        return incorrect(f"no micro-step ran under no_sync: DDP all-reduces {K} times per update instead of once")
+    if flags != [False] * (K - 1) + [True]:
+        synced = [i for i, f in enumerate(flags) if f]
+        return incorrect(f"the synced micro-steps are {synced}; only the last one (micro-step {K - 1}) may sync, "
+                         "or the gradients added after the sync never reach the other workers")
+    grad = net.weight.grad
+    ref = torch.nn.Linear(3, 1)
+    ref.load_state_dict(net.state_dict())
+    ref.zero_grad()
+    torch.nn.functional.mse_loss(ref(data), target).backward()
+    if grad is None or not torch.allclose(grad, ref.weight.grad, rtol=1e-5, atol=1e-6):
+        return incorrect("no_sync is placed right, but .grad is not the gradient of the mean loss over the update: "
+                         "divide each micro-batch loss by K")
+    return correct("K - 1 micro-steps under no_sync and the last one synced: one all-reduce per update, and the "
+                   "same gradient as without no_sync.")
+
+
+def one_update(model, micro_batches) -> None:
+    """Worked answer: accumulate K micro-batches, letting DDP all-reduce only on the last one."""
+    K = len(micro_batches)
+    for i, (x, y) in enumerate(micro_batches):
+        is_last = i == K - 1  # the update boundary
+        with contextlib.nullcontext() if is_last else model.no_sync():
+            loss = torch.nn.functional.mse_loss(model(x), y) / K
+            loss.backward()
+
+
+def machines_exercises() -> ExerciseSet:
+    """The exercises of researcher notebook 5."""
+    return ExerciseSet("Many machines", [
+        Exercise(
+            "ring", "Ring all-reduce traffic",
+            "8 workers, a 400 MB gradient, K = 4 micro-steps per update. How many MB does each worker send in "
+            "one ring all-reduce, and per update without no_sync? `ex.ring.check((per_allreduce, per_update))`.",
+            _check_ring,
+            ["One ring all-reduce sends 2 (N - 1) / N of the gradient from each worker.",
+             "Without no_sync, DDP all-reduces after every micro-step: K per update."],
+            "per_allreduce = 2 * (8 - 1) / 8 * 400   # 700 MB\nper_update = 4 * per_allreduce   # 2800 MB",
+            "The ring costs almost twice the gradient per all-reduce, whatever N; no_sync divides the count by K.",
+        ),
+        Exercise(
+            "place_no_sync", "Place no_sync",
+            "Write `one_update(model, micro_batches)` for a DDP-wrapped `model`: run every `(x, y)` micro-batch "
+            "with an MSE loss divided by K so that DDP all-reduces only once per update. The checker runs it "
+            "against a stand-in that records which micro-steps would sync: `ex.place_no_sync.check(one_update)`.",
+            _check_no_sync,
+            ["`with model.no_sync():` around forward and backward skips the all-reduce of that micro-step.",
+             "Skip it on every micro-step except the last of the update; use contextlib.nullcontext() there."],
+            one_update,
+            "The last micro-step's backward all-reduces the whole pile, so one sync per update is enough.",
+        ),
+    ])
