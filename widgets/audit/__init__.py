@@ -4,6 +4,10 @@ hooks, and name each mistake it made against a reference computed by plain autog
 May import: torch, the standard library and `widgets.core`. Never matplotlib or ipywidgets.
 
     from widgets.audit import audit_training_loop
+
+Modules: `auditor` (the public call and its report), `checks` (structure, then numbers),
+`instruments` (the watched model, optimizer, scheduler and stream), `problems` (the regression
+and token problems and their right loops), `mistakes` (every name the auditor can report).
 """
 from widgets.audit.auditor import AuditReport, audit_training_loop
 

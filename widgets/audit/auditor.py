@@ -2,15 +2,16 @@
 
     def my_loop(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None): ...
     audit_training_loop(my_loop, accumulation_steps=4)   # prints as a plain-words report
+    audit_training_loop(my_loop, 4, streaming=True)      # batches as a stream with no len()
+    audit_training_loop(my_loop, 4, problem="tokens")    # padded sequences, ignore_index targets
 
-The loop is watched from outside, nothing is bound behind the learner's back: hooks on the
-model's single weight see every backward pass (what it added to `.grad`, what `.grad` held
-before), the optimizer keeps the gradient and learning rate of each `step()` and counts
-`zero_grad()`, the scheduler counts its steps; those instruments live in
-`widgets.audit.instruments`, and this module reads what they recorded. The correct loop runs
-on the same problem as the reference. Mistakes are named with the `widgets.core.config.BUGS` names
-where one applies; the others are listed in `AUDIT_MISTAKES`. Float64 throughout, so every
-ratio is exact to ~1e-12.
+The loop is watched from outside, nothing is bound behind the learner's back (the instruments
+live in `widgets.audit.instruments`); the correct loop runs on the same problem as the reference.
+`_judge` reads the record structure first (which micro-batches went through backward, where the
+steps fall, where the pile was emptied), then only the numbers that structure allows
+(`widgets.audit.checks`), so a loop with one mistake is told that one. Mistakes are named with the
+`widgets.core.config.BUGS` names where one applies; all are listed in `AUDIT_MISTAKES`. Float64
+throughout, so every ratio is exact to ~1e-12.
 """
 from __future__ import annotations
 
