@@ -1,0 +1,126 @@
+"""Dropout under accumulation: the same distribution of masks, not the same masks.
+
+`torch.nn.Dropout` draws its masks from the global generator in the order the forward pass asks
+for them. One big pass draws layer 1's mask for all n examples, then layer 2's; K micro-batch
+passes interleave them (layer 1 for b examples, layer 2 for b, ...), so the masks differ: the
+gradients are equal in expectation, not bit-equal. Drawing each example's mask from its own generator, seeded by the
+example's index, makes the mask a function of the example alone, and accumulation exact again.
+"""
+from __future__ import annotations
+
+import torch
+
+from widgets.core.accumulation import flat_grad
+from widgets.core.config import check_float, check_int
+
+DTYPE = torch.float64
+MASK_SOURCES = ("global", "per_example")
+
+
+class DropoutMLP(torch.nn.Module):
+    """(Linear -> ReLU -> dropout) x `dropout_layers` -> Linear(1); masks from `mask_source` (MASK_SOURCES)."""
+
+    def __init__(self, features: int = 4, hidden: int = 32, p: float = 0.5, mask_source: str = "global",
+                 seed: int = 0, mask_seed: int = 1234, dropout_layers: int = 2):
+        super().__init__()
+        check_int("dropout_layers", dropout_layers, 1, 8)
+        check_int("features", features, 1, 4096)
+        check_int("hidden", hidden, 1, 4096)
+        self.p = check_float("p", p, 0.0, 1.0, low_inclusive=True)
+        if self.p == 1.0:
+            raise ValueError("p must be below 1: p = 1 drops every unit")
+        if mask_source not in MASK_SOURCES:
+            raise ValueError(f"mask_source must be one of {MASK_SOURCES}, got {mask_source!r}")
+        self.mask_source = mask_source
+        self.mask_seed = check_int("mask_seed", mask_seed, 0, 2**40)
+        check_int("seed", seed, 0, 2**31 - 1)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            sizes = [features] + [hidden] * dropout_layers
+            self.hidden = torch.nn.ModuleList(torch.nn.Linear(i, o) for i, o in zip(sizes, sizes[1:]))
+            self.last = torch.nn.Linear(hidden, 1)
+        self.to(DTYPE)
+
+    def example_masks(self, example_ids: torch.Tensor, width: int) -> torch.Tensor:
+        """Keep-masks (n, layers, width): each example's from its own generator, seeded by (mask_seed, id)."""
+        rows = []
+        for i in example_ids.tolist():
+            g = torch.Generator().manual_seed(self.mask_seed * 1_000_003 + int(i))
+            rows.append((torch.rand(len(self.hidden), width, generator=g, dtype=DTYPE) >= self.p).to(DTYPE))
+        return torch.stack(rows)
+
+    def forward(self, x: torch.Tensor, example_ids: torch.Tensor | None = None) -> torch.Tensor:
+        per_example = self.training and self.p > 0 and self.mask_source == "per_example"
+        if per_example:
+            if example_ids is None or example_ids.shape != (x.shape[0],):
+                raise ValueError(f"example_ids must hold one id per example, shape ({x.shape[0]},), "
+                                 "when mask_source='per_example'")
+            masks = self.example_masks(example_ids, self.last.in_features)
+        h = x
+        for depth, layer in enumerate(self.hidden):
+            h = torch.relu(layer(h))
+            if per_example:
+                h = h * masks[:, depth] / (1 - self.p)  # the mask depends on the example, not on the pass
+            elif self.training and self.p > 0:
+                h = torch.nn.functional.dropout(h, self.p, training=True)
+        return self.last(h)
+
+
+def make_dropout_data(num_examples: int = 32, features: int = 4, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """x (n, features), y (n, 1): a noisy linear target, float64."""
+    check_int("num_examples", num_examples, 1, 100_000)
+    check_int("features", features, 1, 4096)
+    g = torch.Generator().manual_seed(check_int("seed", seed, 0, 2**31 - 1))
+    x = torch.randn(num_examples, features, generator=g, dtype=DTYPE)
+    return x, x.sum(dim=1, keepdim=True) + 0.1 * torch.randn(num_examples, 1, generator=g, dtype=DTYPE)
+
+
+def _update(model: DropoutMLP, x, y, accumulation_steps: int, rng_seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    n = x.shape[0]
+    b = n // accumulation_steps
+    ids = torch.arange(n)
+    mse = torch.nn.functional.mse_loss
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(rng_seed)
+        model.zero_grad(set_to_none=True)
+        mse(model(x, ids), y).backward()
+        big = flat_grad(model)
+        torch.manual_seed(rng_seed)  # the same generator state for both runs, as a careful test would set
+        model.zero_grad(set_to_none=True)
+        for i in range(0, n, b):
+            (mse(model(x[i:i + b], ids[i:i + b]), y[i:i + b]) / accumulation_steps).backward()
+        accumulated = flat_grad(model)
+    model.zero_grad(set_to_none=True)
+    return big, accumulated
+
+
+def _setup(mask_source: str, accumulation_steps: int, num_examples: int, seed: int, dropout_layers: int):
+    n = check_int("num_examples", num_examples, 1, 100_000)
+    check_int("accumulation_steps", accumulation_steps, 1, n)
+    if n % accumulation_steps:
+        raise ValueError(f"accumulation_steps must divide num_examples = {n}, got {accumulation_steps}")
+    x, y = make_dropout_data(n, seed=seed)
+    return DropoutMLP(mask_source=mask_source, seed=seed, dropout_layers=dropout_layers), x, y
+
+
+def dropout_gradients(mask_source: str, accumulation_steps: int, num_examples: int = 32, seed: int = 0,
+                      rng_seed: int = 0, dropout_layers: int = 2) -> tuple[torch.Tensor, torch.Tensor]:
+    """(big-batch gradient, accumulated gradient) of one update, the global generator reset to
+    `rng_seed` before each run. Flat, shape (P,) each."""
+    model, x, y = _setup(mask_source, accumulation_steps, num_examples, seed, dropout_layers)
+    return _update(model, x, y, accumulation_steps, check_int("rng_seed", rng_seed, 0, 2**31 - 1))
+
+
+def mean_gap_over_draws(accumulation_steps: int, draws: int, num_examples: int = 32, seed: int = 0) -> float:
+    """Relative gap between the mean of `draws` big-batch gradients and of `draws` accumulated ones
+    (global masks, a fresh generator seed per draw): max |Δ mean| / max |mean big-batch gradient|.
+
+    Equal in distribution: the gap of the means shrinks as the number of mask draws grows.
+    """
+    check_int("draws", draws, 1, 100_000)
+    model, x, y = _setup("global", accumulation_steps, num_examples, seed, 2)
+    big_sum = acc_sum = 0
+    for r in range(draws):
+        big, acc = _update(model, x, y, accumulation_steps, r)
+        big_sum, acc_sum = big_sum + big, acc_sum + acc
+    return float((big_sum - acc_sum).abs().max() / big_sum.abs().max())
