@@ -5,9 +5,14 @@ Never matplotlib or ipywidgets. The sets a notebook calls are importable from he
 
     from widgets.exercises import proof_exercises
     ex = proof_exercises()
-    ex.ratio.check(my_ratio)     # Correct / Incorrect: why / Not attempted
-    ex.ratio.hint()
-    ex.ratio.solution()
+    ex.ratio.check(my_ratio)     # Correct / Incorrect: why / Not attempted / Cannot check yet
+    ex.ratio.hint()              # one at a time, each more specific
+    ex.ratio.solution()          # after a checked attempt; solution(anyway=True) shows it regardless
+
+Checkers judge what an answer does, on problems of their own (not the notebook's demonstration):
+the package's own answer handed back, wrapped or pasted is rejected (`provenance`), hooks count
+backward passes and their examples (`watch`), a whole loop runs on the loop bench (`loop_bench`),
+and a `NameError` says which earlier cell to run (`order`).
 """
 import importlib
 

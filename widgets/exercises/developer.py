@@ -4,14 +4,15 @@
     ex = proof_exercises()
     ex.ratio.check(my_ratio)      # Correct / Incorrect: why / Not attempted
     ex.ratio.hint()               # hints one at a time
-    ex.ratio.solution()
+    ex.ratio.solution()           # after a checked attempt (or solution(anyway=True))
 
 The learner passes every answer explicitly, a value or a function; the checkers build their own
 small problems (seeded, without touching the global random state) and compare against the
 package's reference code, so they never depend on what the notebook did before. Each notebook's
-set lives in its own module (`exercises_proof`, `exercises_loop`, `exercises_gallery`), with its
-worked answers as real code (`accumulate_16`, `is_boundary`, `update_loss`, `my_loop`):
-`solution()` shows their source. This module gathers them under one name for the notebooks.
+set lives in its own module (`proof`, `loop`, `gallery`), with its worked answers as real code
+(`accumulate_16`, `is_boundary`, `update_loss`, `my_loop`): `solution()` shows their source once
+the exercise was attempted, and a checker rejects them handed back as the answer. This module
+gathers them under one name for the notebooks.
 """
 from widgets.exercises.gallery import gallery_exercises, my_loop
 from widgets.exercises.loop import AMP_CALLS, AMP_EXPECTED, is_boundary, loop_exercises, update_loss
