@@ -1,4 +1,6 @@
 """Developer notebook 3's checkers: the right answer passes, each typical wrong answer fails with its message."""
+import inspect
+
 import pytest
 import torch
 
@@ -74,6 +76,27 @@ def test_my_loop_of_the_package_handed_back_wrapped_or_pasted_is_rejected():
     assert_incorrect(GALLERY.my_loop.check(my_loop), "package's own `my_loop`")
     assert_incorrect(GALLERY.my_loop.check(wrapper), "calls the package's `my_loop`")
     assert_incorrect(GALLERY.my_loop.check(pasted["my_loop"]), "copied line for line")
+
+
+def test_the_gallerys_fixed_loop_is_right_but_not_an_answer_handed_back_wrapped_or_pasted():
+    import functools
+
+    from widgets.exercises.gallery import fixed_loop
+    from widgets.exercises.loop_bench import SETTINGS, judge, run_on_bench
+
+    shown = inspect.getsource(fixed_loop)  # what the notebook shows
+    pasted = {"torch": torch, "is_update_step": is_update_step}
+    exec(compile(shown, "<pasted cell>", "exec"), pasted)
+
+    def fixed_clipping_loop(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+        return fixed_loop(model, optimizer, loss_fn, batches, accumulation_steps, scheduler, max_grad_norm=1.0)
+
+    clipping = functools.partial(fixed_loop, max_grad_norm=1.0)
+    assert all(judge(run_on_bench(clipping, setting)) is None for setting in SETTINGS)
+    assert_incorrect(GALLERY.my_loop.check(clipping), "package's own `fixed_loop`")
+    assert_incorrect(GALLERY.my_loop.check(fixed_clipping_loop), "calls the package's `fixed_loop`")
+    assert_incorrect(GALLERY.my_loop.check(functools.partial(pasted["fixed_loop"], max_grad_norm=1.0)),
+                     "copied line for line")
 
 
 def test_my_loop_other_answers():

@@ -14,7 +14,7 @@ set lives in its own module (`proof`, `loop`, `gallery`), with its worked answer
 the exercise was attempted, and a checker rejects them handed back as the answer. This module
 gathers them under one name for the notebooks.
 """
-from widgets.exercises.gallery import gallery_exercises, my_loop
+from widgets.exercises.gallery import fixed_loop, gallery_exercises, my_loop
 from widgets.exercises.loop import AMP_CALLS, AMP_EXPECTED, is_boundary, loop_exercises, update_loss
 from widgets.exercises.proof import accumulate_16, proof_exercises
 
@@ -22,6 +22,7 @@ __all__ = [
     "AMP_CALLS",
     "AMP_EXPECTED",
     "accumulate_16",
+    "fixed_loop",
     "gallery_exercises",
     "is_boundary",
     "loop_exercises",

@@ -7,7 +7,8 @@
 `my_loop` is run on the loop bench (`widgets.exercises.loop_bench`) in two settings, one with a
 short last micro-batch, and judged against plain autograd: micro-batch i weighted by n_i/n, the
 log the mean over the update's examples. The worked answer `my_loop` lives here as real code:
-`solution()` shows its source after a first attempt; handed back or copied, it is rejected.
+`solution()` shows its source after a first attempt; handed back or copied, it is rejected, and so
+is the gallery's own correct loop, `fixed_loop`, which the notebook shows from here.
 """
 from __future__ import annotations
 
@@ -51,6 +52,28 @@ def _check_my_loop(answer: object) -> Feedback:
                    "one micro-batch; every update used the gradient of the mean loss over its examples (micro-batch "
                    "i weighted by n_i/n), clipped once; the scheduler stepped once per update; and the log holds "
                    "each update's mean loss.")
+
+
+def fixed_loop(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None, max_grad_norm=None) -> list[float]:
+    """The gallery's correct loop: every exhibit is this loop with one line changed; returns each update's mean loss."""
+    logged, update_loss = [], 0.0
+    for micro_step, (inputs, targets) in enumerate(batches):
+        if micro_step % accumulation_steps == 0:  # a group starts: count its examples (fewer in the last group)
+            update_examples = sum(len(t) for _, t in batches[micro_step : micro_step + accumulation_steps])
+        loss = loss_fn(model(inputs), targets)
+        share = len(targets) / update_examples  # n_i / n; equal micro-batches: 1 / (micro-batches in the group)
+        (loss * share).backward()
+        update_loss = update_loss + loss.detach() * share  # the same shares: the update's mean loss, on the device
+        if is_update_step(micro_step, accumulation_steps, len(batches)):
+            if max_grad_norm is not None:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)  # once, on the full pile
+            optimizer.step()
+            if scheduler is not None:
+                scheduler.step()  # once per update
+            optimizer.zero_grad(set_to_none=True)
+            logged.append(float(update_loss))  # one .item() per update, not one per micro-step
+            update_loss = 0.0
+    return logged
 
 
 def my_loop(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None) -> list[float]:
@@ -108,5 +131,6 @@ def gallery_exercises() -> ExerciseSet:
             my_loop,
             "One boundary test; every per-update action inside it; each micro-batch weighted by its share n_i/n of "
             "the update's examples, for the gradient and for the log alike.",
+            references=(fixed_loop,),  # the loop the gallery shows: handed back, wrapped or pasted, it is not yours
         ),
     ])
