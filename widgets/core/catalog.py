@@ -73,6 +73,10 @@ NOTEBOOKS: tuple[NotebookEntry, ...] = (
         "notebooks/developer_3_bug_gallery.ipynb", "developer", "The bug gallery",
         "each classic accumulation mistake as a number and a picture, then its fix",
     ),
+    NotebookEntry(
+        "notebooks/developer_4_frameworks.ipynb", "developer", "Your framework, audited",
+        "Accelerate's and Lightning's accumulation under the loop auditor: the final group, steps, clipping, logs",
+    ),
 )
 
 
