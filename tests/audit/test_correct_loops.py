@@ -62,6 +62,17 @@ def clips_once(model, optimizer, loss_fn, batches, accumulation_steps, scheduler
             optimizer.zero_grad(set_to_none=True)
 
 
+def rescales_grad_then_clips(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    n = len(batches)
+    for i, (x, y) in enumerate(batches):
+        loss_fn(model(x), y).backward()
+        if (i + 1) % accumulation_steps == 0 or i + 1 == n:
+            model.weight.grad = model.weight.grad / (i % accumulation_steps + 1)  # a new tensor, assigned
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)  # then clipped, once, on the mean
+            optimizer.step()
+            optimizer.zero_grad()
+
+
 def streams_by_groups(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
     """No len(): collect a group, then run it knowing its size; the last, shorter one too."""
     logged, group = [], []
@@ -159,6 +170,7 @@ VARIANTS = [
     (zero_grad_at_group_start, {}),
     (rescales_grad, {}),
     (clips_once, dict(clip_norm=1.0, with_scheduler=True)),
+    (rescales_grad_then_clips, dict(clip_norm=1.0)),
     (streams_by_groups, dict(streaming=True)),
     (streams_one_ahead, dict(streaming=True)),
     (token_window, dict(problem="tokens")),

@@ -276,6 +276,26 @@ def clip_norm_differs(model, optimizer, loss_fn, batches, accumulation_steps, sc
             optimizer.zero_grad()
 
 
+def undivided_but_clipped(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    n = len(batches)
+    for i, (x, y) in enumerate(batches):
+        loss_fn(model(x), y).backward()  # BUG: clipping hides it here, not with a larger clip_norm
+        if ends_update(i, accumulation_steps, n):
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def clips_unannounced(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    n = len(batches)
+    for i, (x, y) in enumerate(batches):
+        (loss_fn(model(x), y) / group_size(i, accumulation_steps, n)).backward()
+        if ends_update(i, accumulation_steps, n):
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)  # BUG: the audit was given no clip_norm
+            optimizer.step()
+            optimizer.zero_grad()
+
+
 # ----------------------------------------------------------------------------- the scheduler
 
 
@@ -425,6 +445,8 @@ CASES = [  # (loop, audit options, the exact set of names)
     (clip_every_micro_step, CLIP, {"clip_every_micro_step"}),
     (clip_missing, CLIP, {"clip_missing"}),
     (clip_norm_differs, CLIP, {"clip_norm_differs"}),
+    (undivided_but_clipped, CLIP, {"loss_not_divided"}),
+    (clips_unannounced, {}, {"clip_norm_differs"}),
     (scheduler_every_micro_step, SCHEDULER, {"scheduler_every_micro_step"}),
     (scheduler_wrong_count, SCHEDULER, {"scheduler_wrong_count"}),
     (scheduler_before_step, SCHEDULER, {"scheduler_before_step"}),

@@ -189,6 +189,9 @@ class BoundaryCheck:
 
 
 def check_boundaries(tape: Tape, problem: Problem) -> BoundaryCheck:
+    """Follow .grad from the last backward pass of each update to its step, one change at a time:
+    a change by `_foreach_mul_` (how clip_grad_norm_ scales), or one that brings the norm to
+    clip_norm, is a clip; any other factor rescales the pile (and so the losses, in effect)."""
     findings, rescale, clip = [], [], problem.clip_norm
     for u, step in enumerate(tape.steps):
         pile = tape.passes[step.passes_before - 1].after if step.passes_before else None
@@ -198,19 +201,35 @@ def check_boundaries(tape: Tape, problem: Problem) -> BoundaryCheck:
         if is_empty(step.grad):
             findings.append(Finding("zero_grad_before_step", f"update {u} stepped with an empty .grad"))
             continue
-        ratio, proportional = proportion(step.grad, pile)
-        pile_norm, used_norm = float(pile.norm()), float(step.grad.norm())
-        if not proportional or ratio < 0:
+        changes = [c for c in tape.grad_changes if c.passes_before == step.passes_before and c.steps_before == u]
+        states = [pile] + [c.grad for c in changes if not is_empty(c.grad)] + [step.grad]
+        ops = [c.op for c in changes if not is_empty(c.grad)] + ["step"]
+        clipped_to, modified = [], False
+        for before, after, op in zip(states, states[1:], ops):
+            factor, proportional = proportion(after, before)
+            if not proportional or factor < 0:
+                modified = True
+                break
+            if close(factor, 1):
+                continue
+            if op == "_foreach_mul_" or (clip is not None and factor < 1 and close_norm(after, clip)):
+                clipped_to.append(float(after.norm()))
+            else:
+                rescale[-1] *= factor
+        used_norm = float(step.grad.norm())
+        if modified:
             findings.append(Finding("grad_modified", f".grad was changed after the last backward() of update {u}"))
-        elif clip is not None and pile_norm > clip * (1 + TOLERANCE):  # a clip to clip_norm should act here
-            if close(ratio, 1):
-                findings.append(Finding("clip_missing", f"update {u} used norm {pile_norm:.3g} > clip_norm = {clip:g}"))
-            elif not math.isclose(used_norm, clip, rel_tol=1e-5):
-                findings.append(Finding("clip_norm_differs", f"update {u} was clipped to {used_norm:.3g}, "
-                                                             f"clip_norm is {clip:g}"))
-        else:
-            rescale[-1] = ratio
+        elif clip is not None and not clipped_to and used_norm > clip * (1 + TOLERANCE):
+            findings.append(Finding("clip_missing", f"update {u} used norm {used_norm:.3g} > clip_norm = {clip:g}"))
+        elif clipped_to and (clip is None or not close_norm(step.grad, clip)):
+            findings.append(Finding("clip_norm_differs", f"update {u} was clipped to {clipped_to[-1]:.3g}, "
+                                                         f"clip_norm is {clip}"))
     return BoundaryCheck(_first_of_each(findings), rescale)
+
+
+def close_norm(grad: torch.Tensor, norm: float) -> bool:
+    """Has `grad` the norm clip_grad_norm_ leaves (it divides by the norm + 1e-6)?"""
+    return math.isclose(float(grad.norm()), norm, rel_tol=1e-5)
 
 
 def loss_factors(tape: Tape, structure: Structure, problem: Problem, rescale: list[float]) -> dict[int, list]:

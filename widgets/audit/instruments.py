@@ -55,6 +55,16 @@ class Step:
     lr: float
 
 
+@dataclass(frozen=True)
+class GradChange:
+    """.grad as a torch operation of the loop left it (a rescale, a clip, an assignment)."""
+
+    passes_before: int  # backward passes so far
+    steps_before: int  # optimizer steps so far
+    op: str  # the operation's name: div_, _foreach_mul_ (what clip_grad_norm_ scales with), __set__, ...
+    grad: torch.Tensor  # flat, after it
+
+
 class Tape:
     """Everything observed during one run of a loop, in order."""
 
@@ -62,6 +72,7 @@ class Tape:
         self.forwards: list[Forward] = []
         self.passes: list[BackwardPass] = []
         self.steps: list[Step] = []
+        self.grad_changes: list[GradChange] = []
         self.zero_grads = 0
         self.scheduler_calls: list[int] = []  # optimizer steps so far at each scheduler.step()
         self._index_of = index_of
@@ -146,6 +157,28 @@ class AuditScheduler(torch.optim.lr_scheduler.LambdaLR):
         return super().step(*args, **kwargs)
 
 
+class GradWatch(torch.overrides.TorchFunctionMode):
+    """While the loop runs, note .grad each time a torch operation leaves it changed (in place, or a
+    new tensor assigned): what the loop did to the pile between its backward passes and its step.
+    A mode sees every torch call from outside, as a hook would; nothing is patched."""
+
+    def __init__(self, model: torch.nn.Module):
+        super().__init__()
+        self._weight, self._tape, self._seen = model.weight, model.tape, None
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        result = func(*args, **(kwargs or {}))
+        grad = self._weight.grad
+        mark = None if grad is None else (id(grad), grad._version)  # _version counts in-place changes
+        if mark != self._seen:
+            self._seen = mark
+            if grad is not None:
+                tape = self._tape
+                tape.grad_changes.append(GradChange(len(tape.passes), len(tape.steps),
+                                                    getattr(func, "__name__", str(func)), flat(grad)))
+        return result
+
+
 class Stream:
     """The micro-batches as a stream of unknown length, like a DataLoader over an IterableDataset:
     it can be iterated once, and has no len()."""
@@ -190,7 +223,8 @@ def run_loop(loop: Callable, problem: Problem) -> Run:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            run.returned = loop(*args)
+            with GradWatch(model):
+                run.returned = loop(*args)
         except Exception as error:  # the learner's mistake is the report, not a traceback
             run.error = f"{type(error).__name__}: {error}, at {_where(error)}"
     run.weight = model.weight.detach().clone()
