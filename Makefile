@@ -10,7 +10,7 @@ WHEELS ?=
 TORCH_VERSION := $(shell sed -n 's/^torch==//p' requirements.txt)
 TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 PIP := $(BIN)/python -m pip install --progress-bar on $(if $(WHEELS),--no-index --find-links $(WHEELS),)
-# JupyterLab and Voila refuse to start as root (containers, some cloud machines) unless told they may.
+# JupyterLab refuses to start as root (containers, some cloud machines) unless told they may.
 LAB_FLAGS ?= $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 .PHONY: lab test install install-test doctor present stop benchmark execute reliability binder-check \
@@ -51,8 +51,7 @@ doctor: install
 # The projector view: the explorer and the bricks as a page with no code, large type (Voila).
 # make present PRESET=forgot-to-divide   or   make present STATE=<code from explorer.share_code()>
 present: install
-	LAB_PRESET="$(PRESET)" LAB_STATE="$(STATE)" $(BIN)/voila present/explorer.ipynb $(LAB_FLAGS) \
-	  --Voila.ip=127.0.0.1 --VoilaConfiguration.file_allowlist="[]"
+	LAB_PRESET="$(PRESET)" LAB_STATE="$(STATE)" $(BIN)/voila present/explorer.ipynb --Voila.ip=127.0.0.1
 
 test: install-test
 	$(BIN)/python -m pytest

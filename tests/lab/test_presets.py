@@ -134,3 +134,16 @@ def test_encoding_refuses_what_the_explorer_refuses(kwargs, error, message):
         encode_state(kwargs)
     with pytest.raises(StateCodeError, match="share code is a string"):
         decode_state(4)
+
+
+def test_projector_settings_read_the_address_then_the_environment():
+    from widgets.lab.presets import projector_settings
+
+    assert projector_settings("", {}) == (check_state({}), projector_settings("", {})[1])
+    assert projector_settings("preset=forgot-to-divide", {})[0]["bugs"] == ("loss_not_divided",)
+    code = encode_state(preset("uneven-tail"))
+    assert projector_settings(f"state={code}", {"LAB_PRESET": "forgot-to-divide"})[0] == preset("uneven-tail")
+    assert projector_settings("", {"LAB_STATE": code})[0] == preset("uneven-tail")
+    kwargs, caption = projector_settings("state=GA1-2004-WB", {})
+    assert kwargs == check_state({}) and "mistyped or cut short" in caption
+    assert "no preset named 'nope'" in projector_settings("preset=nope", {})[1]

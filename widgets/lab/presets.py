@@ -14,6 +14,7 @@ Pure Python: the explorer reads these; nothing here imports torch, matplotlib or
 from __future__ import annotations
 
 import math
+import os
 import zlib
 from dataclasses import dataclass, field
 
@@ -230,3 +231,25 @@ def decode_state(code: str) -> dict:
     except (TypeError, ValueError) as error:
         raise StateCodeError(f"{code!r} asks for settings this explorer does not allow ({error}): "
                              "a stale code? ask for a new one") from None
+
+
+def projector_settings(query: str = "", env: dict | None = None) -> tuple[dict, str]:
+    """(explorer kwargs, caption) for the projector page (present/explorer.ipynb).
+
+    Read from the page's URL, `?state=CODE` or `?preset=NAME` (Voila hands the kernel the query
+    string as $QUERY_STRING), else from $LAB_STATE / $LAB_PRESET (`make present STATE=...`), else
+    the healthy default. A bad code or name shows the default, with the reason as the caption."""
+    from urllib.parse import parse_qs
+
+    env = os.environ if env is None else env
+    asked = {k: v[-1] for k, v in parse_qs(query or "").items() if v}
+    state = asked.get("state") or (None if asked.get("preset") else env.get("LAB_STATE"))
+    name = asked.get("preset") or env.get("LAB_PRESET")
+    try:
+        if state:
+            return decode_state(state), f"settings from the code {state}"
+        if name:
+            return preset(name), f"{name}: {PRESETS[name].shows}"
+    except ValueError as error:
+        return check_state({}), f"showing the default settings: {error}"
+    return check_state({}), f"healthy: {PRESETS['healthy'].shows}"
