@@ -60,11 +60,11 @@ def _check_problem(problem: object) -> PrecisionProblem:
 
 
 def _linear(problem: PrecisionProblem, dtype: torch.dtype) -> torch.nn.Linear:
-    layer = torch.nn.Linear(problem.x.shape[1], problem.y.shape[1])
-    with torch.no_grad():
+    layer = torch.nn.Linear(problem.x.shape[1], problem.y.shape[1], dtype=dtype)
+    with torch.no_grad():  # the float64 weights rounded once, straight to `dtype`
         layer.weight.copy_(problem.weight)
         layer.bias.copy_(problem.bias)
-    return layer.to(dtype)
+    return layer
 
 
 def reference_gradient(problem: PrecisionProblem) -> torch.Tensor:

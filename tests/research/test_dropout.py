@@ -1,0 +1,63 @@
+"""Dropout: global-generator masks break bit-equality with two dropout layers; per-example masks restore it."""
+import pytest
+import torch
+
+from widgets.research.dropout import DropoutMLP, dropout_gradients, mean_gap_over_draws
+
+SEEDS = (0, 1, 2)
+KS = (2, 4, 8)
+
+
+def close(a, b):
+    return torch.allclose(a, b, rtol=1e-7, atol=1e-10)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("K", KS)
+def test_global_masks_break_and_per_example_masks_fix(seed, K):
+    big, acc = dropout_gradients("global", K, seed=seed, rng_seed=seed)
+    assert not close(big, acc)
+    big, acc = dropout_gradients("per_example", K, seed=seed, rng_seed=seed)
+    assert close(big, acc)
+
+
+@pytest.mark.parametrize("K", KS)
+def test_without_dropout_accumulation_is_exact(K):
+    model = DropoutMLP(p=0.0)
+    x = torch.randn(32, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    y = x.sum(dim=1, keepdim=True)
+    mse = torch.nn.functional.mse_loss
+    mse(model(x), y).backward()
+    big = torch.cat([p.grad.reshape(-1) for p in model.parameters()]).clone()
+    model.zero_grad()
+    for xs, ys in zip(x.chunk(K), y.chunk(K)):
+        (mse(model(xs), ys) / K).backward()
+    assert close(big, torch.cat([p.grad.reshape(-1) for p in model.parameters()]))
+
+
+def test_per_example_mask_depends_on_the_example_only():
+    model = DropoutMLP(mask_source="per_example")
+    ids = torch.arange(6)
+    whole = model.example_masks(ids, 32)
+    assert torch.equal(whole[2:4], model.example_masks(ids[2:4], 32))
+    assert 0.3 < float(whole.mean()) < 0.7  # p = 0.5
+
+
+def test_means_over_draws_approach_each_other():
+    gaps = [mean_gap_over_draws(4, d) for d in (1, 64)]
+    assert gaps[1] < gaps[0] / 3
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: DropoutMLP(p=1.0), "p must be below 1"),
+    (lambda: DropoutMLP(p=1.5), "p"),
+    (lambda: DropoutMLP(mask_source="cuda"), "mask_source"),
+    (lambda: DropoutMLP(dropout_layers=0), "dropout_layers"),
+    (lambda: DropoutMLP(mask_source="per_example")(torch.zeros(3, 4, dtype=torch.float64)), "example_ids"),
+    (lambda: dropout_gradients("global", 64), "accumulation_steps"),
+    (lambda: dropout_gradients("global", 3), "accumulation_steps must divide"),
+    (lambda: mean_gap_over_draws(4, 0), "draws"),
+])
+def test_bad_input_names_the_parameter(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()

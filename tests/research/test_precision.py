@@ -1,0 +1,66 @@
+"""Precision: errors against the float64 big batch, per mode, over seeds and K."""
+import pytest
+import torch
+
+from widgets.research.precision import (
+    MODES,
+    accumulated_gradient_in,
+    make_precision_problem,
+    precision_curves,
+    reference_gradient,
+    relative_error,
+    summation_orders,
+)
+
+KS = (1, 2, 4, 8, 16, 32, 64)
+
+
+@pytest.fixture(scope="module", params=(0, 1, 2))
+def curves(request):
+    return precision_curves(make_precision_problem(256, 32, 64, seed=request.param), accumulation_steps=KS)
+
+
+def test_reference_is_plain_autograd():
+    p = make_precision_problem(32, 4, 3, seed=0)
+    w, b = p.weight.clone().requires_grad_(), p.bias.clone().requires_grad_()
+    torch.nn.functional.mse_loss(p.x @ w.T + b, p.y).backward()
+    assert torch.allclose(reference_gradient(p), torch.cat([w.grad.reshape(-1), b.grad]), rtol=1e-12, atol=1e-15)
+
+
+def test_float64_and_float32_are_exact_to_their_rounding(curves):
+    assert max(curves["float64"]) < 1e-13
+    assert max(curves["float32"]) < 2e-6
+
+
+def test_bf16_grad_grows_with_k_and_a_float32_master_keeps_it_flat(curves):
+    bf16 = curves["bf16_params"]
+    assert bf16[-1] > 2.5 * bf16[0]  # rounding piles up over 64 additions
+    master = curves["bf16_params_fp32_master"]
+    assert max(master) < 1.5 * master[0]
+    assert max(curves["bf16_autocast"]) < 1.5 * curves["bf16_autocast"][0]
+    assert bf16[-1] > 3 * master[-1]
+
+
+def test_summation_orders_differ_only_in_rounding():
+    out = summation_orders(make_precision_problem(256, 32, 64, seed=0), accumulation_steps=16)
+    assert 0 < out["max |forwards - backwards|"] < 1e-6
+    assert all(out[k] < 2e-6 for k in ("forwards", "backwards", "pairwise"))
+
+
+@pytest.mark.parametrize("call, exc, match", [
+    (lambda p: accumulated_gradient_in(p, "fp8", 2), ValueError, "mode"),
+    (lambda p: accumulated_gradient_in(p, "float32", 512), ValueError, "accumulation_steps"),
+    (lambda p: accumulated_gradient_in(p, "float32", 3), ValueError, "accumulation_steps must divide"),
+    (lambda p: accumulated_gradient_in("p", "float32", 2), TypeError, "problem"),
+    (lambda p: precision_curves(p, accumulation_steps=()), ValueError, "accumulation_steps"),
+    (lambda p: summation_orders(p, 1), ValueError, "accumulation_steps"),
+    (lambda p: relative_error(torch.zeros(3), torch.zeros(4)), ValueError, "grad"),
+    (lambda p: make_precision_problem(0), ValueError, "num_examples"),
+])
+def test_bad_input_names_the_parameter(call, exc, match):
+    with pytest.raises(exc, match=match):
+        call(make_precision_problem(16, 2, 2))
+
+
+def test_modes_are_described():
+    assert set(MODES) == {"float64", "float32", "bf16_autocast", "bf16_params", "bf16_params_fp32_master"}
