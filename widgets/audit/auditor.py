@@ -133,6 +133,15 @@ def audit_training_loop(
     then checked too. Bad arguments raise TypeError/ValueError naming the parameter.
     """
     K, N = _checked_arguments(loop, accumulation_steps, num_batches, with_scheduler, clip_norm, streaming, problem)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tensors of a few dozen numbers: more threads only wait on each other
+    try:
+        return _audit(loop, K, N, with_scheduler, clip_norm, streaming, problem)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _audit(loop, K, N, with_scheduler, clip_norm, streaming, problem) -> AuditReport:
     setup = make_problem(K, N, None if clip_norm is None else float(clip_norm), with_scheduler, problem, streaming)
     right_loop = reference_loop if problem == "regression" else reference_token_loop
     reference = run_loop(lambda *args: right_loop(*args, clip_norm=setup.clip_norm),
