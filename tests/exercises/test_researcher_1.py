@@ -1,0 +1,94 @@
+"""Researcher notebook 1's checkers: right answers pass, each typical wrong answer fails with its message."""
+import pytest
+import torch
+
+from exercise_support import assert_incorrect
+from widgets.exercises.researcher_1 import exactness_exercises
+from widgets.exercises.toolkit import Status
+
+EX = exactness_exercises()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """The checkers' models are tiny: one CPU thread runs them faster than two."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+ce = torch.nn.functional.cross_entropy
+
+
+@pytest.mark.parametrize("answer", [[0.5, 0.3, 0.2], (5 / 10, 3 / 10, 2 / 10), torch.tensor([0.5, 0.3, 0.2])])
+def test_weights_correct(answer):
+    assert EX.weights.check(answer).correct
+
+
+@pytest.mark.parametrize("answer, words", [
+    ([1 / 3] * 3, ["1/K each"]),
+    ([1, 1, 1], ["about 3x"]),
+    ([0.2, 0.3, 0.5], ["do not follow the sizes"]),
+    ([0.5, 0.5, 0.5], ["add up to 1"]),
+    ([0.5, 0.5], ["one weight per micro-batch"]),
+])
+def test_weights_wrong(answer, words):
+    assert_incorrect(EX.weights.check(answer), *words)
+
+
+def token_loop(divide="window"):
+    def accumulate(model, micro_batches):
+        window = sum(int((labels != -100).sum()) for _, labels in micro_batches)
+        padded = sum(labels.numel() for _, labels in micro_batches)
+        for inputs, labels in micro_batches:
+            logits = model(inputs).reshape(-1, model.vocab_size)
+            flat = labels.reshape(-1)
+            if divide == "window":
+                loss = ce(logits, flat, ignore_index=-100, reduction="sum") / window
+            elif divide == "per_micro_batch":
+                loss = ce(logits, flat, ignore_index=-100) / len(micro_batches)
+            elif divide == "none":
+                loss = ce(logits, flat, ignore_index=-100, reduction="sum")
+            elif divide == "padded":
+                loss = ce(logits, flat, ignore_index=-100, reduction="sum") / padded
+            loss.backward()
+    return accumulate
+
+
+def test_tokens_correct_and_random_state_untouched():
+    torch.manual_seed(11)
+    before = torch.random.get_rng_state()
+    assert EX.tokens.check(token_loop("window")).correct
+    assert torch.equal(before, torch.random.get_rng_state())
+
+
+@pytest.mark.parametrize("answer, words", [
+    (token_loop("per_micro_batch"), ["2024 bug"]),
+    (token_loop("none"), ["never divided"]),
+    (token_loop("padded"), ["padding included"]),
+    (lambda model, mbs: [(ce(model(i).reshape(-1, 12), l.reshape(-1), reduction="sum") / 1000).backward()
+                         for i, l in [(torch.cat([i for i, _ in mbs]), torch.cat([l for _, l in mbs]))]],
+     ["big batch itself"]),
+    (lambda model, mbs: model(mbs[0][0]), ["left .grad empty"]),
+    ("accumulate_tokens", ["pass the function itself"]),
+])
+def test_tokens_wrong(answer, words):
+    assert_incorrect(EX.tokens.check(answer), *words)
+
+
+def test_tokens_empty_function_is_not_attempted():
+    assert EX.tokens.check(lambda model, micro_batches: None).status is Status.NOT_ATTEMPTED
+
+
+def test_precision_answers():
+    assert EX.precision.check("bf16_params").correct
+    assert_incorrect(EX.precision.check("bf16_autocast"), "float32")
+    assert_incorrect(EX.precision.check("bf16_params_fp32_master"), "that is the fix")
+    assert_incorrect(EX.precision.check("float32"), "wide format")
+    assert_incorrect(EX.precision.check("fp8"), "not one of the modes")
+    assert_incorrect(EX.precision.check(3), "string")
+
+
+def test_every_exercise_has_hints_and_a_solution():
+    assert len(EX) == 3
+    for exercise in EX:
+        assert exercise.hint(1).text and exercise.solution().code
