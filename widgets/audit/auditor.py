@@ -202,5 +202,5 @@ def _judge(run, reference, problem) -> _Verdict:
     if not findings and not torch.allclose(run.weight, reference.weight, rtol=1e-9, atol=1e-12):
         delta = float((run.weight - reference.weight).abs().max())
         findings.append(Finding("differs_from_reference", f"max |difference| = {delta:.3g}"))
-    return _Verdict(checks._first_of_each(findings), notes, checks.update_ratios(tape, structure, problem),
+    return _Verdict(checks.first_of_each(findings), notes, checks.update_ratios(tape, structure, problem),
                     log.checked)

@@ -121,7 +121,8 @@ def check_steps(tape: Tape, structure: Structure, problem: Problem) -> list[Find
     if n_tail < problem.K and expected and positions == expected[:-1] and expected[-1] in problem.groups[-1]:
         return [Finding("forget_final_step", f"{seen}: none for the final group of {n_tail} micro-batch(es)")]
     if positions != expected:
-        return [Finding("wrong_step_positions", f"steps after micro-batches {positions}, the reference after {expected}")]
+        return [Finding("wrong_step_positions",
+                        f"steps after micro-batches {positions}, the reference after {expected}")]
     return []
 
 
@@ -224,7 +225,7 @@ def check_boundaries(tape: Tape, problem: Problem) -> BoundaryCheck:
         elif clipped_to and (clip is None or not close_norm(step.grad, clip)):
             findings.append(Finding("clip_norm_differs", f"update {u} was clipped to {clipped_to[-1]:.3g}, "
                                                          f"clip_norm is {clip}"))
-    return BoundaryCheck(_first_of_each(findings), rescale)
+    return BoundaryCheck(first_of_each(findings), rescale)
 
 
 def close_norm(grad: torch.Tensor, norm: float) -> bool:
@@ -232,40 +233,53 @@ def close_norm(grad: torch.Tensor, norm: float) -> bool:
     return math.isclose(float(grad.norm()), norm, rel_tol=1e-5)
 
 
-def loss_factors(tape: Tape, structure: Structure, problem: Problem, rescale: list[float]) -> dict[int, list]:
-    """Per update of the right loop: (micro-batch, factor c) for each forward of it that a backward
-    pass went through, c read off its output's gradient (times any rescaling of .grad before its
-    step); c is None where that gradient is no multiple of the summed per-item losses'."""
+@dataclass(frozen=True)
+class LossFactor:
+    """The factor c on one micro-batch's summed per-item loss, as its backward pass carried it
+    (times any rescaling of .grad before its step); None: the gradient at its output is no multiple
+    of the summed per-item losses' (another loss)."""
+
+    batch: int
+    factor: float | None
+
+
+def loss_factors(tape: Tape, structure: Structure, problem: Problem,
+                 rescale: list[float]) -> dict[int, list[LossFactor]]:
+    """Per update of the right loop, a LossFactor for each forward of it that a backward pass went through."""
     at_step = {k: rescale[s] for s, segment in enumerate(structure.segments) for k in segment}
-    factors: dict[int, list] = {}
+    factors: dict[int, list[LossFactor]] = {}
     for k, g in output_gradients(tape):
         f = tape.forwards[k]
         c, exact = proportion(g, problem.task.item_sum_gradient(f.output, problem.batches[f.batch][1]))
-        factors.setdefault(f.batch // problem.K, []).append((f.batch, c * at_step.get(k, 1.0) if exact else None))
+        factor = c * at_step.get(k, 1.0) if exact else None
+        factors.setdefault(f.batch // problem.K, []).append(LossFactor(f.batch, factor))
     return factors
 
 
-def check_loss_scale(factors: dict[int, list], problem: Problem) -> list[Finding]:
+def check_loss_scale(factors: dict[int, list[LossFactor]], problem: Problem) -> list[Finding]:
     """Name the factor on each micro-batch's loss, one update of the right loop at a time. A short
     final group can read two ways (divided twice by n = 2 is 1/4, as is 1/K for K = 4): the
     mistake the full groups showed is then the likelier reading and is tried right after the right one."""
     findings, full_groups_mistake = [], None
     for u in sorted(factors):
         g = problem.groups[u]
-        unexplained = [j for j, c in factors[u] if c is None]
+        unexplained = [f.batch for f in factors[u] if f.factor is None]
         if unexplained:
-            return findings + [Finding("unexpected_gradient", f"micro-batch {unexplained[0]}'s loss is no multiple "
-                                       f"of its summed {problem.task.per_item}: another loss, or targets out of order?")]
+            seen = f"micro-batch {unexplained[0]}'s loss is no multiple of its summed {problem.task.per_item}: " \
+                   "another loss, or targets out of order?"
+            return findings + [Finding("unexpected_gradient", seen)]
         group_items = [problem.items(j) for j in g]
-        readings = {j: dict(problem.task.readings(problem.items(j), group_items, problem.K)) for j, _ in factors[u]}
+        readings = {f.batch: problem.task.readings(problem.items(f.batch), group_items, problem.K) for f in factors[u]}
         names = sorted(next(iter(readings.values())), key=lambda n: (n is not None, n != full_groups_mistake))
-        fits = lambda name: all(any(close(c, v) for v in readings[j][name]) for j, c in factors[u])  # noqa: E731
+        def fits(name: str | None) -> bool:
+            return all(any(close(f.factor, v) for v in readings[f.batch][name]) for f in factors[u])
+
         name = next((name for name in names if fits(name)), "wrong_loss_scale")
         if len(g) == problem.K:
             full_groups_mistake = name
         if name is not None:
             findings.append(Finding(name, problem.task.describe_factors(u, factors[u], dict(zip(g, group_items)))))
-    return _first_of_each(findings)
+    return first_of_each(findings)
 
 
 def update_ratios(tape: Tape, structure: Structure, problem: Problem) -> list[float]:
@@ -283,7 +297,7 @@ def update_ratios(tape: Tape, structure: Structure, problem: Problem) -> list[fl
     return ratios
 
 
-def _first_of_each(findings: list[Finding]) -> list[Finding]:
+def first_of_each(findings: list[Finding]) -> list[Finding]:
     seen, kept = set(), []
     for f in findings:
         if f.name not in seen:
@@ -359,4 +373,4 @@ def check_log(returned: object, tape: Tape, structure: Structure, problem: Probl
             findings.append(Finding("log_last_micro_batch", seen))
         else:
             findings.append(Finding("log_wrong", seen))
-    return LogCheck(_first_of_each(findings), [], True)
+    return LogCheck(first_of_each(findings), [], True)

@@ -76,23 +76,23 @@ class Regression:
         return float(((output - targets) ** 2).sum())
 
     @staticmethod
-    def readings(items: int, group_items: list[int], K: int) -> list[tuple[str | None, list[float]]]:
+    def readings(items: int, group_items: list[int], K: int) -> dict[str | None, list[float]]:
         """Each mistake's factor c on one micro-batch's summed loss, in a group of n micro-batches
-        (right: 1 / (n b)). The factor on the mean loss is a = c b, and right is a = 1/n."""
+        (None, the right one: 1 / (n b)). On the mean loss the factor is a = c b, right a = 1/n."""
         n, b = len(group_items), items
-        on_mean = [
-            (None, [1 / n]),
-            ("tail_divided_by_k", [1 / K] if n < K else []),
-            ("loss_not_divided", [1.0]),
-            ("loss_divided_twice", [1 / K**2, 1 / n**2, 1 / (n * K)]),
-            ("loss_sum_reduction", [b / n, b / K, float(b)]),
-        ]
-        return [(name, [a / b for a in values]) for name, values in on_mean]
+        on_mean = {
+            None: [1 / n],
+            "tail_divided_by_k": [1 / K] if n < K else [],
+            "loss_not_divided": [1.0],
+            "loss_divided_twice": [1 / K**2, 1 / n**2, 1 / (n * K)],
+            "loss_sum_reduction": [b / n, b / K, float(b)],
+        }
+        return {name: [a / b for a in values] for name, values in on_mean.items()}
 
     @staticmethod
-    def describe_factors(u: int, factors: list[tuple[int, float]], group_items: dict[int, int]) -> str:
-        """The factor on each mean loss of update u, against 1/n."""
-        means = [c * group_items[j] for j, c in factors]  # c on the summed loss is a / b on the mean
+    def describe_factors(u: int, factors: list, group_items: dict[int, int]) -> str:
+        """The factor on each mean loss of update u (`factors`: LossFactor records), against 1/n."""
+        means = [f.factor * group_items[f.batch] for f in factors]  # c on the summed loss is a / b on the mean
         a, n = means[0], len(group_items)
         if not all(math.isclose(m, a, rel_tol=1e-6) for m in means):
             return f"update {u} scaled its losses by {[float(f'{m:.3g}') for m in means]}"
@@ -131,22 +131,23 @@ class Tokens:
         return float(token_cross_entropy(output, targets, "sum"))
 
     @staticmethod
-    def readings(items: int, group_items: list[int], K: int) -> list[tuple[str | None, list[float]]]:
-        """Each mistake's factor c on one micro-batch's summed token loss (right: 1 / the window's real tokens)."""
+    def readings(items: int, group_items: list[int], K: int) -> dict[str | None, list[float]]:
+        """Each mistake's factor c on one micro-batch's summed token loss (None, the right one:
+        1 / the window's real tokens)."""
         n, window, positions = len(group_items), sum(group_items), 3 * MAX_LENGTH  # positions per micro-batch
-        return [
-            (None, [1 / window]),
-            ("normalised_per_micro_batch", [1 / (n * items), 1 / (K * items)]),
-            ("loss_not_divided", [1 / items]),
-            ("padding_counted", [1 / (n * positions), 1 / (K * positions), 1 / positions]),
-            ("loss_divided_twice", [1 / (n * window), 1 / (K * window)]),
-            ("loss_sum_reduction", [1.0, 1 / n, 1 / K]),
-        ]
+        return {
+            None: [1 / window],
+            "normalised_per_micro_batch": [1 / (n * items), 1 / (K * items)],
+            "loss_not_divided": [1 / items],
+            "padding_counted": [1 / (n * positions), 1 / (K * positions), 1 / positions],
+            "loss_divided_twice": [1 / (n * window), 1 / (K * window)],
+            "loss_sum_reduction": [1.0, 1 / n, 1 / K],
+        }
 
     @staticmethod
-    def describe_factors(u: int, factors: list[tuple[int, float]], group_items: dict[int, int]) -> str:
+    def describe_factors(u: int, factors: list, group_items: dict[int, int]) -> str:
         """What the first micro-batch of update u was divided by, against the window's real tokens."""
-        j, c = factors[0]
+        j, c = factors[0].batch, factors[0].factor
         window = sum(group_items.values())
         return f"micro-batch {j} of update {u} ({group_items[j]} real tokens; the window holds {window}) " \
                f"had its summed token loss divided by {1 / c:.4g}, so each of its tokens weighs " \
