@@ -1,7 +1,7 @@
 """Things that must happen once per update, not once per micro-step: weight EMA, hand-written
 weight decay, gradient clipping, and how clipping can hide a missing division.
 
-Each run trains the core regression model with plain SGD for a few updates of K micro-batches and
+Each run trains the core regression model with plain SGD (written out) for a few updates of K micro-batches and
 returns its final weights (and EMA weights); the reference does every once-per-update operation
 once, after the K-th micro-batch. The boundary is the same named predicate the loop uses.
 """
@@ -49,7 +49,6 @@ def run_once_per_update(accumulation_steps: int = 4, micro_batch_size: int = 8, 
     x, y = make_regression_data(K * b * num_updates, seed=seed)
     model = make_model(seed=seed)
     ema = [p.detach().clone() for p in model.parameters()]
-    optimizer = torch.optim.SGD(model.parameters(), lr=learning_rate)
     norms = []
     for micro_step in range(K * num_updates):
         part = slice(micro_step * b, (micro_step + 1) * b)
@@ -60,8 +59,10 @@ def run_once_per_update(accumulation_steps: int = 4, micro_batch_size: int = 8, 
             norms.append(float(flat_grad(model).norm()))
             if max_grad_norm is not None:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+            with torch.no_grad():  # plain SGD by hand: torch.optim's first step imports seconds of machinery
+                for p in model.parameters():
+                    p.add_(p.grad, alpha=-learning_rate)
+                    p.grad = None
         with torch.no_grad():
             if boundary or "decay_every_micro_step" in mistakes:
                 for p in model.parameters():
