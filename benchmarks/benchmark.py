@@ -48,7 +48,8 @@ def summary(seconds: list[float]) -> dict:
 
 def slider_script() -> list[tuple[str, object]]:
     """A learner's session: arrow-key steps up and back down on both sliders, a bug switched
-    on and off, and jumps. Every first visit of a setting is cold (three regimes trained)."""
+    on and off, jumps, and the optimizer switched to AdamW and back. Every first visit of a
+    setting is cold (three regimes trained)."""
     steps: list[tuple[str, object]] = []
     steps += [("accumulation_steps", k) for k in range(5, 13)]  # 8 cold steps up
     steps += [("accumulation_steps", k) for k in range(11, 3, -1)]  # 8 revisits down
@@ -57,6 +58,9 @@ def slider_script() -> list[tuple[str, object]]:
     steps += [("loss_not_divided", True), ("loss_not_divided", False)]
     steps += [("accumulation_steps", 16), ("micro_batch_size", 64), ("accumulation_steps", 1), ("micro_batch_size", 1)]
     steps += [("accumulation_steps", 4), ("micro_batch_size", 8)]
+    # the optimizer dropdown: AdamW cold, a few steps under it, then back to SGD (cached)
+    steps += [("optimizer", "adamw"), ("accumulation_steps", 5), ("loss_not_divided", True),
+              ("loss_not_divided", False), ("accumulation_steps", 4), ("optimizer", "sgd")]
     return steps
 
 

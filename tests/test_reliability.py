@@ -182,8 +182,9 @@ def test_a_diverging_run_is_reported_in_the_readout_not_raised():
     assert box.errors.outputs == (), box.errors.outputs
     record = box.record
     assert record.diverged_at["accumulated"] is not None
-    assert not all(math.isfinite(v) for v in record.eval_loss["accumulated"] + record.grad_norm["accumulated"])
-    assert "diverged" in box.readout.value and "gradients allclose: False" in box.readout.value
+    last = record.eval_loss["accumulated"][-1]  # not finite, or blown up past 1000 x its start
+    assert not math.isfinite(last) or last > training.DIVERGED_LOSS_FACTOR * record.initial_eval_loss
+    assert "diverged" in box.readout.value and "allclose: True" not in box.readout.value
     assert box.image.value  # the figure was still drawn
     box.controls["loss_not_divided"].value = False
     box.controls["learning_rate"].value = 0.1

@@ -181,3 +181,20 @@ def test_only_learning_rates_differing_is_said_as_such():
     assert "learning rates match: False (update 0: accumulated 0.0571, big batch 0.0143)" in text
     explorer.controls["scheduler_every_micro_step"].value = False
     assert "learning rates match: True" in readout_text(explorer.record)
+
+
+def test_both_runs_blowing_up_is_said_not_called_allclose():
+    """At learning rate 10, K = 16, b = 64 both runs pass 1e30; their gradients stay relatively close."""
+    explorer = make_accumulation_explorer(accumulation_steps=16, micro_batch_size=64, learning_rate=10.0)
+    text = readout_text(explorer.record)
+    assert "allclose: True" not in text and "no verdict: both runs diverged" in text
+    assert "the accumulated run diverged at update 0" in text
+
+
+def test_the_optimizer_dropdown_switches_the_runs(explorer):
+    explorer.controls["optimizer"].value = "adamw"
+    assert explorer.record.config.optimizer == "adamw" and explorer.errors.outputs == ()
+    assert "gradients allclose: True" in explorer.readout.value and "AdamW" in explorer.readout.value
+    explorer.controls["learning_rate"].value = 0.01
+    explorer.controls["loss_not_divided"].value = True
+    assert "nearly cancels: at the end |w_accumulated - w_big_batch|" in readout_text(explorer.record)

@@ -272,3 +272,32 @@ def test_only_learning_rates_differing_is_its_own_verdict():
     record = run_regimes(config)
     assert record.grads_allclose and record.max_grad_diff < 1e-6
     assert not record.learning_rates_match
+
+
+def test_a_run_that_blows_up_but_stays_finite_counts_as_diverged():
+    """lr 10, K = 16, b = 64: both losses pass 1e30 while staying finite, and their gradients stay
+    relatively close; the record calls that divergence, not agreement."""
+    record = run_regimes(AccumulationConfig(accumulation_steps=16, micro_batch_size=64, learning_rate=10.0, num_updates=8))
+    assert record.both_diverged and not record.grads_allclose
+    assert len(record.eval_loss["accumulated"]) == record.diverged_at["accumulated"] + 1  # it stops there
+
+
+def test_config_names_its_optimizer():
+    with pytest.raises(ValueError, match="optimizer"):
+        AccumulationConfig(optimizer="adam")
+    assert AccumulationConfig().optimizer == "sgd"
+
+
+@pytest.mark.parametrize("bug, bites", [("loss_not_divided", False), ("loss_divided_twice", False),
+                                        ("zero_grad_every_micro_step", True), ("step_every_micro_step", True)])
+def test_under_adamw_a_constant_factor_nearly_cancels_and_the_rest_still_bite(bug, bites):
+    record = run_regimes(AccumulationConfig(optimizer="adamw", learning_rate=0.01, num_updates=6, bugs={bug}))
+    assert not record.grads_allclose  # .grad itself is still wrong
+    assert (record.weight_gap > 0.05) is bites, record.weight_gap
+    if not bites:
+        assert record.weight_gap < 1e-4 and any("nearly cancels" in line for line in bug_symptoms(record))
+
+
+def test_adamw_without_bugs_matches_the_big_batch():
+    record = run_regimes(AccumulationConfig(optimizer="adamw", learning_rate=0.01, num_updates=4, tail_micro_batches=2))
+    assert record.matches_big_batch and record.weight_gap < 1e-5

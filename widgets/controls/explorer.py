@@ -13,10 +13,10 @@ import ipywidgets as W
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from widgets.core.config import AccumulationConfig, check_float, check_int, unmet_bug_needs
+from widgets.core.config import OPTIMIZER_NAMES, AccumulationConfig, check_float, check_int, unmet_bug_needs
 from widgets.draw.frames import OKABE_ITO, FastCanvas, errors_shown_in, with_static_fallback
 from widgets.draw.training_plots import draw_gradient_pile, draw_loss_curves, update_gradient_pile, update_loss_curves
-from widgets.core.training import RunRecord, bug_symptoms, run_regimes
+from widgets.core.training import DIVERGED_LOSS_FACTOR, RunRecord, bug_symptoms, run_regimes
 
 K_RANGE = (1, 16)
 B_RANGE = (1, 64)
@@ -33,6 +33,7 @@ BUG_LABELS = {
     "clip_every_micro_step": "clip every micro-step",
     "scheduler_every_micro_step": "warmup stepped every micro-step",
 }
+OPTIMIZER_LABELS = {"sgd": "SGD", "adamw": "AdamW"}
 MAIN_BUGS = ("loss_not_divided", "zero_grad_every_micro_step", "step_every_micro_step")
 CLIP_OPTIONS = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0)  # max_grad_norm choices; the gradients here are ~0.1-2
 SETTINGS = ("tail_micro_batches", "max_grad_norm", "warmup_updates")  # what some of those bugs need
@@ -59,6 +60,10 @@ class AccumulationExplorer(W.VBox):
                 description="learning_rate", **_slider_options(),
             ),
         }
+        self.controls["optimizer"] = W.Dropdown(
+            options=[(OPTIMIZER_LABELS[name], name) for name in OPTIMIZER_NAMES], value=config.optimizer,
+            description="optimizer", style={"description_width": "170px"}, layout=W.Layout(width="300px"),
+        )
         for name, label in BUG_LABELS.items():
             self.controls[name] = W.Checkbox(value=name in config.bugs, description=f"bug: {label}", indent=False)
         self.controls.update(_setting_controls(config))
@@ -81,7 +86,7 @@ class AccumulationExplorer(W.VBox):
         self.readout.value = readout_html(self.record)
         for control in self.controls.values():
             control.observe(self._on_change, names="value")
-        sliders = W.VBox([self.controls[n] for n in ("accumulation_steps", "micro_batch_size", "learning_rate")])
+        sliders = W.VBox([self.controls[n] for n in ("accumulation_steps", "micro_batch_size", "learning_rate", "optimizer")])
         bugs = W.VBox([self.controls[n] for n in MAIN_BUGS])
         more = W.Accordion(
             [W.HBox([W.VBox([self.controls[n] for n in BUG_LABELS if n not in MAIN_BUGS]),
@@ -105,6 +110,7 @@ class AccumulationExplorer(W.VBox):
             tail_micro_batches=c["tail_micro_batches"].value,
             max_grad_norm=c["max_grad_norm"].value or None,
             warmup_updates=c["warmup_updates"].value,
+            optimizer=c["optimizer"].value,
         )
 
     def _ticked_bugs(self) -> frozenset[str]:
@@ -167,11 +173,10 @@ def readout_lines(record: RunRecord, notes: list[str] | tuple[str, ...] = ()) ->
         raise TypeError(f"record must be a RunRecord (from run_regimes), got {type(record).__name__}")
     c = record.config
     K, b = c.accumulation_steps, c.micro_batch_size
-    lines = [
-        f"effective_batch_size = K x b = {K} x {b} = {c.effective_batch_size}",
-        f"max |accumulated - big-batch gradient| = {record.max_grad_diff:.2e} -> "
-        f"gradients allclose: {record.grads_allclose}",
-    ]
+    lines = [f"effective_batch_size = K x b = {K} x {b} = {c.effective_batch_size}", _gradient_line(record)]
+    if c.optimizer != "sgd":
+        lines.append(f"optimizer: {OPTIMIZER_LABELS[c.optimizer]}: each step divides by the gradient's running size, "
+                     "so a constant factor on every gradient nearly cancels")
     if c.warmup_updates or not record.learning_rates_match:
         lines.append(_learning_rate_line(record))
     lines += [
@@ -187,10 +192,20 @@ def readout_lines(record: RunRecord, notes: list[str] | tuple[str, ...] = ()) ->
     for regime, update in record.diverged_at.items():
         if update is not None:
             lines.append(
-                f"the {regime.replace('_', ' ')} run diverged at update {update} (loss or gradient not finite): "
-                "lower the learning rate"
+                f"the {regime.replace('_', ' ')} run diverged at update {update} (its loss was not finite or over "
+                f"{DIVERGED_LOSS_FACTOR:g} x where it started): lower the learning rate"
             )
     return lines + list(notes)
+
+
+def _gradient_line(record: RunRecord) -> str:
+    """The largest gradient difference and its verdict at the lab's tolerance; no verdict once both
+    runs blew up, since relative closeness of two exploding gradients says nothing about accumulation."""
+    said = f"max |accumulated - big-batch gradient| = {record.max_grad_diff:.2e} -> "
+    if record.both_diverged:
+        first = min(record.diverged_at["accumulated"], record.diverged_at["big_batch"])
+        return said + f"no verdict: both runs diverged (from update {first})"
+    return said + f"gradients allclose: {record.grads_allclose}"
 
 
 def _learning_rate_line(record: RunRecord) -> str:
@@ -236,9 +251,11 @@ def make_accumulation_explorer(
     tail_micro_batches: int = 0,
     max_grad_norm: float | None = None,
     warmup_updates: int = 0,
+    optimizer: str = "sgd",
 ) -> AccumulationExplorer:
     """Build (not display) the explorer. Bad starting values raise a ValueError naming the parameter;
-    so does a bug without the setting it needs (e.g. `forget_final_step` without a tail)."""
+    so does a bug without the setting it needs (e.g. `forget_final_step` without a tail).
+    `optimizer` is "sgd" or "adamw" (a dropdown switches it live)."""
     check_int("accumulation_steps", accumulation_steps, *K_RANGE)
     check_int("micro_batch_size", micro_batch_size, *B_RANGE)
     check_float("learning_rate", learning_rate, *LR_RANGE, low_inclusive=True)
@@ -250,7 +267,7 @@ def make_accumulation_explorer(
         accumulation_steps=accumulation_steps, micro_batch_size=micro_batch_size,
         learning_rate=learning_rate, bugs=bugs,  # the config checks and normalises the bug names
         num_updates=num_updates, seed=seed, tail_micro_batches=tail_micro_batches,
-        max_grad_norm=max_grad_norm, warmup_updates=warmup_updates,
+        max_grad_norm=max_grad_norm, warmup_updates=warmup_updates, optimizer=optimizer,
     )
     return AccumulationExplorer(config)
 

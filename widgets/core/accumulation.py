@@ -12,8 +12,14 @@ import torch
 
 from widgets.core.config import check_int, checked, whole
 
-# Float32 sums taken in a different order differ in the last bits, so "equal" means allclose
-# at these tolerances (a float32 mantissa holds about 7 decimal digits).
+# The lab's one tolerance policy for "equal up to rounding": every allclose verdict of the package
+# (compare_gradients, the training runs, the explorer's readout) uses these two numbers.
+# torch.allclose(a, b) holds when |a - b| <= GRAD_ATOL + GRAD_RTOL * |b| for every entry. For
+# gradients of size 0.1 to 1 the GRAD_RTOL term (1e-6 to 1e-5) decides; GRAD_ATOL decides only for
+# entries near zero, where cancellation makes float32's error large next to the entry itself.
+# Float32 sums taken in another order differ by a few units in the last place (one ulp of 1.0 is
+# 1.19e-7, so GRAD_RTOL is about 84 ulps there), while every accumulation bug moves the gradient
+# by a large fraction of itself.
 GRAD_RTOL = 1e-5
 GRAD_ATOL = 1e-6
 
@@ -201,7 +207,7 @@ def accumulated_gradient(
 
 
 def compare_gradients(a: torch.Tensor, b: torch.Tensor) -> tuple[float, bool]:
-    """max |a - b| and whether `torch.allclose` holds at the package tolerances."""
+    """max |a - b| and whether `torch.allclose(a, b)` holds at the lab's tolerance (GRAD_RTOL, GRAD_ATOL)."""
     for name, value in (("a", a), ("b", b)):
         if not isinstance(value, torch.Tensor):
             raise TypeError(f"{name} must be a torch tensor, got {type(value).__name__}")

@@ -27,6 +27,9 @@ BUGS: dict[str, str] = {
     "scheduler_every_micro_step": "the learning-rate warmup is stepped every micro-step, not every update",
 }
 
+# The optimizers a run can use (widgets.core.training builds them).
+OPTIMIZER_NAMES: tuple[str, ...] = ("sgd", "adamw")
+
 # What a bug needs in the config before it can change anything, as a hint for the learner.
 BUG_NEEDS: dict[str, str] = {
     "forget_final_step": "an uneven final group: set tail_micro_batches > 0 (which needs K >= 2)",
@@ -138,6 +141,7 @@ class AccumulationConfig:
     the uneven final group a real epoch often ends with. `max_grad_norm` clips the gradient once
     per update (None: no clipping); `warmup_updates` ramps the learning rate linearly over that
     many updates (0: constant). Every regime gets both, per update, so they stay comparable.
+    `optimizer` is one of `OPTIMIZER_NAMES` ("sgd" or "adamw"), the same for every regime.
     A bug that needs one of these (see `BUG_NEEDS`) raises a ValueError when it is missing.
     """
 
@@ -151,6 +155,7 @@ class AccumulationConfig:
     bugs: frozenset[str] = field(default_factory=frozenset)
     max_grad_norm: float | None = None
     warmup_updates: int = 0
+    optimizer: str = "sgd"
 
     def __post_init__(self) -> None:
         check_int("num_examples", self.num_examples, 1, 100_000)
@@ -164,6 +169,8 @@ class AccumulationConfig:
         if self.max_grad_norm is not None:
             object.__setattr__(self, "max_grad_norm", check_float("max_grad_norm", self.max_grad_norm, 0.0, 1e6))
         check_int("warmup_updates", self.warmup_updates, 0, 1000)
+        if self.optimizer not in OPTIMIZER_NAMES:
+            raise ValueError(f"optimizer must be one of {OPTIMIZER_NAMES}, got {self.optimizer!r}")
         unmet = unmet_bug_needs(
             self.bugs, tail_micro_batches=self.tail_micro_batches, max_grad_norm=self.max_grad_norm,
             warmup_updates=self.warmup_updates,

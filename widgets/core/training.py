@@ -37,6 +37,9 @@ from widgets.core.accumulation import (
 from widgets.core.config import AccumulationConfig, check_bugs, check_float, check_int
 
 REGIMES = ("accumulated", "big_batch", "small_batch")
+# A run has diverged once its loss on all examples is not finite or above this many times its start:
+# a float32 run can blow up by 1e30 and stay finite, and its gradients then still "allclose".
+DIVERGED_LOSS_FACTOR = 1000.0
 # The entries of `.grad` the pile plots follow: (parameter name, element), found by name in the model.
 PLOTTED_ENTRIES = (("0.weight", 0), ("2.weight", 0), ("2.bias", 0))
 
@@ -174,7 +177,8 @@ class RegimeRun:
     grad_norm: list[float]  # the norm of the completed gradient, before clipping
     learning_rates: list[float]  # the rate each update used
     optimizer_steps: int  # every optimizer.step() call, buggy ones included
-    diverged_at: int | None  # the update whose loss or gradient stopped being finite
+    diverged_at: int | None  # the first update whose loss was not finite or over DIVERGED_LOSS_FACTOR x its start
+    final_weights: torch.Tensor  # all parameters, flat, when the run ended; (P,)
 
 
 @dataclass(frozen=True)
@@ -220,10 +224,19 @@ class _Examples:
         return mse(model(self.x), self.y).item()
 
 
+# The optimizers a config may name. AdamW with torch's defaults (betas 0.9/0.999, eps 1e-8,
+# weight_decay 0.01): it divides each step by the gradient's running size, so a constant factor on
+# every gradient nearly cancels; eps and the decoupled weight decay are where the scale still shows.
+OPTIMIZERS: dict[str, Callable[..., torch.optim.Optimizer]] = {
+    "sgd": lambda params, lr: torch.optim.SGD(params, lr=lr),
+    "adamw": lambda params, lr: torch.optim.AdamW(params, lr=lr),
+}
+
+
 def _start_training(config: AccumulationConfig) -> Training:
-    """The seeded model, SGD, and the warmup (constant 1 when there is none), for any regime."""
+    """The seeded model, the config's optimizer, and the warmup (constant 1 when there is none)."""
     model = make_model(config.seed)
-    optimizer = torch.optim.SGD(model.parameters(), lr=config.learning_rate)
+    optimizer = OPTIMIZERS[config.optimizer](model.parameters(), config.learning_rate)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, linear_warmup(config.warmup_updates))
     return Training(model, optimizer, scheduler, config.max_grad_norm)
 
@@ -284,6 +297,7 @@ class _UpdateLog:
 
     def __init__(self, examples: _Examples, training: Training):
         self.examples, self.t = examples, training
+        self.start_loss = examples.loss_on_all(training.model)
         self.train_loss, self.eval_loss, self.grad_norm, self.learning_rates = [], [], [], []
         self.steps, self.diverged_at = 0, None
         training.optimizer.register_step_post_hook(self._count_step)
@@ -297,13 +311,15 @@ class _UpdateLog:
         self.grad_norm.append(norm)
         self.learning_rates.append(self.t.optimizer.param_groups[0]["lr"])
         self.eval_loss.append(self.examples.loss_on_all(self.t.model))
-        if not _is_finite(train_loss, self.eval_loss[-1], norm):
+        blown_up = self.eval_loss[-1] > DIVERGED_LOSS_FACTOR * self.start_loss
+        if not _is_finite(train_loss, self.eval_loss[-1], norm) or blown_up:
             self.diverged_at = len(self.train_loss) - 1
         return self.diverged_at is not None
 
     def finish(self) -> RegimeRun:
+        weights = torch.cat([p.detach().reshape(-1) for p in self.t.model.parameters()]).clone()
         return RegimeRun(self.train_loss, self.eval_loss, self.grad_norm, self.learning_rates, self.steps,
-                         self.diverged_at)
+                         self.diverged_at, weights)
 
 
 class _AccumulationProbe(_UpdateLog):
@@ -407,6 +423,7 @@ class RunRecord:
     (K with `loss_not_divided`, 0 for a forgotten step). `grad_norm[r][u]` is the norm of the
     completed gradient before clipping; `learning_rates[r][u]` the rate update u used.
     `plotted_parameters` maps a label ("0.weight[0]") to its index in the flat gradients.
+    A run that diverged (loss not finite, or over `DIVERGED_LOSS_FACTOR` x its start) stops there.
     """
 
     config: AccumulationConfig
@@ -426,6 +443,22 @@ class RunRecord:
     true_train_loss: list[float]
     grad_scale: list[float]
     plotted_parameters: dict[str, int]
+    final_weights: dict[str, torch.Tensor]  # each run's parameters, flat, when it ended
+
+    @property
+    def both_diverged(self) -> bool:
+        """Did the accumulated and the big-batch run both blow up? Then their gradients, however
+        close in relative terms, say nothing about accumulation."""
+        return self.diverged_at["accumulated"] is not None and self.diverged_at["big_batch"] is not None
+
+    @property
+    def weight_gap(self) -> float:
+        """How far the accumulated run ended from the big-batch run, in units of how far the big-batch
+        run moved from the start: |w_acc - w_big| / |w_big - w_0|. 0: the same training."""
+        start = torch.cat([p.detach().reshape(-1) for p in make_model(self.config.seed).parameters()])
+        moved = float((self.final_weights["big_batch"] - start).norm())
+        gap = float((self.final_weights["accumulated"] - self.final_weights["big_batch"]).norm())
+        return gap / moved if moved > 0 else math.nan
 
     @property
     def max_grad_diff(self) -> float:
@@ -441,8 +474,9 @@ class RunRecord:
 
     @property
     def learning_rates_match(self) -> bool:
-        """Did every update of the accumulated run use the big-batch run's learning rate?"""
-        return self.learning_rates["accumulated"] == self.learning_rates["big_batch"]
+        """Did every update both runs made use the same learning rate in both?"""
+        pairs = zip(self.learning_rates["accumulated"], self.learning_rates["big_batch"])
+        return all(a == big for a, big in pairs)
 
     @property
     def matches_big_batch(self) -> bool:
@@ -506,7 +540,48 @@ def run_regimes(config: AccumulationConfig) -> RunRecord:
         grad_scale=accumulated.grad_scale,
         true_train_loss=accumulated.true_train_loss,
         plotted_parameters=flat_parameter_indices(make_model(config.seed), PLOTTED_ENTRIES),
+        final_weights={r: run.final_weights for r, run in runs.items()},
     )
+
+
+@dataclass(frozen=True)
+class EqualExamples:
+    """The accumulated (= big-batch) run against small batches that use every micro-batch, compared
+    after the same examples: both draw the same examples in the same order and make the same
+    forward/backward passes of b examples; the small batches take one step per pass (K per update)."""
+
+    examples_seen: list[int]  # after each update of the accumulated run
+    accumulated: list[float]  # loss on all examples after each update (K micro-batches, one step)
+    small_every_micro_batch: list[float]  # loss after the same examples, one step per micro-batch
+    small_first_micro_batch: list[float]  # the explorer's "small batch": 1/K of the examples, one step per update
+
+
+def compare_at_equal_examples(config: AccumulationConfig) -> EqualExamples:
+    """Train `config` without its bugs, and small batches over every micro-batch of the same draws.
+
+    The explorer's small-batch run sees only the first micro-batch of each group, 1/K of the
+    examples: fair at equal updates, unfair at equal examples. This is the comparison at equal
+    examples (and so equal forward/backward passes). A warmup is counted in examples too (K x W steps).
+    """
+    _check_config(config)
+    clean = replace(config, bugs=frozenset())
+    record = run_regimes(clean)
+    K, total = config.accumulation_steps, config.total_micro_steps
+    every = run_regimes(replace(clean, accumulation_steps=1, num_updates=total, tail_micro_batches=0,
+                                warmup_updates=min(1000, config.warmup_updates * K)))
+    ends = [i for i in range(total) if is_update_step(i, K, total)]  # the micro-step that ends each update
+    losses = every.eval_loss["big_batch"]
+    seen = [(i + 1) * config.micro_batch_size for i in ends]
+    return EqualExamples(
+        examples_seen=seen[: len(record.eval_loss["accumulated"])],
+        accumulated=record.eval_loss["accumulated"],
+        small_every_micro_batch=[losses[i] if i < len(losses) else math.nan for i in ends],
+        small_first_micro_batch=record.eval_loss["small_batch"],
+    )
+
+
+# The bugs that only put a constant factor on gradients (the tail bug: on the last update's only).
+SCALE_BUGS = frozenset({"loss_not_divided", "loss_divided_twice", "tail_divided_by_k"})
 
 
 def bug_symptoms(record: RunRecord) -> list[str]:
@@ -519,6 +594,9 @@ def bug_symptoms(record: RunRecord) -> list[str]:
     counted = f"optimizer steps: accumulated {steps['accumulated']}, big batch {steps['big_batch']}"
     if bugs & {"loss_not_divided", "loss_divided_twice"} and scales:
         out.append(f"update 0 applied {scales[0]:.3g} x the big-batch gradient (K = {K})")
+        if c.optimizer == "adamw" and not bugs - SCALE_BUGS:
+            out.append(f"under AdamW the factor nearly cancels: at the end |w_accumulated - w_big_batch| = "
+                       f"{record.weight_gap:.2g} x |w_big_batch - w_start|")
         if c.max_grad_norm is not None and record.grads_allclose:
             out.append(f"clipping to max_grad_norm = {c.max_grad_norm:g} cut both gradients to the same length, "
                        "which hides this bug: the direction was right, only the length was wrong")
