@@ -34,7 +34,8 @@ def _check_plan(answer: object) -> Feedback:
     if memory > BUDGET_GB:
         return incorrect(f"b = {b:g} needs {memory:.1f} GB: over the {BUDGET_GB:g} GB budget.")
     if close_to(b, 8):
-        return correct("b = 8 needs 6 + 0.3 x 8 = 8.4 GB; b = 16 would need 10.8 GB. K = 8 micro-steps per update.")
+        return correct("with b = 8 the step needs 6 + 0.3 x 8 = 8.4 GB; b = 16 would need 10.8 GB. K = 8 micro-steps "
+                       "per update.")
     return incorrect(f"b = {b:g} fits, but a larger micro-batch that divides {TARGET} also fits and needs fewer "
                      "micro-steps (less time per update).")
 

@@ -117,7 +117,8 @@ def steps_to_target(
     optimizer: str = "sgd", max_updates: int = 400, warmup_updates: int = 0, seed: int = 0,
 ) -> int | None:
     """Updates of accumulated training (K micro-batches of b) until the full-data loss is at or
-    below `target_loss`; None if it never gets there within `max_updates` (or diverges)."""
+    below `target_loss`; None if it never gets there within `max_updates` (or diverges: the loss
+    not finite or above twice its start)."""
     b = check_int("micro_batch_size", micro_batch_size, 1)
     k = check_int("accumulation_steps", accumulation_steps, 1)
     lr = check_float("learning_rate", learning_rate, 0.0, 1e3)
@@ -126,12 +127,14 @@ def steps_to_target(
     model = make_classifier(seed)
     opt = _optimizer(optimizer, model.parameters(), lr)
     g = torch.Generator().manual_seed(seed + 1)
+    first = None
     for update in range(check_int("max_updates", max_updates, 1)):
         with torch.no_grad():
             loss = float(_loss(model, problem.x, problem.y))
         if loss <= target:
             return update
-        if not math.isfinite(loss):
+        first = loss if first is None else first
+        if not math.isfinite(loss) or loss > 2 * first:  # diverging: it will not come back in time
             return None
         for group in opt.param_groups:  # linear warmup over the first `warm` updates (Goyal et al., 2017)
             group["lr"] = lr * min(1.0, (update + 1) / (warm + 1))

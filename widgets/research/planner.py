@@ -142,3 +142,31 @@ def best_plan(plans: list[Plan]) -> Plan | None:
     """The fitting plan with the largest b (fewest micro-steps, so usually the fastest); None if none fits."""
     fitting = [p for p in plans if p.fits]
     return max(fitting, key=lambda p: p.micro_batch_size) if fitting else None
+
+
+@dataclass(frozen=True)
+class PlannerModel:
+    """What the planner needs of a model: bytes that do not grow with b, activation bytes per example
+    without and with checkpointing, and optionally a time model, seconds per micro-step =
+    overhead_s + per_example_s x b (checkpointing adds one forward, taken as 1/3 of forward + backward)."""
+
+    name: str
+    fixed_bytes: int
+    activation_bytes_per_example: float
+    recompute_bytes_per_example: float
+    overhead_s: float | None = None
+    per_example_s: float | None = None
+
+    def plans(self, memory_budget: int, effective_batch_size: int, recompute: bool = False) -> list[Plan]:
+        per_example = self.recompute_bytes_per_example if recompute else self.activation_bytes_per_example
+        timer = None
+        if self.overhead_s is not None and self.per_example_s is not None:
+            factor = 4 / 3 if recompute else 1.0
+            timer = lambda b: factor * (self.overhead_s + self.per_example_s * b)  # noqa: E731
+        return plan_micro_batches(self.fixed_bytes, per_example, memory_budget, effective_batch_size, timer)
+
+
+def paper_planner_model(shape: TransformerShape) -> PlannerModel:
+    """A preset transformer for the planner, from the formulas (mixed-precision Adam, 16-bit activations)."""
+    one, ckpt = transformer_memory(shape, 1), transformer_memory(shape, 1, recompute=True)
+    return PlannerModel(shape.name, one.fixed, float(one.activations), float(ckpt.activations))
