@@ -77,6 +77,18 @@ NOTEBOOKS: tuple[NotebookEntry, ...] = (
         "notebooks/developer_4_frameworks.ipynb", "developer", "Your framework, audited",
         "Accelerate's and Lightning's accumulation under the loop auditor: the final group, steps, clipping, logs",
     ),
+    NotebookEntry(
+        "notebooks/researcher_3_noise_and_critical_batch.ipynb", "researcher", "Gradient noise and the critical batch",
+        "B_simple for free from the accumulation window, checked against theory; the critical batch; learning-rate scaling",
+    ),
+    NotebookEntry(
+        "notebooks/researcher_4_memory_and_time.ipynb", "researcher", "Memory and time, measured",
+        "the four memory terms counted from the tensors, checkpointing, a transformer formula checked, a (b, K) planner",
+    ),
+    NotebookEntry(
+        "notebooks/researcher_5_many_machines.ipynb", "researcher", "Many machines",
+        "a real two-process gloo DDP run with no_sync, all-reduces counted; ring traffic, ZeRO/FSDP, the uneven tail",
+    ),
 )
 
 
