@@ -84,4 +84,5 @@ plans: install
 
 # Every wheel the learner set needs, for a room with no network: then `make lab WHEELS=wheelhouse`.
 wheelhouse: install
-	$(BIN)/python -m pip download --progress-bar on -d wheelhouse -r requirements.txt setuptools wheel
+	grep -v '^-e ' requirements.txt | $(BIN)/python -m pip download --progress-bar on -d wheelhouse -r /dev/stdin \
+	  "setuptools>=77" wheel  # the lab's own package is built from the checkout, with these
