@@ -36,7 +36,7 @@ def draw_spread_gap(ax: Axes, gaps: Mapping[str, Sequence[float]]) -> dict[str, 
     ax.set_yscale("log")
     ax.set_xlabel("length_spread (0: all sequences full length)")
     ax.set_ylabel("max |Δ grad| / max |big-batch grad|")
-    ax.axhline(1e-7, color="grey", lw=0.8, ls=":")
+    ax.axhline(1e-7, color="grey", lw=0.8, ls=":", label="1e-7: float32 rounding, for scale")
     ax.legend(loc="center right", fontsize=8)
     return lines
 
