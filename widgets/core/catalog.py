@@ -78,6 +78,14 @@ NOTEBOOKS: tuple[NotebookEntry, ...] = (
         "Accelerate's and Lightning's accumulation under the loop auditor: the final group, steps, clipping, logs",
     ),
     NotebookEntry(
+        "notebooks/researcher_1_why_exact.ipynb", "researcher", "Why it is exact",
+        "the weights n_i/n derived and checked; token-count normalisation (the 2024 bug) and its fix; precision against K",
+    ),
+    NotebookEntry(
+        "notebooks/researcher_2_where_it_breaks.ipynb", "researcher", "Where it breaks",
+        "batch norm (ghost BN of size b), in-batch negatives and gradient caching, dropout, what runs once per update",
+    ),
+    NotebookEntry(
         "notebooks/researcher_3_noise_and_critical_batch.ipynb", "researcher", "Gradient noise and the critical batch",
         "B_simple for free from the accumulation window, checked against theory; the critical batch; learning-rate scaling",
     ),
