@@ -188,6 +188,12 @@ def run_ddp(config: DDPConfig | None = None, timeout_s: float = 60.0, port: int 
         raise TypeError(f"config must be a DDPConfig, got {type(config).__name__}")
     timeout_s = check_float("timeout_s", timeout_s, 0.0, 3600.0)
     port = free_port() if port is None else check_int("port", port, 1, 65535)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:  # fail fast, before any process starts
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as error:
+            raise DDPError(f"the gloo backend could not start on 127.0.0.1:{port}: the port is taken ({error.strerror}). "
+                           "Try again with port=None to pick a free one; no process was started.") from None
     if fail_on_rank is not None:
         check_int("fail_on_rank", fail_on_rank, 0, config.world_size - 1)
     import torch.distributed as dist
