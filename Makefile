@@ -14,7 +14,7 @@ PIP := $(BIN)/python -m pip install --progress-bar on $(if $(WHEELS),--no-index 
 LAB_FLAGS ?= $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 .PHONY: lab test install install-test doctor present stop benchmark execute reliability binder-check \
-	install-size classroom plans wheelhouse
+	install-size classroom plans wheelhouse offline-install
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	@$(PYTHON) tools/install_notice.py learner $(if $(TORCH),--torch $(TORCH),)
@@ -86,3 +86,7 @@ plans: install
 wheelhouse: install
 	grep -v '^-e ' requirements.txt | $(BIN)/python -m pip download --progress-bar on -d wheelhouse -r /dev/stdin \
 	  "setuptools>=77" wheel  # the lab's own package is built from the checkout, with these
+
+# The offline plan, run end to end in /tmp: a wheel folder, then an install with no index.
+offline-install: install-test
+	$(BIN)/python benchmarks/offline_install.py
