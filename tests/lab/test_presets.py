@@ -34,9 +34,10 @@ def test_presets_match_the_explorer_and_build_it():
     from widgets.lab import presets
 
     parameters = inspect.signature(explorer.make_accumulation_explorer).parameters
-    assert {k: p.default for k, p in parameters.items()} == {**DEFAULTS, "max_grad_norm": None}
+    assert {k: p.default for k, p in parameters.items()} == DEFAULTS
     for ours in ("K_RANGE", "B_RANGE", "LR_RANGE", "CLIP_OPTIONS"):
         assert getattr(presets, ours) == getattr(explorer, ours), ours
+    assert presets.OPTIMIZERS == tuple(explorer.OPTIMIZER_LABELS)
     built = explorer.make_accumulation_explorer(**decode_state(encode_state(preset("forgot-to-divide"))))
     assert built.controls["loss_not_divided"].value and not built.record.allclose
 
@@ -53,6 +54,7 @@ def test_unknown_preset_lists_the_known_ones():
     {"learning_rate": 10.0, "seed": 2**31 - 1, "num_updates": 1000, "warmup_updates": 1000},
     {"learning_rate": 0.0123, "max_grad_norm": 0.05, "tail_micro_batches": 3},
     {"bugs": BUG_ORDER, "tail_micro_batches": 1, "max_grad_norm": 2.0, "warmup_updates": 2},
+    {"optimizer": "adamw", "accumulation_steps": 2},
 ])
 def test_codes_round_trip(kwargs):
     code = encode_state(kwargs)
@@ -110,14 +112,14 @@ def test_a_code_this_explorer_cannot_show_is_called_stale():
         body = "".join(presets._ALPHABET[int(bits[i:i + 5], 2)] for i in range(0, len(bits), 5))
         return "GA1-" + body + presets._check_chars("GA1" + body)
 
-    lr_past_the_top = "001000000" + format(4000, "012b")
+    lr_past_the_top = "0010000000" + format(4000, "012b")
     with pytest.raises(StateCodeError, match="learning rate"):
         decode_state(forge(lr_past_the_top))
-    tail_as_long_as_k = "000000100" + format(4, "04b")
+    tail_as_long_as_k = "0000001000" + format(4, "04b")
     with pytest.raises(StateCodeError, match="tail_micro_batches.*stale code"):
         decode_state(forge(tail_as_long_as_k))
     with pytest.raises(StateCodeError, match="more in it"):
-        decode_state(forge("000000000" + "1" * 11))
+        decode_state(forge("0000000000" + "1" * 11))
 
 
 @pytest.mark.parametrize("kwargs, error, message", [
@@ -127,6 +129,7 @@ def test_a_code_this_explorer_cannot_show_is_called_stale():
     ({"bugs": ("forget_final_step",)}, ValueError, "needs an uneven final group"),
     ({"bugs": ("no_such_bug",)}, ValueError, "unknown name"),
     ({"K": 4}, ValueError, "unknown explorer setting"),
+    ({"optimizer": "adam"}, ValueError, "optimizer must be one of"),
     ("K=4", TypeError, "dict"),
 ])
 def test_encoding_refuses_what_the_explorer_refuses(kwargs, error, message):

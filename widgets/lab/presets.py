@@ -1,11 +1,11 @@
 """Named explorer settings for the classic demos, and short codes that carry any setting.
 
     PRESETS["forgot-to-divide"].kwargs   # -> make_accumulation_explorer(**kwargs)
-    code = encode_state(kwargs)          # e.g. 'GA1-2004-WA': paste it into the chat
+    code = encode_state(kwargs)          # e.g. 'GA1-2002-NZ': paste it into the chat
     decode_state(code)                   # -> the same kwargs, checked; a bad or stale code says why
 
 A code is the version (`GA1`), the settings that differ from the explorer's defaults packed into
-bits (a 9-bit map of which settings follow, then each one in a fixed width), and two check
+bits (a map of which settings follow, one bit per setting, then each one in a fixed width), and two check
 characters (CRC-32 of the rest, 10 bits), in Crockford's base 32: no I, L, O or U, so a code read
 aloud or retyped is forgiving (`o` reads as 0, `l` as 1; dashes, spaces and case are ignored),
 and a typo is caught by the check characters rather than silently showing another picture.
@@ -27,14 +27,15 @@ K_RANGE = (1, 16)
 B_RANGE = (1, 64)
 LR_RANGE = (0.001, 10.0)
 CLIP_OPTIONS = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
+OPTIMIZERS = ("sgd", "adamw")  # index in the code: a new optimizer is appended (same version)
 BUG_ORDER = tuple(BUGS)  # bit i of the bug mask is BUG_ORDER[i]; a new bug is appended (same version)
 DEFAULTS: dict[str, object] = {  # make_accumulation_explorer's defaults
     "accumulation_steps": 4, "micro_batch_size": 8, "learning_rate": 0.1, "bugs": (), "num_updates": 8,
-    "seed": 0, "tail_micro_batches": 0, "max_grad_norm": None, "warmup_updates": 0,
+    "seed": 0, "tail_micro_batches": 0, "max_grad_norm": None, "warmup_updates": 0, "optimizer": "sgd",
 }
 WIDTHS = {  # bits per setting, in code order
     "accumulation_steps": 4, "micro_batch_size": 6, "learning_rate": 12, "bugs": len(BUG_ORDER),
-    "num_updates": 10, "seed": 31, "tail_micro_batches": 4, "max_grad_norm": 3, "warmup_updates": 10,
+    "num_updates": 10, "seed": 31, "tail_micro_batches": 4, "max_grad_norm": 3, "warmup_updates": 10, "optimizer": 2,
 }
 _ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"  # Crockford's base 32
 _READS_AS = {"O": "0", "I": "1", "L": "1"}
@@ -108,12 +109,16 @@ def check_state(kwargs: dict) -> dict:
     check_int("warmup_updates", state["warmup_updates"], 0, state["num_updates"])
     if state["max_grad_norm"] is not None and state["max_grad_norm"] not in CLIP_OPTIONS:
         raise ValueError(f"max_grad_norm must be None or one of {CLIP_OPTIONS}, got {state['max_grad_norm']!r}")
+    if state["optimizer"] not in OPTIMIZERS:
+        raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {state['optimizer']!r}")
     bugs = (state["bugs"],) if isinstance(state["bugs"], str) else state["bugs"]
+    # the optimizer is passed only when it is not the default SGD, as configs before it read the same
+    optimizer = {} if state["optimizer"] == "sgd" else {"optimizer": state["optimizer"]}
     config = AccumulationConfig(  # checks the bug names, the tail (< K) and each bug's needs
         accumulation_steps=state["accumulation_steps"], micro_batch_size=state["micro_batch_size"],
         learning_rate=state["learning_rate"], num_updates=state["num_updates"], seed=state["seed"], bugs=bugs,
         tail_micro_batches=state["tail_micro_batches"], max_grad_norm=state["max_grad_norm"],
-        warmup_updates=state["warmup_updates"],
+        warmup_updates=state["warmup_updates"], **optimizer,
     )
     state["bugs"] = tuple(sorted(config.bugs, key=BUG_ORDER.index))
     return state
@@ -155,6 +160,8 @@ def _to_int(name: str, value: object) -> int:
         return sum(1 << BUG_ORDER.index(b) for b in value)
     if name == "max_grad_norm":
         return 0 if value is None else CLIP_OPTIONS.index(value) + 1
+    if name == "optimizer":
+        return OPTIMIZERS.index(value)
     return int(value)
 
 
@@ -171,6 +178,10 @@ def _from_int(name: str, number: int) -> object:
         if number > len(CLIP_OPTIONS):
             raise StateCodeError(f"the code's max_grad_norm choice {number} is not one of {CLIP_OPTIONS}")
         return None if number == 0 else CLIP_OPTIONS[number - 1]
+    if name == "optimizer":
+        if number >= len(OPTIMIZERS):
+            raise StateCodeError(f"the code's optimizer {number} is not one of {OPTIMIZERS}: a newer code? ask for a new one")
+        return OPTIMIZERS[number]
     return number
 
 
@@ -199,7 +210,7 @@ def decode_state(code: str) -> dict:
     characters disagree), made by another version of the lab, or asking for a setting this
     explorer does not allow."""
     if not isinstance(code, str):
-        raise StateCodeError(f"a share code is a string like 'GA1-2004-WA', got {type(code).__name__}")
+        raise StateCodeError(f"a share code is a string like 'GA1-2002-NZ', got {type(code).__name__}")
     text = "".join(_READS_AS.get(ch, ch) for ch in "".join(code.split()).replace("-", "").upper())
     if not text.startswith("GA") or len(text) < 3:
         raise StateCodeError(f"{code!r} is not an explorer share code: they start with {PREFIX!r}")
