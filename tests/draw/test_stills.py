@@ -1,0 +1,32 @@
+"""`compact_png`: a smaller PNG of the same picture, and clear errors."""
+import io
+
+import pytest
+from matplotlib.figure import Figure
+from PIL import Image
+
+from widgets.draw.stills import compact_png
+
+
+def _figure() -> Figure:
+    figure = Figure(figsize=(4, 3), dpi=72)
+    ax = figure.subplots()
+    ax.plot([0, 1, 2], [0, 1, 4], marker="o", label="a line")
+    ax.legend()
+    return figure
+
+
+def test_smaller_than_the_full_png_and_the_same_size_in_pixels():
+    figure = _figure()
+    full = io.BytesIO()
+    figure.savefig(full, format="png")
+    small = compact_png(figure)
+    assert len(small) < len(full.getvalue())
+    assert Image.open(io.BytesIO(small)).size == Image.open(io.BytesIO(full.getvalue())).size
+
+
+@pytest.mark.parametrize("bad, name", [(dict(figure="x"), "figure"), (dict(colours=1), "colours")])
+def test_bad_input_names_the_parameter(bad, name):
+    args = dict(figure=_figure(), colours=64) | bad
+    with pytest.raises((TypeError, ValueError), match=name):
+        compact_png(**args)
