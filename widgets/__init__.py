@@ -18,6 +18,7 @@ import importlib
 _PUBLIC = {
     "make_accumulation_explorer": "widgets.controls.explorer",
     "make_bricks_widget": "widgets.controls.bricks_explorer",
+    "make_prediction": "widgets.controls.prediction",
     "audit_training_loop": "widgets.audit.auditor",
     "proof_exercises": "widgets.exercises.developer",
     "loop_exercises": "widgets.exercises.developer",

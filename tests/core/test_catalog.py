@@ -51,7 +51,15 @@ def test_without_a_results_file_nothing_is_measured(tmp_path):
     assert load_run_times(missing) == {}
     text = catalog_text(missing)
     assert text.count(f"[{NOT_MEASURED}]") == len(NOTEBOOKS)
-    assert "RESEARCHER" in text and "(planned, not written yet)" in text
+    assert "RESEARCHER" in text and "researcher_1_why_exact.ipynb" in text
+    assert "(planned, not written yet)" not in text  # every tier has notebooks now
+
+
+def test_a_planned_tier_without_notebooks_says_so(tmp_path, monkeypatch):
+    from widgets.core import catalog
+
+    monkeypatch.setitem(catalog.TIERS, "future", catalog.Tier("Future", "nobody yet", planned=True))
+    assert "FUTURE  (nobody yet)\n  (planned, not written yet)" in catalog.catalog_text(tmp_path / "results.json")
 
 
 def test_measured_times_are_read_and_the_rest_stay_unmeasured(tmp_path):

@@ -28,3 +28,11 @@ def test_each_worked_answer_is_right_and_is_the_solution_shown(make, name, worke
     assert exercise._checker(function).correct  # right by the checker itself
     assert exercise.check(function).status is Status.INCORRECT  # but not accepted as the learner's answer
     assert exercise.solution().code.startswith(f"def {worked}(")  # that check was an attempt
+
+
+def test_every_exercise_set_is_importable_from_the_folder():
+    import widgets.exercises as folder
+    from widgets.exercises.toolkit import ExerciseSet
+
+    for name in folder.__all__:
+        assert isinstance(getattr(folder, name)(), ExerciseSet), name

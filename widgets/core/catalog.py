@@ -44,7 +44,6 @@ TIERS: dict[str, Tier] = {
         "Researcher",
         "why it is exact and where it breaks: batch norm, in-batch negatives, token-count "
         "normalisation, gradient noise scale, memory and time, DDP no_sync",
-        planned=True,
     ),
 }
 

@@ -21,6 +21,12 @@ _SETS = {  # exercise set -> the module that builds it; loaded on first use, so 
     "proof_exercises": "widgets.exercises.developer",
     "loop_exercises": "widgets.exercises.developer",
     "gallery_exercises": "widgets.exercises.developer",
+    "beginner_exercises": "widgets.exercises.beginner",
+    "exactness_exercises": "widgets.exercises.researcher_1",
+    "breaks_exercises": "widgets.exercises.researcher_2",
+    "noise_exercises": "widgets.exercises.researcher_3",
+    "memory_exercises": "widgets.exercises.researcher_4",
+    "machines_exercises": "widgets.exercises.researcher_5",
 }
 __all__ = sorted(_SETS)
 
