@@ -78,6 +78,15 @@ def whole(low: int | Callable[[dict], int], high: int | Callable[[dict], int] | 
     return rule
 
 
+def real(low: float, high: float, *, low_inclusive: bool = False, optional: bool = False) -> Rule:
+    """A `checked` rule: a finite number in (low, high] (or [low, high]); `optional`: None passes."""
+    def rule(name: str, value: Any, arguments: dict) -> Any:
+        if optional and value is None:
+            return None
+        return check_float(name, value, low, high, low_inclusive=low_inclusive)
+    return rule
+
+
 def checked(**rules: Rule) -> Callable:
     """Check a function's arguments before its body runs, in the order the rules are given.
 

@@ -34,7 +34,7 @@ from widgets.core.accumulation import (
     make_regression_data,
     micro_batch_weight,
 )
-from widgets.core.config import AccumulationConfig, check_bugs, check_float, check_int
+from widgets.core.config import AccumulationConfig, check_bugs, checked, real, whole
 
 REGIMES = ("accumulated", "big_batch", "small_batch")
 # A run has diverged once its loss on all examples is not finite or above this many times its start:
@@ -49,21 +49,21 @@ def mse(prediction: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.mse_loss(prediction, target)
 
 
+@checked(warmup_updates=whole(0))
 def linear_warmup(warmup_updates: int) -> Callable[[int], float]:
     """The learning-rate factor after n scheduler steps, for `torch.optim.lr_scheduler.LambdaLR`.
 
     Stepped once per update, update u (from 0) runs at (u+1)/(W+1) of the rate while u < W,
     then at the full rate: W updates ramp up. Stepped every micro-step, the ramp ends K x sooner.
     """
-    check_int("warmup_updates", warmup_updates, 0)
     return lambda n: min(1.0, (n + 1) / (warmup_updates + 1))
 
 
+@checked(max_norm=real(0.0, math.inf, optional=True))
 def clip_flat(grad: torch.Tensor, max_norm: float | None) -> torch.Tensor:
     """A flat gradient clipped as `torch.nn.utils.clip_grad_norm_` would clip it (None: unchanged)."""
     if max_norm is None:
         return grad
-    max_norm = check_float("max_norm", max_norm, 0.0, math.inf)
     return grad * min(1.0, max_norm / (float(grad.norm()) + 1e-6))  # the same 1e-6 torch adds
 
 
@@ -116,28 +116,28 @@ class LoopRules:
 def _also_after_backward(rules: LoopRules, action: Callable[[Training, bool], None]) -> LoopRules:
     """`rules` with `action` run after every backward too, after what already runs there."""
     before = rules.after_backward
-    return replace(rules, after_backward=lambda t, ends_update: (before(t, ends_update), action(t, ends_update)))
+    return replace(rules, after_backward=lambda training, ends_update: (before(training, ends_update), action(training, ends_update)))
 
 
-def _clip_half_built_pile(t: Training, ends_update: bool) -> None:
-    torch.nn.utils.clip_grad_norm_(t.model.parameters(), t.max_norm)  # BUG: clips the pile before it is complete
+def _clip_half_built_pile(training: Training, ends_update: bool) -> None:
+    torch.nn.utils.clip_grad_norm_(training.model.parameters(), training.max_norm)  # BUG: clips the pile before it is complete
 
 
-def _step_half_built_pile(t: Training, ends_update: bool) -> None:
+def _step_half_built_pile(training: Training, ends_update: bool) -> None:
     if not ends_update:  # the update's own step follows: K steps per update in all
-        t.optimizer.step()  # BUG: updates on a half-built pile
+        training.optimizer.step()  # BUG: updates on a half-built pile
 
 
-def _schedule_every_micro_step(t: Training, ends_update: bool) -> None:
+def _schedule_every_micro_step(training: Training, ends_update: bool) -> None:
     if not ends_update:  # the update's own scheduler.step() follows: K per update in all
         with warnings.catch_warnings():  # torch rightly warns that this steps before the first
             warnings.simplefilter("ignore", UserWarning)  # optimizer step: that is the bug
-            t.scheduler.step()  # BUG: the warmup advances K times per update
+            training.scheduler.step()  # BUG: the warmup advances K times per update
 
 
-def _measure_only(t: Training) -> float:
+def _measure_only(training: Training) -> float:
     """The update's clip when the bug has already clipped every micro-step: only the norm is read."""
-    return float(flat_grad(t.model).norm())
+    return float(flat_grad(training.model).norm())
 
 
 # What each bug changes in the correct rules, applied in this order (so that bugs combine).
@@ -148,7 +148,7 @@ BUG_RULES: dict[str, Callable[[LoopRules], LoopRules]] = {
     # the boundary test without the run's length: the uneven last group never ends an update
     "forget_final_step": lambda r: replace(r, is_update_step=lambda i, K, total: is_update_step(i, K)),
     "zero_grad_every_micro_step": lambda r: replace(
-        r, before_forward=lambda t: t.optimizer.zero_grad(set_to_none=True)),  # BUG: empties the pile every time
+        r, before_forward=lambda training: training.optimizer.zero_grad(set_to_none=True)),  # BUG: empties the pile every time
     "clip_every_micro_step": lambda r: replace(_also_after_backward(r, _clip_half_built_pile), clip=_measure_only),
     "step_every_micro_step": lambda r: _also_after_backward(r, _step_half_built_pile),
     "scheduler_every_micro_step": lambda r: _also_after_backward(r, _schedule_every_micro_step),
@@ -247,42 +247,42 @@ def _train_accumulated(config: AccumulationConfig, examples: _Examples, rules: L
     """The accumulated regime: K micro-batches of b, one update per K micro-steps. Bugs enter only
     through `rules`; `probe` measures from outside and changes nothing."""
     K, total = config.accumulation_steps, config.total_micro_steps
-    t = _start_training(config)
-    probe = _AccumulationProbe(examples, t)
+    training = _start_training(config)
+    probe = _AccumulationProbe(examples, training)
     for micro_step in range(total):
-        rules.before_forward(t)  # correct: nothing; the pile keeps what it holds
+        rules.before_forward(training)  # correct: nothing; the pile keeps what it holds
         inputs, targets = examples.micro_batch(micro_step)
-        loss = mse(t.model(inputs), targets)
+        loss = mse(training.model(inputs), targets)
         scale = rules.loss_scale(group_size(micro_step, K, total), K)  # correct: this update's 1/K
         (loss * scale).backward()  # backward adds into .grad: this is the accumulation
         ends_update = rules.is_update_step(micro_step, K, total)  # correct: every K-th and the very last
-        rules.after_backward(t, ends_update)  # correct: nothing, the pile is not complete yet
+        rules.after_backward(training, ends_update)  # correct: nothing, the pile is not complete yet
         probe.micro_step_done(micro_step, loss.item(), rules.logged_loss(loss.item(), scale))
         if ends_update:
-            norm = rules.clip(t)  # correct: clip once, the completed pile
-            t.optimizer.step()  # one update from the whole pile
+            norm = rules.clip(training)  # correct: clip once, the completed pile
+            training.optimizer.step()  # one update from the whole pile
             if probe.update_applied(micro_step, norm):  # diverged: stop measuring
                 break
-            t.optimizer.zero_grad(set_to_none=True)  # empty the pile for the next update
-            t.scheduler.step()  # the warmup counts updates
+            training.optimizer.zero_grad(set_to_none=True)  # empty the pile for the next update
+            training.scheduler.step()  # the warmup counts updates
     return probe.finish()
 
 
 def _train_plain(config: AccumulationConfig, examples: _Examples, *, micro_batches: int | None) -> RegimeRun:
     """One pass and one step per update, over the update's examples (big batch: micro_batches=None)
     or only its first micro-batch (small batch: micro_batches=1)."""
-    t = _start_training(config)
-    log = _UpdateLog(examples, t)
+    training = _start_training(config)
+    log = _UpdateLog(examples, training)
     for update in range(config.total_updates):
         inputs, targets = examples.update_batch(update, micro_batches=micro_batches)
-        loss = mse(t.model(inputs), targets)
+        loss = mse(training.model(inputs), targets)
         loss.backward()
-        norm = clip_completed_pile(t)
-        t.optimizer.step()
+        norm = clip_completed_pile(training)
+        training.optimizer.step()
         if log.update_done(loss.item(), norm):
             break
-        t.optimizer.zero_grad(set_to_none=True)
-        t.scheduler.step()
+        training.optimizer.zero_grad(set_to_none=True)
+        training.scheduler.step()
     return log.finish()
 
 
@@ -296,7 +296,7 @@ class _UpdateLog:
     """Per-update measurements of one run; counts every optimizer step through a hook."""
 
     def __init__(self, examples: _Examples, training: Training):
-        self.examples, self.t = examples, training
+        self.examples, self.training = examples, training
         self.start_loss = examples.loss_on_all(training.model)
         self.train_loss, self.eval_loss, self.grad_norm, self.learning_rates = [], [], [], []
         self.steps, self.diverged_at = 0, None
@@ -309,15 +309,15 @@ class _UpdateLog:
         """Record an update just applied (lr still the one it used); True if the run diverged."""
         self.train_loss.append(train_loss)
         self.grad_norm.append(norm)
-        self.learning_rates.append(self.t.optimizer.param_groups[0]["lr"])
-        self.eval_loss.append(self.examples.loss_on_all(self.t.model))
+        self.learning_rates.append(self.training.optimizer.param_groups[0]["lr"])
+        self.eval_loss.append(self.examples.loss_on_all(self.training.model))
         blown_up = self.eval_loss[-1] > DIVERGED_LOSS_FACTOR * self.start_loss
         if not _is_finite(train_loss, self.eval_loss[-1], norm) or blown_up:
             self.diverged_at = len(self.train_loss) - 1
         return self.diverged_at is not None
 
     def finish(self) -> RegimeRun:
-        weights = torch.cat([p.detach().reshape(-1) for p in self.t.model.parameters()]).clone()
+        weights = torch.cat([p.detach().reshape(-1) for p in self.training.model.parameters()]).clone()
         return RegimeRun(self.train_loss, self.eval_loss, self.grad_norm, self.learning_rates, self.steps,
                          self.diverged_at, weights)
 
@@ -343,7 +343,7 @@ class _AccumulationProbe(_UpdateLog):
         first micro-step, since a buggy loop may step inside the group."""
         update = len(self.grad_diff)
         if update < self.examples.config.total_updates:
-            self.reference = _reference_gradient(self.t.model, *self.examples.update_batch(update))
+            self.reference = _reference_gradient(self.training.model, *self.examples.update_batch(update))
 
     def micro_step_done(self, micro_step: int, mean_loss: float, logged: float) -> None:
         if micro_step % self.K == 0:  # a group begins
@@ -353,13 +353,13 @@ class _AccumulationProbe(_UpdateLog):
         self.true_sum += mean_loss / n  # the undivided mean over the update's examples
         self.logged_sum += logged / n
         if micro_step < self.K:
-            self.snapshots.append(flat_grad(self.t.model))
+            self.snapshots.append(flat_grad(self.training.model))
         self.micro_steps += 1
 
     def update_applied(self, micro_step: int, norm: float) -> bool:
         """After optimizer.step(), before zero_grad: `.grad` still holds what the step used."""
         self.stepped_at.append(micro_step)
-        self._compare(flat_grad(self.t.model))
+        self._compare(flat_grad(self.training.model))
         diverged = self._close_group(norm)
         if not diverged:
             self._take_reference()
@@ -380,7 +380,7 @@ class _AccumulationProbe(_UpdateLog):
 
     def finish(self) -> AccumulatedRun:
         if self.open_group and self.diverged_at is None:  # the forgotten final step: applied nothing
-            norm = float(flat_grad(self.t.model).norm())
+            norm = float(flat_grad(self.training.model).norm())
             self._compare(torch.zeros_like(self.reference))
             self._close_group(norm)
         b = self.examples.config.micro_batch_size
