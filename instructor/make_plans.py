@@ -177,6 +177,16 @@ def write_notebooks(entries: list, facts: dict) -> str:
     return "\n".join(lines)
 
 
+def offline_measured() -> str:
+    path = ROOT / "benchmarks" / "results" / "offline_install.json"
+    if not path.exists():
+        return ""
+    run = json.loads(path.read_text())
+    return (f" Measured (`make offline-install`): the folder holds {run['wheelhouse']['files']} files, "
+            f"{run['wheelhouse']['mb']} MB ({run['wheelhouse']['seconds']:.0f} s to fill); the install from it took "
+            f"{run['offline_install']['seconds']:.0f} s ({run['offline_install']['venv_mb']} MB in .venv).")
+
+
 def write_room(classroom: dict, install: dict) -> str:
     lines = ["# Room setup", "", "Written by `instructor/make_plans.py` from `benchmarks/results/classroom.json` and",
              "`install.json` (`make classroom`, `make install-size`); do not edit by hand.", ""]
@@ -219,7 +229,7 @@ def write_room(classroom: dict, install: dict) -> str:
               "**Offline room**: on a machine with network, `make wheelhouse` (every wheel of the learner set into "
               "`wheelhouse/`); copy the checkout with `wheelhouse/` to each machine (USB stick); there, "
               "`make lab WHEELS=wheelhouse` installs with no network. Voila's page links icons from a CDN: offline "
-              "they are missing, nothing else.", "",
+              "they are missing, nothing else." + offline_measured(), "",
               "**Projector**: `make present` (or `make present PRESET=forgot-to-divide`); learners paste the share "
               "code from `widgets.lab.presets.encode_state(...)` into `make_accumulation_explorer(**decode_state(code))`.", ""]
     return "\n".join(lines)
