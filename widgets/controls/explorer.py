@@ -14,6 +14,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from widgets.core.config import OPTIMIZER_NAMES, AccumulationConfig, check_float, check_int, unmet_bug_needs
+from widgets.lab import presets
 from widgets.draw.frames import OKABE_ITO, FastCanvas, errors_shown_in, with_static_fallback
 from widgets.draw.training_plots import draw_gradient_pile, draw_loss_curves, update_gradient_pile, update_loss_curves
 from widgets.core.training import DIVERGED_LOSS_FACTOR, RunRecord, bug_symptoms, run_regimes
@@ -94,7 +95,26 @@ class AccumulationExplorer(W.VBox):
             titles=("more bugs: the uneven final group, logging, clipping, the warmup",),
             selected_index=0 if config.bugs - set(MAIN_BUGS) else None,
         )
-        super().__init__([W.HBox([sliders, bugs]), more, self.image, self.readout, self.errors])
+        self.share = W.Button(description="share these settings", tooltip="a short code for make_accumulation_explorer(state=...)")
+        self.share_text = W.HTML()
+        self.share.on_click(self._show_share_code)
+        super().__init__([W.HBox([sliders, bugs]), more, self.image, self.readout,
+                          W.HBox([self.share, self.share_text]), self.errors])
+
+    def share_code(self) -> str:
+        """A short code for the current settings: `make_accumulation_explorer(state=code)` shows the
+        same picture (paste it into the chat so that a room sees one setting)."""
+        c = self.current_config()
+        return presets.encode_state(dict(
+            accumulation_steps=c.accumulation_steps, micro_batch_size=c.micro_batch_size,
+            learning_rate=c.learning_rate, bugs=tuple(c.bugs), num_updates=c.num_updates, seed=c.seed,
+            tail_micro_batches=c.tail_micro_batches, max_grad_norm=c.max_grad_norm,
+            warmup_updates=c.warmup_updates, optimizer=c.optimizer,
+        ))
+
+    def _show_share_code(self, _button=None) -> None:
+        with errors_shown_in(self.errors, "the share code"):
+            self.share_text.value = f"<code>make_accumulation_explorer(state=\"{self.share_code()}\")</code>"
 
     def current_config(self) -> AccumulationConfig:
         """The configuration the controls describe now (raises ValueError if they are out of range)."""
@@ -252,10 +272,21 @@ def make_accumulation_explorer(
     max_grad_norm: float | None = None,
     warmup_updates: int = 0,
     optimizer: str = "sgd",
+    preset: str | None = None,
+    state: str | None = None,
 ) -> AccumulationExplorer:
     """Build (not display) the explorer. Bad starting values raise a ValueError naming the parameter;
     so does a bug without the setting it needs (e.g. `forget_final_step` without a tail).
-    `optimizer` is "sgd" or "adamw" (a dropdown switches it live)."""
+    `optimizer` is "sgd" or "adamw" (a dropdown switches it live).
+
+    In a classroom: `preset="forgot-to-divide"` starts from a named demo (`widgets.lab.presets.PRESETS`),
+    and `state="GA1-..."` from the code another explorer's `share_code()` gave; either replaces the
+    other arguments. A bad or stale code raises a ValueError saying what is wrong with it."""
+    if preset is not None or state is not None:
+        if preset is not None and state is not None:
+            raise ValueError("pass preset or state, not both")
+        settings = presets.preset(preset) if preset is not None else presets.decode_state(state)
+        return make_accumulation_explorer(**settings)
     check_int("accumulation_steps", accumulation_steps, *K_RANGE)
     check_int("micro_batch_size", micro_batch_size, *B_RANGE)
     check_float("learning_rate", learning_rate, *LR_RANGE, low_inclusive=True)
