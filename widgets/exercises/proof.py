@@ -17,6 +17,7 @@ import math
 
 import torch
 
+from widgets.core.accumulation import GRAD_ATOL, GRAD_RTOL  # the lab's one allclose rule
 from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, as_numbers, close_to, correct, diagnose
 from widgets.exercises.toolkit import incorrect, needs_function, not_attempted
 from widgets.exercises.order import explain_name_errors
@@ -122,7 +123,7 @@ def _check_impersonate_16(answer: object) -> Feedback:
     if len(sizes) != 8:
         return incorrect(f"{len(sizes)} micro-batches of 2 cover {2 * len(sizes)} of the 16 examples; "
                          "a batch of 16 needs 8 of them")
-    if torch.allclose(grad, ref, rtol=1e-5, atol=1e-6):
+    if torch.allclose(grad, ref, rtol=GRAD_RTOL, atol=GRAD_ATOL):
         return correct("8 micro-batches of 2, each loss weighted by its share 2/16 = 1/8 of the batch (equal sizes: "
                        "1/K): the pile is the gradient of one batch of 16.")
     for notebook in (on_notebook_data, notebook_run):

@@ -6,6 +6,7 @@ import contextlib
 
 import torch
 
+from widgets.core.accumulation import GRAD_ATOL, GRAD_RTOL  # the lab's one allclose rule
 from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, as_numbers, close_to, correct, incorrect
 from widgets.exercises.toolkit import needs_function, not_attempted
 
@@ -83,7 +84,7 @@ def _check_no_sync(answer: object) -> Feedback:
     ref.load_state_dict(net.state_dict())
     ref.zero_grad()
     torch.nn.functional.mse_loss(ref(data), target).backward()
-    if grad is None or not torch.allclose(grad, ref.weight.grad, rtol=1e-5, atol=1e-6):
+    if grad is None or not torch.allclose(grad, ref.weight.grad, rtol=GRAD_RTOL, atol=GRAD_ATOL):
         return incorrect("no_sync is placed right, but .grad is not the gradient of the mean loss over the update: "
                          "divide each micro-batch loss by K")
     return correct("K - 1 micro-steps under no_sync and the last one synced: one all-reduce per update, and the "

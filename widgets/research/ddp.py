@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
+from widgets.core.accumulation import GRAD_ATOL, GRAD_RTOL  # the lab's one allclose rule
 from widgets.core.config import check_float, check_int
 
 INPUTS, OUTPUTS = 16, 4
@@ -157,7 +158,7 @@ class DDPResult:
 
     def allclose_to_single_process(self, mode: str) -> bool:
         ref = torch.tensor(self.reference_weights)
-        return all(torch.allclose(torch.tensor(r["weights"]), ref, rtol=1e-5, atol=1e-6) for r in self.per_rank[mode])
+        return all(torch.allclose(torch.tensor(r["weights"]), ref, rtol=GRAD_RTOL, atol=GRAD_ATOL) for r in self.per_rank[mode])
 
     def max_difference(self, mode: str) -> float:
         ref = torch.tensor(self.reference_weights)

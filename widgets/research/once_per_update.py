@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from widgets.core.accumulation import flat_grad, is_update_step, make_model, make_regression_data
+from widgets.core.accumulation import GRAD_ATOL, GRAD_RTOL, flat_grad, is_update_step, make_model, make_regression_data
 from widgets.core.config import check_float, check_int
 
 MISTAKES = {
@@ -79,5 +79,5 @@ def same_run(a: OncePerUpdateRun, b: OncePerUpdateRun) -> dict[str, bool]:
     for name, value in (("a", a), ("b", b)):
         if not isinstance(value, OncePerUpdateRun):
             raise TypeError(f"{name} must be an OncePerUpdateRun, got {type(value).__name__}")
-    return {"weights": bool(torch.allclose(a.weights, b.weights, rtol=1e-5, atol=1e-6)),
-            "ema": bool(torch.allclose(a.ema, b.ema, rtol=1e-5, atol=1e-6))}
+    return {"weights": bool(torch.allclose(a.weights, b.weights, rtol=GRAD_RTOL, atol=GRAD_ATOL)),
+            "ema": bool(torch.allclose(a.ema, b.ema, rtol=GRAD_RTOL, atol=GRAD_ATOL))}
