@@ -25,6 +25,7 @@ from widgets.audit import checks
 from widgets.audit.instruments import LEARNING_RATE, run_loop
 from widgets.audit.mistakes import AUDIT_MISTAKES, SCALE_MISTAKES, Finding
 from widgets.audit.problems import TASKS, make_problem, reference_loop, reference_token_loop
+from widgets.core.threads import one_thread
 from widgets.core.config import check_float, check_int
 
 __all__ = ["AUDIT_MISTAKES", "LEARNING_RATE", "AuditReport", "audit_training_loop"]
@@ -133,12 +134,8 @@ def audit_training_loop(
     then checked too. Bad arguments raise TypeError/ValueError naming the parameter.
     """
     K, N = _checked_arguments(loop, accumulation_steps, num_batches, with_scheduler, clip_norm, streaming, problem)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tensors of a few dozen numbers: more threads only wait on each other
-    try:
+    with one_thread():  # tensors of a few dozen numbers: more threads only wait on each other
         return _audit(loop, K, N, with_scheduler, clip_norm, streaming, problem)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _audit(loop, K, N, with_scheduler, clip_norm, streaming, problem) -> AuditReport:

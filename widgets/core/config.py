@@ -99,12 +99,27 @@ def checked(**rules: Rule) -> Callable:
         if unknown:
             raise TypeError(f"checked: {function.__name__} has no parameter(s) {sorted(unknown)}")
 
-        @functools.wraps(function)
-        def run_checked(*args, **kwargs):
+        parameters = signature.parameters.values()
+        positional = [p.name for p in parameters if p.kind is p.POSITIONAL_OR_KEYWORD]
+        defaults = {p.name: p.default for p in parameters if p.default is not p.empty}
+        # Signature.bind costs microseconds per call, and training calls these on every micro-step:
+        # plain parameters are matched by hand, anything unusual (or wrong) goes through bind.
+        plain = all(p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) for p in parameters)
+
+        def arguments_of(args: tuple, kwargs: dict) -> dict:
+            if plain and len(args) <= len(positional) and not set(kwargs) & set(positional[:len(args)]):
+                arguments = {**defaults, **dict(zip(positional, args)), **kwargs}
+                if len(arguments) == len(signature.parameters):
+                    return arguments
             bound = signature.bind(*args, **kwargs)
             bound.apply_defaults()
+            return bound.arguments
+
+        @functools.wraps(function)
+        def run_checked(*args, **kwargs):
+            arguments = arguments_of(args, kwargs)
             for name, rule in rules.items():
-                rule(name, bound.arguments[name], bound.arguments)
+                rule(name, arguments[name], arguments)
             return function(*args, **kwargs)
 
         return run_checked

@@ -35,6 +35,7 @@ from widgets.core.accumulation import (
     micro_batch_weight,
 )
 from widgets.core.config import AccumulationConfig, check_bugs, checked, real, whole
+from widgets.core.threads import one_thread
 
 REGIMES = ("accumulated", "big_batch", "small_batch")
 # A run has diverged once its loss on all examples is not finite or above this many times its start:
@@ -514,6 +515,11 @@ def example_order(config: AccumulationConfig) -> torch.Tensor:
 def run_regimes(config: AccumulationConfig) -> RunRecord:
     """Train the three regimes from the same initial weights on the same draws; see module doc."""
     _check_config(config)
+    with one_thread():  # a 49-weight model: a second thread only waits (and stalls on a busy CPU)
+        return _run_regimes(config)
+
+
+def _run_regimes(config: AccumulationConfig) -> RunRecord:
     x, y = make_regression_data(config.num_examples, config.seed)
     examples = _Examples(x, y, example_order(config), config)
     accumulated = _train_accumulated(config, examples, loop_rules(config.bugs))
