@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import base64
 import io
+import math
 from collections import OrderedDict
 from contextlib import contextmanager
 
 import matplotlib.artist
 import matplotlib.figure
+import matplotlib.patches
+from matplotlib.transforms import Bbox
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from PIL import Image
 
@@ -63,6 +66,7 @@ class FastCanvas:
         for artist in self.moving:
             artist.set_animated(True)  # skipped by canvas.draw(), drawn by hand below
         self._backgrounds: OrderedDict[tuple, object] = OrderedDict()  # axis limits -> cached pixels
+        self._tight_boxes: dict[tuple, dict] = {}  # axis limits -> each Axes' extent, labels included
         self.full_redraws = 0
 
     def _current_limits(self) -> tuple:
@@ -73,10 +77,14 @@ class FastCanvas:
         limits = self._current_limits()
         background = None if full else self._backgrounds.get(limits)
         if background is None:
-            self.canvas.draw()
-            background = self.canvas.copy_from_bbox(self.figure.bbox)
+            background = None if full else self._redraw_one_axes(limits)
+            if background is None:
+                self.canvas.draw()
+                background = self.canvas.copy_from_bbox(self.figure.bbox)
+                renderer = self.canvas.get_renderer()
+                self._remember_boxes(limits, {i: ax.get_tightbbox(renderer) for i, ax in enumerate(self.figure.axes)})
+                self.full_redraws += 1
             self._backgrounds[limits] = background
-            self.full_redraws += 1
             if len(self._backgrounds) > self.CACHED_BACKGROUNDS:
                 self._backgrounds.popitem(last=False)
         else:
@@ -84,6 +92,54 @@ class FastCanvas:
             self.canvas.restore_region(background)
         for artist in self.moving:
             artist.axes.draw_artist(artist)
+        return self._encode()
+
+    def _redraw_one_axes(self, limits: tuple):
+        """When only one Axes has new limits (a slider moved one panel's scale), start from a cached
+        background where the others match and redraw just that Axes: half the text of a full draw.
+        For Axes side by side in one row; returns None (then: a full draw) for any other layout."""
+        axes = self.figure.axes
+        if self.figure.texts or self.figure.legends or self.figure.images or not self._one_row(axes):
+            return None  # figure-level artists, or a grid, could overlap any region
+        for old_limits, old_background in reversed(self._backgrounds.items()):
+            changed = [i for i, (a, b) in enumerate(zip(old_limits, limits)) if a != b]
+            if len(old_limits) == len(limits) and len(changed) == 1 and old_limits in self._tight_boxes:
+                break
+        else:
+            return None
+        boxes, i = self._tight_boxes[old_limits], changed[0]
+        # The free column around the Axes, between its neighbours' extents (tick labels included):
+        # its new labels, wider or narrower, land there, and nothing else is drawn there.
+        left = max([math.ceil(boxes[j].x1) + 2 for j in boxes if boxes[j].x1 <= boxes[i].x0] or [0])
+        right = min([math.floor(boxes[j].x0) - 2 for j in boxes if boxes[j].x0 >= boxes[i].x1]
+                    or [math.ceil(self.figure.bbox.x1)])
+        if left > boxes[i].x0 - 2 or right < boxes[i].x1 + 2:
+            return None  # the panels nearly touch: their anti-aliased edges would mix, draw them all
+        region = Bbox([[left, 0], [right + 1, math.ceil(self.figure.bbox.y1)]])  # whole pixels, both ends in
+        self.canvas.restore_region(old_background)
+        renderer = self.canvas.get_renderer()
+        blank = matplotlib.patches.Rectangle(region.p0, region.width, region.height, transform=None,
+                                             facecolor=self.figure.get_facecolor(), edgecolor="none",
+                                             antialiased=False)
+        blank.set_figure(self.figure)
+        blank.draw(renderer)
+        axes[i].draw(renderer)  # skips the animated (moving) artists, like canvas.draw()
+        self._tight_boxes[limits] = {**boxes, i: region}  # neighbours unchanged; this one stays in its column
+        return self.canvas.copy_from_bbox(self.figure.bbox)
+
+    @staticmethod
+    def _one_row(axes: list) -> bool:
+        """Are these Axes side by side in one row, none overlapping another?"""
+        boxes = sorted((ax.get_position().x0, ax.get_position().x1, ax.get_position().y0, ax.get_position().y1)
+                       for ax in axes)
+        return len(boxes) > 1 and all(a[1] <= b[0] and a[2:] == b[2:] for a, b in zip(boxes, boxes[1:]))
+
+    def _remember_boxes(self, limits: tuple, boxes: dict) -> None:
+        self._tight_boxes[limits] = boxes
+        if len(self._tight_boxes) > 4 * self.CACHED_BACKGROUNDS:
+            self._tight_boxes.pop(next(iter(self._tight_boxes)))
+
+    def _encode(self) -> bytes:
         width, height = self.canvas.get_width_height()
         frame = Image.frombuffer("RGBA", (width, height), self.canvas.buffer_rgba(), "raw", "RGBA", 0, 1)
         buffer = io.BytesIO()
