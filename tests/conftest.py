@@ -1,9 +1,15 @@
 """Shared pytest set-up: what nbval must not collect, and the browser latencies in the summary."""
 import json
+import os
+import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# Checked exercises record the learner's progress in a file under the home folder; a test run
+# (and every kernel nbval starts, which inherits this environment) writes to a throw-away one.
+os.environ.setdefault("LAB_PROGRESS_FILE", str(Path(tempfile.mkdtemp(prefix="lab-progress-")) / "progress.json"))
 
 # The browser test's fixture notebook is run in JupyterLab by test_browser.py, not by nbval
 # (it is stored without outputs, so nbval would have nothing to compare).

@@ -55,3 +55,20 @@ def test_an_unwritable_or_broken_file_never_breaks_a_check(own_file, tmp_path, m
     monkeypatch.setenv("LAB_PROGRESS_FILE", str(blocked / "progress.json"))  # its folder is a file
     assert prog.note_check("S", "e", True) is False
     assert repr(prog.progress()).startswith("No checked exercise tried yet")
+
+
+def test_checking_an_exercise_records_it(tmp_path, monkeypatch):
+    """The toolkit reports to progress: a set is listed when built, a pass is kept once earned."""
+    import json
+
+    from widgets.exercises.toolkit import Exercise, ExerciseSet, correct, incorrect
+
+    monkeypatch.setenv("LAB_PROGRESS_FILE", str(tmp_path / "progress.json"))
+    exercise = Exercise("two", "Say two", "What is 1 + 1?", lambda a: correct("yes") if a == 2 else incorrect("no"),
+                        hints=["count"], solution="2")
+    ExerciseSet("A tiny set", [exercise])
+    exercise.check(3)
+    exercise.check(2)
+    exercise.check(3)
+    data = json.loads((tmp_path / "progress.json").read_text())
+    assert data["A tiny set"]["two"]["passed"] is True

@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Sequence
 
 from widgets.exercises import provenance
+from widgets.lab import progress
 
 
 class Status(enum.Enum):
@@ -179,6 +180,7 @@ class Exercise:
         self.references = tuple(references) + ((solution,) if callable(solution) else ())
         self.hints_shown = 0
         self.attempted = False  # set by the first check that gets a verdict (Correct or Incorrect)
+        self.set_title = ""  # the notebook's set, once an ExerciseSet holds it: where progress is kept
 
     def check(self, *answers: object) -> Feedback:
         """Judge the learner's answer(s): Correct, Incorrect (saying what is wrong) or Not attempted."""
@@ -187,6 +189,8 @@ class Exercise:
         else:
             feedback = self._judge(answers)
         self.attempted = self.attempted or feedback.status in (Status.CORRECT, Status.INCORRECT)
+        if self.set_title and feedback.status is not Status.NOT_ATTEMPTED:  # widgets.progress() reads it
+            progress.note_check(self.set_title, self.name, feedback.status is Status.CORRECT, self.title)
         return replace(feedback, exercise=self.title)
 
     def _judge(self, answers: tuple) -> Feedback:
@@ -235,6 +239,9 @@ class ExerciseSet:
     def __init__(self, title: str, exercises: Iterable[Exercise]):
         self.title = title
         self._exercises = {e.name: e for e in exercises}
+        for exercise in self._exercises.values():
+            exercise.set_title = title
+        progress.note_exercises(title, [(e.name, e.title) for e in self._exercises.values()])  # best effort
 
     def __getattr__(self, name: str) -> Exercise:
         exercises = self.__dict__.get("_exercises", {})
