@@ -29,7 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULT = ROOT / "benchmarks" / "results" / "binder_env.json"
-TEST_TOOLS = ("pytest", "nbval")  # added to the venv only to compare outputs; pinned as in requirements.txt
+TEST_TOOLS = ("pytest", "nbval")  # added to the venv only to compare outputs; pinned as in requirements-test.txt
 
 
 def pins(text: str) -> dict[str, str]:
@@ -70,7 +70,7 @@ def main(notebooks: list[str]) -> bool:
     kept = [ln for ln in (repo / "binder/requirements.txt").read_text().splitlines()
             if not ln.strip().startswith(("--extra-index-url", "--index-url"))]
     requirements.write_text("\n".join(kept) + "\n")
-    tools = pins((ROOT / "requirements.txt").read_text())
+    tools = pins((ROOT / "requirements.txt").read_text() + "\n" + (ROOT / "requirements-test.txt").read_text())
     bin_ = venv / "bin"
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     env.update(PATH=f"{bin_}:{env.get('PATH', '/usr/bin:/bin')}", VIRTUAL_ENV=str(venv))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
@@ -27,14 +28,21 @@ def close(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=TOLERANCE, abs_tol=1e-12)
 
 
-def proportion(v: torch.Tensor, e: torch.Tensor) -> tuple[float, bool]:
+class Proportion(NamedTuple):
+    """v against e: the ratio (v's projection on e) and whether v is that multiple of e."""
+
+    ratio: float
+    exact: bool
+
+
+def proportion(v: torch.Tensor, e: torch.Tensor) -> Proportion:
     """v = ratio * e? The ratio (the projection of v on e) and whether what is left is negligible."""
     v, e = v.reshape(-1), e.reshape(-1)
     ee = float(e @ e)
     if ee == 0:
-        return math.nan, bool(v.abs().max() == 0)
+        return Proportion(math.nan, bool(v.abs().max() == 0))
     ratio = float(v @ e) / ee
-    return ratio, float((v - ratio * e).norm()) <= TOLERANCE * (abs(ratio) + 1) * math.sqrt(ee)
+    return Proportion(ratio, float((v - ratio * e).norm()) <= TOLERANCE * (abs(ratio) + 1) * math.sqrt(ee))
 
 
 def is_empty(pile: torch.Tensor | None) -> bool:
@@ -293,7 +301,7 @@ def update_ratios(tape: Tape, structure: Structure, problem: Problem) -> list[fl
         right = sum(_pull_back(problem, tape.forwards[k], problem.task.item_sum_gradient(
             tape.forwards[k].output, problem.batches[tape.forwards[k].batch][1])) for k in segment) / window
         used = torch.zeros_like(right) if step.grad is None else step.grad
-        ratios.append(proportion(used, clip_flat(right, problem.clip_norm))[0])
+        ratios.append(proportion(used, clip_flat(right, problem.clip_norm)).ratio)
     return ratios
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -223,13 +224,20 @@ def _token_batches(K, num_batches, clip_norm, g):
     return batches, b
 
 
-def true_gradient(weight: torch.Tensor, batch, task: type = Regression) -> tuple[torch.Tensor, float]:
+class MicroBatchTruth(NamedTuple):
+    """One micro-batch's gradient (flat) and loss, by plain autograd."""
+
+    grad: torch.Tensor
+    loss: float
+
+
+def true_gradient(weight: torch.Tensor, batch, task: type = Regression) -> MicroBatchTruth:
     """One micro-batch's gradient (flat) and loss at `weight`, for its right share of a full update
     of its own: the mean loss (regression), the token mean (tokens). Plain autograd."""
     w = weight.detach().clone().requires_grad_(True)
     loss = task.loss_fn(task.forward(w, batch[0]), batch[1])
     (grad,) = torch.autograd.grad(loss, w)
-    return grad.reshape(-1), loss.item()
+    return MicroBatchTruth(grad.reshape(-1), loss.item())
 
 
 # ----------------------------------------------------------------------------- the reference loops

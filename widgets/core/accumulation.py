@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 import torch
 
@@ -206,11 +206,18 @@ def accumulated_gradient(
     return GradientPile(torch.stack(snapshots), tuple(sizes))
 
 
-def compare_gradients(a: torch.Tensor, b: torch.Tensor) -> tuple[float, bool]:
+class GradientComparison(NamedTuple):
+    """Two gradients compared: the largest |difference| and the lab's allclose verdict."""
+
+    max_abs_diff: float
+    allclose: bool
+
+
+def compare_gradients(a: torch.Tensor, b: torch.Tensor) -> GradientComparison:
     """max |a - b| and whether `torch.allclose(a, b)` holds at the lab's tolerance (GRAD_RTOL, GRAD_ATOL)."""
     for name, value in (("a", a), ("b", b)):
         if not isinstance(value, torch.Tensor):
             raise TypeError(f"{name} must be a torch tensor, got {type(value).__name__}")
     if a.shape != b.shape:
         raise ValueError(f"gradients must have the same shape, got {tuple(a.shape)} and {tuple(b.shape)}")
-    return float((a - b).abs().max()), bool(torch.allclose(a, b, rtol=GRAD_RTOL, atol=GRAD_ATOL))
+    return GradientComparison(float((a - b).abs().max()), bool(torch.allclose(a, b, rtol=GRAD_RTOL, atol=GRAD_ATOL)))

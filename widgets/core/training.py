@@ -368,7 +368,7 @@ class _AccumulationProbe(_UpdateLog):
 
     def _compare(self, applied: torch.Tensor) -> None:
         target = clip_flat(self.reference, self.max_norm)  # what a correct step would apply
-        diff, match = compare_gradients(applied, target)
+        diff, match = compare_gradients(applied, target)  # a GradientComparison
         self.grad_diff.append(diff)
         self.grads_match.append(match)
         target_norm = float(target.norm())

@@ -17,6 +17,7 @@ import math
 import os
 import zlib
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from widgets.core.config import BUGS, AccumulationConfig, check_float, check_int
 
@@ -244,7 +245,14 @@ def decode_state(code: str) -> dict:
                              "a stale code? ask for a new one") from None
 
 
-def projector_settings(query: str = "", env: dict | None = None) -> tuple[dict, str]:
+class ProjectorSettings(NamedTuple):
+    """What the projector page shows: the explorer's keyword arguments, and a caption saying why."""
+
+    kwargs: dict
+    caption: str
+
+
+def projector_settings(query: str = "", env: dict | None = None) -> ProjectorSettings:
     """(explorer kwargs, caption) for the projector page (present/explorer.ipynb).
 
     Read from the page's URL, `?state=CODE` or `?preset=NAME` (Voila hands the kernel the query
@@ -258,9 +266,9 @@ def projector_settings(query: str = "", env: dict | None = None) -> tuple[dict, 
     name = asked.get("preset") or env.get("LAB_PRESET")
     try:
         if state:
-            return decode_state(state), f"settings from the code {state}"
+            return ProjectorSettings(decode_state(state), f"settings from the code {state}")
         if name:
-            return preset(name), f"{name}: {PRESETS[name].shows}"
+            return ProjectorSettings(preset(name), f"{name}: {PRESETS[name].shows}")
     except ValueError as error:
-        return check_state({}), f"showing the default settings: {error}"
-    return check_state({}), f"healthy: {PRESETS['healthy'].shows}"
+        return ProjectorSettings(check_state({}), f"showing the default settings: {error}")
+    return ProjectorSettings(check_state({}), f"healthy: {PRESETS['healthy'].shows}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 import torch
 
@@ -56,7 +56,14 @@ def time_per_update(
     return rows
 
 
-def fit_micro_step_time(rows: Sequence[TimingRow]) -> tuple[float, float]:
+class MicroStepFit(NamedTuple):
+    """Seconds per update = K x (overhead_s + per_example_s x b), fitted."""
+
+    overhead_s: float
+    per_example_s: float
+
+
+def fit_micro_step_time(rows: Sequence[TimingRow]) -> MicroStepFit:
     """Least squares of seconds per update = K (overhead + per_example x b): returns
     (overhead seconds per micro-step, seconds per example)."""
     if len(rows) < 2:
@@ -65,4 +72,4 @@ def fit_micro_step_time(rows: Sequence[TimingRow]) -> tuple[float, float]:
                      dtype=torch.float64)
     y = torch.tensor([[r.seconds_per_update] for r in rows], dtype=torch.float64)
     overhead, per_example = torch.linalg.lstsq(x, y).solution.squeeze(1).tolist()
-    return max(overhead, 0.0), max(per_example, 0.0)
+    return MicroStepFit(max(overhead, 0.0), max(per_example, 0.0))
