@@ -54,23 +54,23 @@ NOTEBOOKS: tuple[NotebookEntry, ...] = (
     ),
     NotebookEntry(
         "notebooks/beginner_1_carrying_bricks.ipynb", "beginner", "Carrying bricks",
-        "why accumulation exists, the bricks analogy on a staircase you can play, .grad adding up in PyTorch",
+        "why accumulation exists, the bricks analogy on a staircase you can play (the pile is a sum, the update divides it), .grad adding up in PyTorch, predictions and five checked questions",
     ),
     NotebookEntry(
         "notebooks/beginner_2_watch_a_model_learn.ipynb", "beginner", "Watch a model learn",
-        "the live explorer on a small real model: accumulated vs big batch vs small batch, a bug, the trade",
+        "the live explorer on a small real model: accumulated vs big batch vs small batch, a bug, SGD vs AdamW, fair races at equal examples and equal time, memory in bytes",
     ),
     NotebookEntry(
         "notebooks/developer_1_proving_equivalence.ipynb", "developer", "Proving the equivalence",
-        "four micro-batches of 2 against one batch of 8 with allclose; the missing division; float32 vs float64",
+        "four micro-batches of 2 against one batch of 8 with allclose; the missing division; what allclose tests; rounding over 100 seeds",
     ),
     NotebookEntry(
         "notebooks/developer_2_training_loop.ipynb", "developer", "The training loop",
-        "the boundary `if`, the uneven last group, logging, clipping, schedules, mixed precision, each measured",
+        "the boundary `if`, the uneven last group, a stream without a length, logging, clipping, schedules, mixed precision, each measured",
     ),
     NotebookEntry(
         "notebooks/developer_3_bug_gallery.ipynb", "developer", "The bug gallery",
-        "each classic accumulation mistake as a number and a picture, then its fix",
+        "each classic accumulation mistake as a number and a picture, then its fix; the same bugs under AdamW; your own loop checked",
     ),
     NotebookEntry(
         "notebooks/developer_4_frameworks.ipynb", "developer", "Your framework, audited",
