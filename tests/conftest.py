@@ -5,6 +5,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # Checked exercises record the learner's progress in a file under the home folder; a test run
@@ -17,6 +19,15 @@ collect_ignore_glob = ["browser/*.ipynb"]
 
 
 _started = time.time()
+
+
+@pytest.fixture(scope="module")
+def single_thread():
+    """For modules whose models are tiny: one CPU thread runs them faster (far faster on a busy CPU)."""
+    from widgets.core.threads import one_thread
+
+    with one_thread():
+        yield
 
 
 def pytest_terminal_summary(terminalreporter):

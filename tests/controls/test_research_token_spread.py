@@ -5,18 +5,16 @@ import matplotlib
 
 matplotlib.use("Agg")
 import pytest  # noqa: E402
-import torch  # noqa: E402
 
 import widgets.controls.research_token_spread as module  # noqa: E402
+from widgets.core.threads import one_thread  # noqa: E402
 from widgets.controls.research_token_spread import make_token_spread_widget, spread_readout  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def widget():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield make_token_spread_widget(length_spread=0.5, accumulation_steps=4)
-    torch.set_num_threads(before)
+    with one_thread():  # a tiny model: one CPU thread runs it faster
+        yield make_token_spread_widget(length_spread=0.5, accumulation_steps=4)
 
 
 def test_starts_with_the_bug_false_and_the_fix_true(widget):

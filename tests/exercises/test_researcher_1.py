@@ -9,13 +9,7 @@ from widgets.exercises.toolkit import Status
 EX = exactness_exercises()
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """The checkers' models are tiny: one CPU thread runs them faster than two."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("single_thread")  # tiny models: one CPU thread
 ce = torch.nn.functional.cross_entropy
 
 

@@ -10,13 +10,7 @@ from widgets.research.contrastive import info_nce
 EX = breaks_exercises()
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """The checkers' models are tiny: one CPU thread runs them faster than two."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("single_thread")  # tiny models: one CPU thread
 
 
 @pytest.mark.parametrize("answer, words", [(32, ["effective batch"]), (4, ["number of micro-batches"]),
