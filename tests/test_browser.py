@@ -99,7 +99,7 @@ class Explorer:
     def __init__(self, lab: LabPage, root):
         self.lab, self.root = lab, root
         self.image = root.locator("img.widget-image")
-        self.readout = root.locator(".widget-html-content")
+        self.readout = root.locator(".explorer-readout .widget-html-content")
 
     def open_drawers(self) -> None:
         """Open every collapsed section (e.g. "more bugs"), so that all its sliders can be reached."""

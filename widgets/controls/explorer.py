@@ -71,6 +71,7 @@ class AccumulationExplorer(W.VBox):
         self.notes: list[str] = []
         self._syncing = False
         self.readout = W.HTML()
+        self.readout.add_class("explorer-readout")  # the browser test reads it by this name
         self.errors = W.Output()
         self.record = self._record_for(config)
         self.figure = Figure(figsize=(10, 3.6), dpi=72)
