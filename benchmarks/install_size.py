@@ -24,19 +24,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 RESULT = ROOT / "benchmarks" / "results" / "install.json"
 
+from check_binder_env import copy_repository  # noqa: E402  (this folder is on sys.path: run as a script)
+
 
 def du_mb(path: Path) -> int:
     return int(subprocess.run(["du", "-sm", str(path)], capture_output=True, text=True, check=True).stdout.split()[0])
-
-
-def copy_repository(target: Path) -> None:
-    """Tracked files plus new, not-ignored ones: what a fresh clone holds."""
-    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
-                            cwd=ROOT, capture_output=True, text=True, check=True).stdout.split("\0")
-    for name in filter(None, listed):
-        if (ROOT / name).is_file():
-            (target / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, target / name)
 
 
 def pip_install(venv: Path, requirements: str, repo: Path) -> tuple[float, str]:
