@@ -10,10 +10,13 @@ Float64, so that a failed allclose is the method, never rounding.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Iterator
 
 import torch
 
+from widgets.core.accumulation import flat_grad
 from widgets.core.config import check_float, check_int
 
 DTYPE = torch.float64
@@ -60,11 +63,6 @@ def info_nce(za: torch.Tensor, zb: torch.Tensor, temperature: float = 0.1) -> to
     logits = za @ zb.T / temperature
     target = torch.arange(za.shape[0])
     return (torch.nn.functional.cross_entropy(logits, target) + torch.nn.functional.cross_entropy(logits.T, target)) / 2
-
-
-def _flat(encoders: torch.nn.Module) -> torch.Tensor:
-    return torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1)
-                      for p in encoders.parameters()]).detach().clone()
 
 
 def _check_inputs(encoders: object, a: torch.Tensor, b: torch.Tensor, accumulation_steps: int | None = None) -> list[slice]:
@@ -116,77 +114,81 @@ class _SavedBytes:
         return torch.autograd.graph.saved_tensors_hooks(self.pack, lambda t: t)
 
 
-def _count_forwards(encoders: torch.nn.Module) -> tuple[list[int], list]:
-    seen = [0]
-    handles = [encoders["a"].register_forward_hook(lambda m, args, out: seen.__setitem__(0, seen[0] + args[0].shape[0]))]
-    return seen, handles
+class _Watch:
+    """What one way of computing the gradient cost: examples through tower a, bytes saved for backward."""
+
+    def __init__(self) -> None:
+        self.saved = _SavedBytes()
+        self.forward_examples = 0
+
+    def count(self, module, args, out) -> None:  # a forward hook on tower a
+        self.forward_examples += args[0].shape[0]
+
+    def run(self, loss: float, encoders: torch.nn.ModuleDict) -> ContrastiveRun:
+        return ContrastiveRun(loss, flat_grad(encoders), self.forward_examples, self.saved.peak)
+
+
+@contextmanager
+def _watched(encoders: torch.nn.ModuleDict) -> Iterator[_Watch]:
+    """Start from an empty .grad and count what the block costs; the hook goes and .grad is emptied
+    again afterwards, also when the block raises."""
+    watch = _Watch()
+    handle = encoders["a"].register_forward_hook(watch.count)
+    encoders.zero_grad(set_to_none=True)
+    try:
+        yield watch
+    finally:
+        handle.remove()
+        encoders.zero_grad(set_to_none=True)
 
 
 def full_batch_contrastive(encoders: torch.nn.ModuleDict, a: torch.Tensor, b: torch.Tensor,
                            temperature: float = 0.1) -> ContrastiveRun:
     """The reference: all n pairs in one pass, each with n - 1 negatives."""
     _check_inputs(encoders, a, b)
-    seen, handles = _count_forwards(encoders)
-    saved = _SavedBytes()
-    encoders.zero_grad(set_to_none=True)
-    with saved.hooks():
-        loss = info_nce(encoders["a"](a), encoders["b"](b), temperature)
-    loss.backward()
-    for h in handles:
-        h.remove()
-    run = ContrastiveRun(float(loss.detach()), _flat(encoders), seen[0], saved.peak)
-    encoders.zero_grad(set_to_none=True)
-    return run
+    with _watched(encoders) as watch:
+        with watch.saved.hooks():
+            loss = info_nce(encoders["a"](a), encoders["b"](b), temperature)
+        loss.backward()
+        return watch.run(float(loss.detach()), encoders)
 
 
 def naive_accumulated_contrastive(encoders: torch.nn.ModuleDict, a: torch.Tensor, b: torch.Tensor,
                                   accumulation_steps: int, temperature: float = 0.1) -> ContrastiveRun:
     """Plain accumulation: each micro-batch's own InfoNCE (b - 1 negatives), divided by K."""
     slices = _check_inputs(encoders, a, b, accumulation_steps)
-    seen, handles = _count_forwards(encoders)
-    saved = _SavedBytes()
-    encoders.zero_grad(set_to_none=True)
-    logged = 0.0
-    for part in slices:
-        with saved.hooks():
-            loss = info_nce(encoders["a"](a[part]), encoders["b"](b[part]), temperature) / accumulation_steps
-        loss.backward()  # adds into .grad, but of a different loss: fewer negatives per example
-        saved.graph_freed()
-        logged += float(loss.detach())
-    for h in handles:
-        h.remove()
-    run = ContrastiveRun(logged, _flat(encoders), seen[0], saved.peak)
-    encoders.zero_grad(set_to_none=True)
-    return run
+    with _watched(encoders) as watch:
+        logged = 0.0
+        for part in slices:
+            with watch.saved.hooks():
+                loss = info_nce(encoders["a"](a[part]), encoders["b"](b[part]), temperature) / accumulation_steps
+            loss.backward()  # adds into .grad, but of a different loss: fewer negatives per example
+            watch.saved.graph_freed()
+            logged += float(loss.detach())
+        return watch.run(logged, encoders)
 
 
 def gradient_cache_contrastive(encoders: torch.nn.ModuleDict, a: torch.Tensor, b: torch.Tensor,
                                accumulation_steps: int, temperature: float = 0.1) -> ContrastiveRun:
     """Gradient caching (Gao et al., 2021): the full-batch loss with micro-batch activation memory."""
     slices = _check_inputs(encoders, a, b, accumulation_steps)
-    seen, handles = _count_forwards(encoders)
-    saved = _SavedBytes()
-    encoders.zero_grad(set_to_none=True)
-    # 1. Embed everything without a graph: no activations kept.
-    with torch.no_grad():
-        za = torch.cat([encoders["a"](a[part]) for part in slices])
-        zb = torch.cat([encoders["b"](b[part]) for part in slices])
-    # 2. The full-batch loss on the cached embeddings; its gradient w.r.t. them is the cache.
-    za.requires_grad_(True)
-    zb.requires_grad_(True)
-    with saved.hooks():
-        loss = info_nce(za, zb, temperature)
-    loss.backward()
-    saved.graph_freed()
-    cache_a, cache_b = za.grad, zb.grad
-    # 3. Re-run each micro-batch with a graph; backpropagate its slice of the cached gradient.
-    for part in slices:
-        with saved.hooks():
-            out_a, out_b = encoders["a"](a[part]), encoders["b"](b[part])
-        torch.autograd.backward([out_a, out_b], [cache_a[part], cache_b[part]])  # adds into .grad
-        saved.graph_freed()
-    for h in handles:
-        h.remove()
-    run = ContrastiveRun(float(loss.detach()), _flat(encoders), seen[0], saved.peak)
-    encoders.zero_grad(set_to_none=True)
-    return run
+    with _watched(encoders) as watch:
+        # 1. Embed everything without a graph: no activations kept.
+        with torch.no_grad():
+            za = torch.cat([encoders["a"](a[part]) for part in slices])
+            zb = torch.cat([encoders["b"](b[part]) for part in slices])
+        # 2. The full-batch loss on the cached embeddings; its gradient w.r.t. them is the cache.
+        za.requires_grad_(True)
+        zb.requires_grad_(True)
+        with watch.saved.hooks():
+            loss = info_nce(za, zb, temperature)
+        loss.backward()
+        watch.saved.graph_freed()
+        cache_a, cache_b = za.grad, zb.grad
+        # 3. Re-run each micro-batch with a graph; backpropagate its slice of the cached gradient.
+        for part in slices:
+            with watch.saved.hooks():
+                out_a, out_b = encoders["a"](a[part]), encoders["b"](b[part])
+            torch.autograd.backward([out_a, out_b], [cache_a[part], cache_b[part]])  # adds into .grad
+            watch.saved.graph_freed()
+        return watch.run(float(loss.detach()), encoders)
