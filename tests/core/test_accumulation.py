@@ -129,3 +129,12 @@ def test_data_and_model_are_deterministic():
     assert torch.equal(make_regression_data(50, 7)[1], make_regression_data(50, 7)[1])
     a, b = make_model(5), make_model(5)
     assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+
+
+def test_flat_weights_is_every_parameter_detached_in_order():
+    from widgets.core.accumulation import flat_weights
+
+    model = make_model(seed=3)
+    flat = flat_weights(model)
+    assert not flat.requires_grad
+    assert torch.equal(flat, torch.cat([p.reshape(-1) for p in model.parameters()]).detach())

@@ -134,6 +134,12 @@ def flat_grad(model: torch.nn.Module) -> torch.Tensor:
 
 
 @checked(model=_a_model)
+def flat_weights(model: torch.nn.Module) -> torch.Tensor:
+    """All parameters as one flat vector, detached (to compare trained models); shape (P,)."""
+    return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+
+
+@checked(model=_a_model)
 def flat_parameter_indices(model: torch.nn.Module, entries: Sequence[tuple[str, int]]) -> dict[str, int]:
     """Where chosen entries sit in the flat vectors `flat_grad` makes, found from `named_parameters()`.
 

@@ -28,6 +28,7 @@ from widgets.core.accumulation import (
     compare_gradients,
     flat_grad,
     flat_parameter_indices,
+    flat_weights,
     group_size,
     is_update_step,
     make_model,
@@ -318,7 +319,7 @@ class _UpdateLog:
         return self.diverged_at is not None
 
     def finish(self) -> RegimeRun:
-        weights = torch.cat([p.detach().reshape(-1) for p in self.training.model.parameters()]).clone()
+        weights = flat_weights(self.training.model)
         return RegimeRun(self.train_loss, self.eval_loss, self.grad_norm, self.learning_rates, self.steps,
                          self.diverged_at, weights)
 
@@ -456,7 +457,7 @@ class RunRecord:
     def weight_gap(self) -> float:
         """How far the accumulated run ended from the big-batch run, in units of how far the big-batch
         run moved from the start: |w_acc - w_big| / |w_big - w_0|. 0: the same training."""
-        start = torch.cat([p.detach().reshape(-1) for p in make_model(self.config.seed).parameters()])
+        start = flat_weights(make_model(self.config.seed))
         moved = float((self.final_weights["big_batch"] - start).norm())
         gap = float((self.final_weights["accumulated"] - self.final_weights["big_batch"]).norm())
         return gap / moved if moved > 0 else math.nan

@@ -14,7 +14,7 @@ from typing import Callable
 
 import torch
 
-from widgets.core.accumulation import is_update_step
+from widgets.core.accumulation import flat_weights, is_update_step
 from widgets.exercises.order import explain_name_errors
 from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, as_number, as_numbers, close_to, correct
 from widgets.exercises.toolkit import diagnose, incorrect, needs_function, not_attempted
@@ -206,7 +206,7 @@ def _run_amp_calls(calls: list[str], updates: int = 3) -> torch.Tensor:
                 scaler.scale(torch.nn.functional.mse_loss(model(inputs), targets) / 2).backward()
             else:
                 actions[call]()
-    return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    return flat_weights(model)
 
 
 def _index(calls: list[str], name: str) -> int:

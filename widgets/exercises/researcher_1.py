@@ -13,6 +13,7 @@ import math
 
 import torch
 
+from widgets.core.accumulation import flat_grad
 from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, as_numbers, correct, incorrect
 from widgets.exercises.toolkit import needs_function, not_attempted
 from widgets.research.precision import MODES
@@ -81,7 +82,7 @@ def _check_tokens(answer: object) -> Feedback:
         return not_attempted("your function never calls the model: fill in its body")
     if any(p.grad is None for p in model.parameters()):
         return incorrect("your function left .grad empty: call .backward() on each micro-batch's loss")
-    grad = torch.cat([p.grad.reshape(-1) for p in model.parameters()]).detach()
+    grad = flat_grad(model)
     if calls == [16]:
         return incorrect("one pass over all 16 sequences is the big batch itself: run the 4 micro-batches one by one")
     if torch.allclose(grad, reference, rtol=1e-7, atol=1e-10):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 
+from widgets.core.accumulation import flat_grad
 from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, as_number, as_numbers, close_to, correct
 from widgets.exercises.toolkit import diagnose, incorrect, needs_function, not_attempted
 from widgets.research.contrastive import (
@@ -63,7 +64,7 @@ def _check_cache(answer: object) -> Feedback:
         return not_attempted("your function never calls the encoders: fill in its body")
     if any(p.grad is None for p in encoders.parameters()):
         return incorrect("the encoders' .grad is empty: step 3 must backpropagate into them")
-    grad = torch.cat([p.grad.reshape(-1) for p in encoders.parameters()]).detach()
+    grad = flat_grad(encoders)
     if max(sizes) > 8:
         return incorrect(f"an encoder saw {max(sizes)} examples in one pass; gradient caching keeps every pass "
                          "to a micro-batch of 8")

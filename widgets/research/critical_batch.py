@@ -16,6 +16,7 @@ from typing import Callable, Iterable, Sequence
 
 import torch
 
+from widgets.core.accumulation import flat_weights
 from widgets.core.config import check_float, check_int
 from widgets.research.noise_scale import estimate_noise_scale, smoothed_b_simple
 
@@ -245,5 +246,5 @@ def same_update_any_split(problem: Problem, effective_batch_size: int, micro_bat
                 (_loss(model, x[i * b:(i + 1) * b], y[i * b:(i + 1) * b]) / k).backward()
             opt.step()
             opt.zero_grad()
-        out[b] = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+        out[b] = flat_weights(model)
     return out

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
-from widgets.core.accumulation import GRAD_ATOL, GRAD_RTOL  # the lab's one allclose rule
+from widgets.core.accumulation import GRAD_ATOL, GRAD_RTOL, flat_weights  # GRAD_*: the lab's one allclose rule
 from widgets.core.config import check_float, check_int
 
 INPUTS, OUTPUTS = 16, 4
@@ -119,7 +119,7 @@ def _train(config: DDPConfig, rank: int, use_no_sync: bool) -> dict:
         opt.zero_grad()
         calls.append(counter.calls - before_calls)
         sent.append(counter.bytes - before_bytes)
-    weights = torch.cat([p.detach().reshape(-1) for p in model.module.parameters()])
+    weights = flat_weights(model.module)
     return {"allreduces_per_update": calls, "bytes_per_update": sent, "weights": weights.tolist()}
 
 
@@ -176,7 +176,7 @@ def train_single_process(config: DDPConfig) -> list[float]:
         torch.nn.functional.mse_loss(model(x[part]), y[part]).backward()
         opt.step()
         opt.zero_grad()
-    return torch.cat([p.detach().reshape(-1) for p in model.parameters()]).tolist()
+    return flat_weights(model).tolist()
 
 
 def run_ddp(config: DDPConfig | None = None, timeout_s: float = 60.0, port: int | None = None,
