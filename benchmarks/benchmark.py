@@ -9,10 +9,12 @@ Prints, and writes to benchmarks/results.json:
   sequence of changes that mixes first visits (cold: three regimes trained) and revisits
   (cached record: only a redraw), next to bare redraws of the same figure in the same run;
 - each notebook's run time from kernel start, and the peak memory of its kernel plus any worker
-  processes it starts, summed (RSS, and PSS, which counts shared library pages once).
+  processes it starts (see memory.py): the tree's resident pages, each counted once (the budget's
+  reading), and the per-process RSS and PSS summed.
 Budgets: median <= 100 ms, p95 <= 250 ms; beginner and developer notebooks <= 25 s and <= 600 MB
 (issue 8), developer_4 <= 30 s (issue 11), researcher 1-2 <= 30 s and <= 600 MB (issue 9),
-researcher 3-5 <= 45 s and <= 800 MB with the DDP workers (issue 10).
+researcher 3-5 <= 45 s and <= 800 MB with the DDP workers (issue 10). `python benchmarks/memory.py
+NOTEBOOK --limit-mb 800` also runs one under a hard 800 MB limit, as Binder would.
 """
 from __future__ import annotations
 
@@ -21,7 +23,6 @@ import json
 import platform
 import statistics
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -29,6 +30,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 import psutil  # noqa: E402
+
+from memory import TreeMemory, run_notebook  # noqa: E402  (this folder is on sys.path: run as a script)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results.json"
@@ -108,55 +111,13 @@ def measure_explorer() -> dict:
     return result
 
 
-class PeakRss:
-    """Polls the memory of this process's descendants (the kernel and any workers it starts, such as
-    the DDP processes of researcher_5) every 20 ms, summed over them.
-
-    `peak` sums resident set sizes: pages that processes share (torch's libraries, mapped by each
-    worker) count once per process, so it over-counts. `peak_pss` sums proportional set sizes, which
-    split each shared page between the processes that map it: the memory they really take together."""
-
-    def __init__(self) -> None:
-        self.peak = 0
-        self.peak_pss = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._poll, daemon=True)
-
-    def _poll(self) -> None:
-        me = psutil.Process()
-        while not self._stop.is_set():
-            rss = pss = 0
-            for child in me.children(recursive=True):
-                try:
-                    rss += child.memory_info().rss
-                    pss += getattr(child.memory_full_info(), "pss", 0)
-                except psutil.Error:
-                    pass
-            self.peak, self.peak_pss = max(self.peak, rss), max(self.peak_pss, pss)
-            time.sleep(0.02)
-
-    def __enter__(self) -> "PeakRss":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
-
-
 def measure_notebook(path: Path) -> dict:
-    """Run a copy of the notebook in a fresh kernel (the file is not rewritten)."""
-    import nbformat
-    from nbclient import NotebookClient
-
-    nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}})
-    with PeakRss() as rss:
-        start = time.perf_counter()
-        client.execute()
-        seconds = time.perf_counter() - start
-    return {"seconds": round(seconds, 1), "peak_rss_mb": round(rss.peak / 2**20, 1),
-            "peak_pss_mb": round(rss.peak_pss / 2**20, 1)}
+    """Run a copy of the notebook in a fresh kernel (the file is not rewritten): once timed, once
+    with its memory polled (the polling takes a core, which would slow the timed run)."""
+    seconds = run_notebook(path)
+    with TreeMemory() as memory:
+        run_notebook(path)
+    return {"seconds": round(seconds, 1), **memory.megabytes()}
 
 
 def main() -> None:
@@ -190,9 +151,12 @@ def main() -> None:
             rel = str(path.relative_to(ROOT))
             notebooks[rel] = measure_notebook(path)
             n = notebooks[rel]
-            print(f"  {n['seconds']:6.1f} s  RSS {n['peak_rss_mb']:7.1f} MB  PSS {n['peak_pss_mb']:7.1f} MB  {rel}", flush=True)
+            print(f"  {n['seconds']:6.1f} s  resident {n['peak_resident_mb']} MB  RSS summed {n['peak_rss_mb']:7.1f} MB  "
+                  f"PSS summed {n['peak_pss_mb']:7.1f} MB  {rel}", flush=True)
         results["notebooks"] = notebooks
-        results["peak_rss_mb"] = max(n["peak_rss_mb"] for n in notebooks.values()) if notebooks else None
+        for key in ("peak_rss_mb", "peak_resident_mb"):
+            values = [n[key] for n in notebooks.values() if n[key] is not None]
+            results[key] = max(values) if values else None
     RESULTS.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
     print(f"written to {RESULTS.relative_to(ROOT)}")
 

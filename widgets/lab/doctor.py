@@ -300,7 +300,8 @@ def _backend_now() -> str | None:
 def _need_mb() -> int:
     try:
         results = json.loads((ROOT / "benchmarks" / "results.json").read_text())
-        peaks = [nb["peak_rss_mb"] for nb in results["notebooks"].values()]
+        # the tree's resident pages (kernel and workers, shared pages once); older results have RSS only
+        peaks = [nb.get("peak_resident_mb") or nb["peak_rss_mb"] for nb in results["notebooks"].values()]
         return int(max(peaks) * 1.25)
     except (OSError, ValueError, KeyError, TypeError):
         return FALLBACK_NEED_MB
