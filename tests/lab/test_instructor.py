@@ -28,3 +28,13 @@ def test_make_plans_writes_plans_that_fit_and_room_numbers_from_the_results(tmp_
             assert f"| {run['kernels']} | {run['wall_s']} s |" in room
     notes = (tmp_path / "notebooks.md").read_text()
     assert "**Objective.**" in notes and "**Misconceptions it targets.**" in notes
+
+
+def test_committed_plans_are_what_make_plans_writes_now(tmp_path):
+    """The plans cite cell numbers and run times: after a notebook or the benchmark changes, they
+    must be written again (`make plans`), or an instructor reads "before cell 36" for a moved cell."""
+    subprocess.run([sys.executable, str(ROOT / "instructor" / "make_plans.py"), "--out", str(tmp_path)],
+                   check=True, capture_output=True, text=True, timeout=600)
+    for name in ("plans.md", "notebooks.md", "room_setup.md"):
+        assert (tmp_path / name).read_text() == (ROOT / "instructor" / name).read_text(), \
+            f"instructor/{name} is out of date: run `make plans` and commit it"
