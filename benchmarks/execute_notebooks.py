@@ -43,6 +43,23 @@ def scrub_machine_paths(nb: nbformat.NotebookNode) -> None:
                 output["traceback"] = lines
 
 
+def coalesce_streams(nb: nbformat.NotebookNode) -> None:
+    """Join consecutive stdout (or stderr) chunks of a cell into one output. How a print's text is
+    cut into chunks depends on when the kernel flushed, so without this a re-run whose text is the
+    same still rewrites the file (nbval joins them too before comparing)."""
+    for cell in nb.cells:
+        merged = []
+        for output in cell.get("outputs", []):
+            previous = merged[-1] if merged else None
+            if (output.get("output_type") == "stream" and previous is not None
+                    and previous.get("output_type") == "stream" and previous["name"] == output["name"]):
+                previous["text"] += output["text"]
+            else:
+                merged.append(output)
+        if "outputs" in cell:
+            cell["outputs"] = merged
+
+
 def execute(path: Path) -> float:
     """Run one notebook in place with a fresh kernel; returns the seconds it took, kernel start included."""
     nb = nbformat.read(path, as_version=4)
@@ -55,6 +72,7 @@ def execute(path: Path) -> float:
     seconds = time.perf_counter() - start
     nb.metadata.pop("widgets", None)
     scrub_machine_paths(nb)
+    coalesce_streams(nb)
     nbformat.write(nb, path)
     return seconds
 

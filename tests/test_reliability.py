@@ -23,7 +23,7 @@ import torch  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from widgets.controls import explorer  # noqa: E402
-from widgets.core import accumulation, config, training  # noqa: E402
+from widgets.core import accumulation, config, loop_rules, symptoms, training  # noqa: E402
 from widgets.draw import frames as figures, training_plots as plots  # noqa: E402
 from widgets.core.config import AccumulationConfig  # noqa: E402
 
@@ -88,13 +88,13 @@ CASES: dict[str, list[Case]] = {
         Case("flat_grad of a string", lambda: accumulation.flat_grad("model"), TypeError, "model"),
     ],
     "training": [
-        Case("loop_rules of an unknown bug", lambda: training.loop_rules(frozenset({"no_such_bug"})), ValueError, "bugs"),
+        Case("loop_rules of an unknown bug", lambda: loop_rules.loop_rules(frozenset({"no_such_bug"})), ValueError, "bugs"),
         Case("warmup float", lambda: training.linear_warmup(2.0), TypeError, "warmup_updates"),
         Case("clip text", lambda: training.clip_flat(torch.ones(3), "1"), TypeError, "max_norm"),
         Case("clip negative", lambda: training.clip_flat(torch.ones(3), -1.0), ValueError, "max_norm"),
         Case("clip nan", lambda: training.clip_flat(torch.ones(3), math.nan), ValueError, "max_norm"),
         Case("example_order of None", lambda: training.example_order(None), TypeError, "config"),
-        Case("bug_symptoms of a string", lambda: training.bug_symptoms("record"), TypeError, "record"),
+        Case("bug_symptoms of a string", lambda: symptoms.bug_symptoms("record"), TypeError, "record"),
     ],
     "plots": [
         Case("pile on no axes", lambda: plots.draw_gradient_pile(_record(), None), TypeError, "ax"),

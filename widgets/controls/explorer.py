@@ -17,7 +17,8 @@ from widgets.core.config import OPTIMIZER_NAMES, AccumulationConfig, check_float
 from widgets.lab import presets
 from widgets.draw.frames import OKABE_ITO, FastCanvas, errors_shown_in, with_static_fallback
 from widgets.draw.training_plots import draw_gradient_pile, draw_loss_curves, update_gradient_pile, update_loss_curves
-from widgets.core.training import DIVERGED_LOSS_FACTOR, RunRecord, bug_symptoms, run_regimes
+from widgets.core.symptoms import bug_symptoms
+from widgets.core.training import DIVERGED_LOSS_FACTOR, RunRecord, run_regimes
 
 K_RANGE = (1, 16)
 B_RANGE = (1, 64)

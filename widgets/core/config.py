@@ -222,3 +222,11 @@ class AccumulationConfig:
     def total_updates(self) -> int:
         """Updates in the whole run: one per full group, plus one for a tail group."""
         return self.num_updates + (1 if self.tail_micro_batches else 0)
+
+
+def check_config(config: object, name: str = "config") -> AccumulationConfig:
+    """Return `config` if it is an `AccumulationConfig`; else raise naming `name` (a dict is not one:
+    `AccumulationConfig(**settings)` checks each setting)."""
+    if not isinstance(config, AccumulationConfig):
+        raise TypeError(f"{name} must be an AccumulationConfig, got {type(config).__name__}")
+    return config

@@ -10,14 +10,15 @@ once per update (`warmup_updates`), when the config asks for them. `run_regimes`
 
 Read `_train_accumulated` for the loop itself: the correct loop, on one screen. A bug never adds a
 branch to it: it swaps one of the `LoopRules` (the loss scale, the boundary, what happens before
-the forward or after the backward, the clip, the log), see `loop_rules`. What the record holds is
-measured from outside the loop by a probe that never changes `.grad` or the weights.
+the forward or after the backward, the clip, the log), see `widgets.core.loop_rules`. What the
+record holds is measured from outside the loop by a probe that never changes `.grad` or the weights.
+`widgets.core.symptoms` reads a record back as sentences; `widgets.core.equal_examples` races the
+regimes at equal examples.
 """
 from __future__ import annotations
 
 import math
-import warnings
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
@@ -30,12 +31,11 @@ from widgets.core.accumulation import (
     flat_parameter_indices,
     flat_weights,
     group_size,
-    is_update_step,
     make_model,
     make_regression_data,
-    micro_batch_weight,
 )
-from widgets.core.config import AccumulationConfig, check_bugs, checked, real, whole
+from widgets.core.config import AccumulationConfig, check_config, checked, real, whole
+from widgets.core.loop_rules import LoopRules, Training, clip_completed_pile, loop_rules
 from widgets.core.threads import one_thread
 
 REGIMES = ("accumulated", "big_batch", "small_batch")
@@ -67,105 +67,6 @@ def clip_flat(grad: torch.Tensor, max_norm: float | None) -> torch.Tensor:
     if max_norm is None:
         return grad
     return grad * min(1.0, max_norm / (float(grad.norm()) + 1e-6))  # the same 1e-6 torch adds
-
-
-# --- the seam: the rules a bug can change ---------------------------------------------------------
-
-@dataclass(frozen=True)
-class Training:
-    """What one run trains with: the model, its optimizer and warmup, and the clipping threshold."""
-
-    model: torch.nn.Module
-    optimizer: torch.optim.Optimizer
-    scheduler: torch.optim.lr_scheduler.LRScheduler
-    max_norm: float | None  # None: no clipping
-
-
-def share_of_update(group_micro_batches: int, accumulation_steps: int) -> float:
-    """The correct loss scale: each of the update's equal micro-batches weighs 1/(their number),
-    so the pile ends as the gradient of the update's mean loss (1/K for a full group)."""
-    return micro_batch_weight(1, group_micro_batches)
-
-
-def clip_completed_pile(training: Training) -> float:
-    """The correct clip: once per update, on the completed pile (if the run clips at all);
-    returns the norm before clipping."""
-    if training.max_norm is None:
-        return float(flat_grad(training.model).norm())
-    return float(torch.nn.utils.clip_grad_norm_(training.model.parameters(), training.max_norm))
-
-
-def _nothing(*args) -> None:
-    """The correct thing to do to a pile that is still being built: nothing."""
-
-
-@dataclass(frozen=True)
-class LoopRules:
-    """The decisions the accumulation loop delegates; the defaults are the correct loop.
-
-    Each bug in `widgets.core.config.BUGS` replaces one or two of these (see `loop_rules`), so the
-    loop in `_train_accumulated` holds no bug branches.
-    """
-
-    loss_scale: Callable[[int, int], float] = share_of_update  # (micro-batches in this update, K) -> factor
-    is_update_step: Callable[..., bool] = is_update_step  # (micro_step, K, total micro-steps) -> ends an update?
-    before_forward: Callable[[Training], None] = _nothing  # the pile must keep what it holds
-    after_backward: Callable[[Training, bool], None] = _nothing  # (training, ends_update): leave the pile alone
-    clip: Callable[[Training], float] = clip_completed_pile  # once per update; the norm before clipping
-    logged_loss: Callable[[float, float], float] = lambda mean_loss, scale: mean_loss  # log the undivided mean
-
-
-def _also_after_backward(rules: LoopRules, action: Callable[[Training, bool], None]) -> LoopRules:
-    """`rules` with `action` run after every backward too, after what already runs there."""
-    before = rules.after_backward
-    return replace(rules, after_backward=lambda training, ends_update: (before(training, ends_update), action(training, ends_update)))
-
-
-def _clip_half_built_pile(training: Training, ends_update: bool) -> None:
-    torch.nn.utils.clip_grad_norm_(training.model.parameters(), training.max_norm)  # BUG: clips the pile before it is complete
-
-
-def _step_half_built_pile(training: Training, ends_update: bool) -> None:
-    if not ends_update:  # the update's own step follows: K steps per update in all
-        training.optimizer.step()  # BUG: updates on a half-built pile
-
-
-def _schedule_every_micro_step(training: Training, ends_update: bool) -> None:
-    if not ends_update:  # the update's own scheduler.step() follows: K per update in all
-        with warnings.catch_warnings():  # torch rightly warns that this steps before the first
-            warnings.simplefilter("ignore", UserWarning)  # optimizer step: that is the bug
-            training.scheduler.step()  # BUG: the warmup advances K times per update
-
-
-def _measure_only(training: Training) -> float:
-    """The update's clip when the bug has already clipped every micro-step: only the norm is read."""
-    return float(flat_grad(training.model).norm())
-
-
-# What each bug changes in the correct rules, applied in this order (so that bugs combine).
-BUG_RULES: dict[str, Callable[[LoopRules], LoopRules]] = {
-    "tail_divided_by_k": lambda r: replace(r, loss_scale=lambda n, K: 1 / K),  # right for full groups only
-    "loss_not_divided": lambda r: replace(r, loss_scale=lambda n, K: 1.0),  # K means add up to K x the mean
-    "loss_divided_twice": lambda r: replace(r, loss_scale=lambda n, K, share=r.loss_scale: share(n, K) * share(n, K)),
-    # the boundary test without the run's length: the uneven last group never ends an update
-    "forget_final_step": lambda r: replace(r, is_update_step=lambda i, K, total: is_update_step(i, K)),
-    "zero_grad_every_micro_step": lambda r: replace(
-        r, before_forward=lambda training: training.optimizer.zero_grad(set_to_none=True)),  # BUG: empties the pile every time
-    "clip_every_micro_step": lambda r: replace(_also_after_backward(r, _clip_half_built_pile), clip=_measure_only),
-    "step_every_micro_step": lambda r: _also_after_backward(r, _step_half_built_pile),
-    "scheduler_every_micro_step": lambda r: _also_after_backward(r, _schedule_every_micro_step),
-    "log_divided_loss": lambda r: replace(r, logged_loss=lambda mean_loss, scale: mean_loss * scale),
-}
-
-
-def loop_rules(bugs: frozenset[str] = frozenset()) -> LoopRules:
-    """The correct loop's rules with each bug in `bugs` swapped in."""
-    bugs = check_bugs(bugs)
-    rules = LoopRules()
-    for name, break_rule in BUG_RULES.items():
-        if name in bugs:
-            rules = break_rule(rules)
-    return rules
 
 
 # --- what a run returns -----------------------------------------------------------------------------
@@ -499,14 +400,9 @@ class RunRecord:
         return len(logged) == len(true) and all(math.isclose(a, b, rel_tol=1e-6) for a, b in zip(logged, true))
 
 
-def _check_config(config: object) -> None:
-    if not isinstance(config, AccumulationConfig):
-        raise TypeError(f"config must be an AccumulationConfig, got {type(config).__name__}")
-
-
 def example_order(config: AccumulationConfig) -> torch.Tensor:
     """The order examples are drawn in: a seeded permutation, repeated as often as the run needs."""
-    _check_config(config)
+    check_config(config)
     g = torch.Generator().manual_seed(config.seed + 1)
     needed = config.total_micro_steps * config.micro_batch_size
     reps = -(-needed // config.num_examples)
@@ -515,7 +411,7 @@ def example_order(config: AccumulationConfig) -> torch.Tensor:
 
 def run_regimes(config: AccumulationConfig) -> RunRecord:
     """Train the three regimes from the same initial weights on the same draws; see module doc."""
-    _check_config(config)
+    check_config(config)
     with one_thread():  # a 49-weight model: a second thread only waits (and stalls on a busy CPU)
         return _run_regimes(config)
 
@@ -549,85 +445,3 @@ def _run_regimes(config: AccumulationConfig) -> RunRecord:
         plotted_parameters=flat_parameter_indices(make_model(config.seed), PLOTTED_ENTRIES),
         final_weights={r: run.final_weights for r, run in runs.items()},
     )
-
-
-@dataclass(frozen=True)
-class EqualExamples:
-    """The accumulated (= big-batch) run against small batches that use every micro-batch, compared
-    after the same examples: both draw the same examples in the same order and make the same
-    forward/backward passes of b examples; the small batches take one step per pass (K per update)."""
-
-    examples_seen: list[int]  # after each update of the accumulated run
-    accumulated: list[float]  # loss on all examples after each update (K micro-batches, one step)
-    small_every_micro_batch: list[float]  # loss after the same examples, one step per micro-batch
-    small_first_micro_batch: list[float]  # the explorer's "small batch": 1/K of the examples, one step per update
-
-
-def compare_at_equal_examples(config: AccumulationConfig) -> EqualExamples:
-    """Train `config` without its bugs, and small batches over every micro-batch of the same draws.
-
-    The explorer's small-batch run sees only the first micro-batch of each group, 1/K of the
-    examples: fair at equal updates, unfair at equal examples. This is the comparison at equal
-    examples (and so equal forward/backward passes). A warmup is counted in examples too (K x W steps).
-    """
-    _check_config(config)
-    clean = replace(config, bugs=frozenset())
-    record = run_regimes(clean)
-    K, total = config.accumulation_steps, config.total_micro_steps
-    every = run_regimes(replace(clean, accumulation_steps=1, num_updates=total, tail_micro_batches=0,
-                                warmup_updates=min(1000, config.warmup_updates * K)))
-    ends = [i for i in range(total) if is_update_step(i, K, total)]  # the micro-step that ends each update
-    losses = every.eval_loss["big_batch"]
-    seen = [(i + 1) * config.micro_batch_size for i in ends]
-    return EqualExamples(
-        examples_seen=seen[: len(record.eval_loss["accumulated"])],
-        accumulated=record.eval_loss["accumulated"],
-        small_every_micro_batch=[losses[i] if i < len(losses) else math.nan for i in ends],
-        small_first_micro_batch=record.eval_loss["small_batch"],
-    )
-
-
-# The bugs that only put a constant factor on gradients (the tail bug: on the last update's only).
-SCALE_BUGS = frozenset({"loss_not_divided", "loss_divided_twice", "tail_divided_by_k"})
-
-
-def bug_symptoms(record: RunRecord) -> list[str]:
-    """One plain sentence per bug switched on, with the number that gives it away."""
-    if not isinstance(record, RunRecord):
-        raise TypeError(f"record must be a RunRecord (from run_regimes), got {type(record).__name__}")
-    c, out, scales = record.config, [], record.grad_scale
-    K, tail, bugs = c.accumulation_steps, c.tail_micro_batches, c.bugs
-    steps = record.optimizer_steps
-    counted = f"optimizer steps: accumulated {steps['accumulated']}, big batch {steps['big_batch']}"
-    if bugs & {"loss_not_divided", "loss_divided_twice"} and scales:
-        out.append(f"update 0 applied {scales[0]:.3g} x the big-batch gradient (K = {K})")
-        if c.optimizer == "adamw" and not bugs - SCALE_BUGS:
-            out.append(f"under AdamW the factor nearly cancels: at the end |w_accumulated - w_big_batch| = "
-                       f"{record.weight_gap:.2g} x |w_big_batch - w_start|")
-        if c.max_grad_norm is not None and record.grads_allclose:
-            out.append(f"clipping to max_grad_norm = {c.max_grad_norm:g} cut both gradients to the same length, "
-                       "which hides this bug: the direction was right, only the length was wrong")
-    if "zero_grad_every_micro_step" in bugs and scales:
-        out.append(f"update 0 applied only the last micro-batch's share: {scales[0]:.3g} x the big-batch size")
-    if "step_every_micro_step" in bugs:
-        out.append(counted)
-    if "forget_final_step" in bugs:
-        out.append(f"the final group of {tail} micro-batch(es) never got its step; {counted}")
-    if "tail_divided_by_k" in bugs and len(scales) == c.total_updates:
-        share = f" = {tail}/{K}" if c.max_grad_norm is None else " (after clipping)"
-        out.append(f"the final group of {tail} micro-batch(es) applied {scales[-1]:.3g}{share} x its big-batch "
-                   "gradient, not 1")
-    if "log_divided_loss" in bugs and record.true_train_loss:
-        logged, true = record.train_loss["accumulated"][0], record.true_train_loss[0]
-        out.append(f"logged train_loss at update 0 = {logged:.4g}, true mean = {true:.4g}: "
-                   f"{true / logged:.3g} x too small; the gradients are unaffected")
-    if "clip_every_micro_step" in bugs:
-        once = clip_flat(record.first_target, c.max_grad_norm)
-        off = float((record.first_pile.accumulated - once).norm() / once.norm())
-        out.append(f"clipped every micro-step, update 0's gradient is off by {off:.1%} of the once-clipped gradient")
-    if "scheduler_every_micro_step" in bugs:
-        full = {r: next((u for u, lr in enumerate(v) if lr >= c.learning_rate), None)
-                for r, v in record.learning_rates.items()}
-        out.append(f"warmup of {c.warmup_updates} updates: full learning rate from update {full['accumulated']} "
-                   f"(accumulated) instead of {full['big_batch']} (big batch)")
-    return out

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from widgets.core.accumulation import make_model, make_regression_data
-from widgets.core.config import AccumulationConfig
+from widgets.core.config import AccumulationConfig, check_config
 from widgets.core.threads import one_thread
 from widgets.core.training import OPTIMIZERS, example_order, mse
 
@@ -45,8 +45,7 @@ class WallClockRace:
 def race_at_equal_time(config: AccumulationConfig) -> WallClockRace:
     """Train accumulated (K micro-batches of b, one step), big batch (K·b at once, one step) and
     small batches (one step per micro-batch of b) over the same examples, timing only the training."""
-    if not isinstance(config, AccumulationConfig):
-        raise TypeError(f"config must be an AccumulationConfig, got {type(config).__name__}")
+    check_config(config)
     config = replace(config, bugs=frozenset())  # the race is about time, not about bugs
     x, y = make_regression_data(config.num_examples, config.seed)
     order, K, b = example_order(config), config.accumulation_steps, config.micro_batch_size
