@@ -31,7 +31,7 @@ import matplotlib
 matplotlib.use("Agg")
 import psutil  # noqa: E402
 
-from memory import TreeMemory, run_notebook  # noqa: E402  (this folder is on sys.path: run as a script)
+from memory import measure_notebook  # noqa: E402  (this folder is on sys.path: run as a script)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results.json"
@@ -109,15 +109,6 @@ def measure_explorer() -> dict:
     result["ratio_median_to_bare_blit"] = round(result["slider_change"]["median_ms"] / result["bare_redraw_blit"]["median_ms"], 2)
     result["ratio_median_to_bare_full"] = round(result["slider_change"]["median_ms"] / result["bare_redraw_full"]["median_ms"], 2)
     return result
-
-
-def measure_notebook(path: Path) -> dict:
-    """Run a copy of the notebook in a fresh kernel (the file is not rewritten): once timed, once
-    with its memory polled (the polling takes a core, which would slow the timed run)."""
-    seconds = run_notebook(path)
-    with TreeMemory() as memory:
-        run_notebook(path)
-    return {"seconds": round(seconds, 1), **memory.megabytes()}
 
 
 def main() -> None:

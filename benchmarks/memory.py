@@ -148,6 +148,15 @@ def run_notebook(path: Path) -> float:
     return time.perf_counter() - start
 
 
+def measure_notebook(path: Path) -> dict:
+    """Its run time, and in a second run its peak memory: the polling takes a core, which would
+    slow the timed run."""
+    seconds = run_notebook(path)
+    with TreeMemory() as memory:
+        run_notebook(path)
+    return {"seconds": round(seconds, 1), **memory.megabytes()}
+
+
 # --- a hard limit, as Binder sets one --------------------------------------------------------------
 
 class NoCgroup(RuntimeError):
@@ -263,10 +272,7 @@ def main() -> None:
     if args.inside_limit:  # the child of run_under_limit: just run it
         run_notebook(path)
         return
-    seconds = run_notebook(path)  # timed alone: the memory polling below takes a core
-    with TreeMemory() as memory:
-        run_notebook(path)
-    result = {"notebook": str(path.relative_to(ROOT)), "seconds": round(seconds, 1), **memory.megabytes(),
+    result = {"notebook": str(path.relative_to(ROOT)), **measure_notebook(path),
               "measured_on": time.strftime("%Y-%m-%d"), "cpus": psutil.cpu_count(),
               "command": " ".join(["python benchmarks/memory.py", str(path.relative_to(ROOT)),
                                    *(["--limit-mb", *map(str, args.limit_mb)] if args.limit_mb else [])])}
