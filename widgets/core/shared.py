@@ -1,0 +1,18 @@
+"""Constants and one-line helpers that several layers share, defined once.
+
+torch-free at import: `real_tokens` works on anything with `!=` and `.sum()` (a torch tensor).
+"""
+from __future__ import annotations
+
+# The target PyTorch's cross_entropy leaves out (padding, prompt tokens): its `ignore_index` default.
+IGNORE_INDEX = -100
+
+# The explorer's slider ranges, which share codes and presets are checked against too.
+K_RANGE = (1, 16)  # accumulation_steps
+B_RANGE = (1, 64)  # micro_batch_size
+LR_RANGE = (0.001, 10.0)  # learning_rate
+
+
+def real_tokens(targets) -> int:
+    """The real (non-padding) targets in a tensor of token targets: those != IGNORE_INDEX."""
+    return int((targets != IGNORE_INDEX).sum())
