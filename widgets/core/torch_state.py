@@ -1,0 +1,46 @@
+"""Run lab code under a known torch state, and give the learner's state back afterwards.
+
+A learner's earlier cell may have called `torch.set_default_dtype(torch.float16)`,
+`torch.set_grad_enabled(False)`, `torch.use_deterministic_algorithms(True)` or turned on anomaly
+detection; the lab's verdicts must not flip because of it, and the lab must not leave its own
+settings behind. torch and the standard library only.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator
+
+import torch
+
+
+@contextlib.contextmanager
+def known_torch_state(threads: int | None = 1) -> Iterator[None]:
+    """Grad mode on, inference mode off, float32 and CPU defaults, deterministic and anomaly flags
+    off, and `threads` threads (None: leave the count); everything restored on exit, also on error."""
+    saved = (
+        torch.is_grad_enabled(),
+        torch.get_default_dtype(),
+        torch.get_default_device(),
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+        torch.is_anomaly_enabled(),
+        torch.is_anomaly_check_nan_enabled(),
+        torch.get_num_threads(),
+    )
+    try:
+        torch.set_default_dtype(torch.float32)
+        torch.set_default_device("cpu")
+        torch.use_deterministic_algorithms(False)
+        torch.autograd.set_detect_anomaly(False)
+        if threads is not None:
+            torch.set_num_threads(threads)
+        with torch.inference_mode(False), torch.enable_grad():
+            yield
+    finally:
+        grad, dtype, device, deterministic, warn_only, anomaly, check_nan, num_threads = saved
+        torch.set_grad_enabled(grad)
+        torch.set_default_dtype(dtype)
+        torch.set_default_device(device)
+        torch.use_deterministic_algorithms(deterministic, warn_only=warn_only)
+        torch.autograd.set_detect_anomaly(anomaly, check_nan=check_nan)
+        torch.set_num_threads(num_threads)
