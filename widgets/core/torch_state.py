@@ -27,9 +27,11 @@ def known_torch_state(threads: int | None = 1) -> Iterator[None]:
         torch.is_anomaly_check_nan_enabled(),
         torch.get_num_threads(),
     )
+    device = saved[2]
     try:
         torch.set_default_dtype(torch.float32)
-        torch.set_default_device("cpu")
+        if device.type != "cpu":  # set only when needed: a default device is a mode on every call
+            torch.set_default_device("cpu")
         torch.use_deterministic_algorithms(False)
         torch.autograd.set_detect_anomaly(False)
         if threads is not None:
@@ -40,7 +42,8 @@ def known_torch_state(threads: int | None = 1) -> Iterator[None]:
         grad, dtype, device, deterministic, warn_only, anomaly, check_nan, num_threads = saved
         torch.set_grad_enabled(grad)
         torch.set_default_dtype(dtype)
-        torch.set_default_device(device)
+        if device.type != "cpu":
+            torch.set_default_device(device)
         torch.use_deterministic_algorithms(deterministic, warn_only=warn_only)
         torch.autograd.set_detect_anomaly(anomaly, check_nan=check_nan)
         torch.set_num_threads(num_threads)
