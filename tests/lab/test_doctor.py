@@ -6,6 +6,7 @@ ipywidgets is of the wrong generation for the page's widget extension.
 """
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 import time
@@ -86,6 +87,52 @@ def test_extension_facts_read_the_folders_jupyterlab_reads(tmp_path):
     for disabled in ({doc.EXTENSION: True}, [doc.EXTENSION]):  # JupyterLab 4's form, and the older list
         (config / "labconfig" / "page_config.json").write_text(json.dumps({"disabledExtensions": disabled}))
         assert doc.extension_facts([str(data)], [str(config)])["disabled"]
+
+
+@pytest.mark.parametrize("content, says", [
+    ("{not json", "is not valid JSON"), ("[1, 2]", "holds a JSON list, not an object"),
+    ('{"disabledExtensions": 5}', "disabledExtensions is a int"), ("", "is not valid JSON"),
+])
+def test_a_malformed_page_config_is_named_not_a_crash(tmp_path, content, says):
+    """Read in the kernel or the probe alike: the finding names the file, and does not say "not installed"."""
+    data, config = tmp_path / "share", tmp_path / "etc"
+    package = data / "@jupyter-widgets" / "jupyterlab-manager" / "package.json"
+    package.parent.mkdir(parents=True)
+    package.write_text(json.dumps({"name": doc.EXTENSION, "version": "5.0.16"}))
+    (config / "labconfig").mkdir(parents=True)
+    (config / "labconfig" / "page_config.json").write_text(content)
+    facts = doc.extension_facts([str(data)], [str(config)])
+    found = problems(healthy(extension=facts))
+    assert list(found) == ["widget extension"], found
+    assert "page_config.json" in found["widget extension"] and says in found["widget extension"]
+    assert "not installed" not in found["widget extension"]
+    package.write_text("{")  # the extension's own package.json, cut short
+    assert "package.json is not valid JSON" in problems(healthy(extension=doc.extension_facts([str(data)], [])))[
+        "widget extension"]
+
+
+def test_a_probe_that_fails_is_not_called_not_installed(tmp_path):
+    broken = tmp_path / "python"
+    broken.write_text("#!/bin/sh\necho 'Fatal Python error: init_fs_encoding' >&2\nexit 1\n")
+    broken.chmod(0o755)
+    prefix, extension = doc._probe(str(broken))
+    found = problems(healthy(extension=extension))["widget extension"]
+    assert prefix is None and "could not be checked" in found and "init_fs_encoding" in found
+    assert "not installed" not in found
+
+
+@pytest.mark.skipif(not (ROOT / ".venv" / "pyvenv.cfg").exists(), reason="needs the lab's .venv (make install)")
+def test_the_doctor_from_a_shell_names_a_malformed_page_config(tmp_path):
+    """`make doctor` with a broken labconfig/page_config.json: a finding, exit status 1, no traceback."""
+    (tmp_path / "labconfig").mkdir()
+    (tmp_path / "labconfig" / "page_config.json").write_text('{"disabledExtensions": {"x": true,}}')
+    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(tmp_path)}
+    result = subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "-m", "widgets.lab.doctor"], capture_output=True,
+                            text=True, cwd=tmp_path, env=env, timeout=300)
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.returncode == 1
+    assert f"[widget extension] JupyterLab's extension settings cannot be read: {tmp_path}/labconfig/page_config.json" \
+        in result.stdout, result.stdout
 
 
 def test_the_server_python_is_read_from_the_parent_process():

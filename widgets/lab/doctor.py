@@ -45,7 +45,9 @@ class Facts:
     server_prefix: str | None  # the environment JupyterLab runs from (None: not started by Jupyter)
     versions: dict[str, str | None]  # distribution -> version in the kernel's environment
     pins: dict[str, str]  # requirements.txt
-    extension: dict  # in the environment serving the page: {"version", "disabled", "jupyterlab_widgets", "where"}
+    # in the environment serving the page: {"version", "disabled", "jupyterlab_widgets", "where"}, and
+    # "problems" (its settings files that cannot be read) or "error" (it could not be asked) when there are any
+    extension: dict
     torch: dict  # {"version", "cuda", "threads", "error"}
     usable_cpus: int
     backend: str | None
@@ -134,6 +136,14 @@ def _major(version: str | None) -> int | None:
 
 def _extension(f: Facts) -> list[Finding]:
     ext = f.extension
+    if ext.get("problems"):  # before "not installed": an unreadable file is why nothing could be found
+        return [Finding("widget extension", "JupyterLab's extension settings cannot be read: " + "; ".join(ext["problems"]),
+                        'fix the file (it must be one JSON object, e.g. {"disabledExtensions": {}}) or move it away, '
+                        "then restart JupyterLab and reload the page")]
+    if ext.get("error"):
+        return [Finding("widget extension", f"the widget extension could not be checked: {ext['error']}",
+                        "run `make doctor` in a shell to see the whole error; reinstall with "
+                        "pip install -r requirements.txt in JupyterLab's environment if it persists")]
     if not ext.get("version"):
         return [Finding("widget extension", f"JupyterLab's widget extension ({EXTENSION}) is not installed where "
                         "JupyterLab runs", "pip install jupyterlab_widgets==" + f.pins.get("jupyterlab_widgets", "3.0.17")
@@ -196,18 +206,38 @@ def extension_facts(data_dirs: list[str] | None = None, config_dirs: list[str] |
         data_dirs = jupyter_path("labextensions") if data_dirs is None else data_dirs
         config_dirs = jupyter_config_path() if config_dirs is None else config_dirs
     found = {"version": None, "disabled": False, "where": None, "jupyterlab_widgets": _version("jupyterlab_widgets")}
+    problems = []  # files JupyterLab reads that are not what it expects: reported, never a crash
     for folder in data_dirs:
         package = Path(folder, *EXTENSION.split("/"), "package.json")
         if package.exists():
-            found.update(version=json.loads(package.read_text()).get("version"), where=str(package.parent))
-            break
+            meta = _json_object(package, problems)
+            if meta is not None:
+                found.update(version=meta.get("version"), where=str(package.parent))
+                break
     for folder in config_dirs:
         page_config = Path(folder, "labconfig", "page_config.json")
-        if page_config.exists():
-            disabled = json.loads(page_config.read_text()).get("disabledExtensions", {})
-            if (disabled.get(EXTENSION) if isinstance(disabled, dict) else EXTENSION in disabled):
-                found["disabled"] = True
-    return found
+        config = _json_object(page_config, problems) if page_config.exists() else None
+        disabled = {} if config is None else config.get("disabledExtensions", {})
+        if isinstance(disabled, dict):  # JupyterLab 4: {name: true}; older: a list of names
+            found["disabled"] |= bool(disabled.get(EXTENSION))
+        elif isinstance(disabled, list):
+            found["disabled"] |= EXTENSION in disabled
+        else:
+            problems.append(f"{page_config}: disabledExtensions is a {type(disabled).__name__}, not an object or a list")
+    return {**found, "problems": problems} if problems else found
+
+
+def _json_object(path: Path, problems: list[str]) -> dict | None:
+    """The JSON object in `path`, or None with the reason appended to `problems`."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        problems.append(f"{path} is not valid JSON ({error})")
+        return None
+    if not isinstance(data, dict):
+        problems.append(f"{path} holds a JSON {type(data).__name__}, not an object")
+        return None
+    return data
 
 
 def _version(name: str) -> str | None:
@@ -236,13 +266,18 @@ def server_python(pid: int | None = None) -> str | None:
 
 
 def _probe(python: str) -> tuple[str | None, dict]:
-    """(prefix, extension facts) of another interpreter, by running this file there."""
+    """(prefix, extension facts) of another interpreter, by running this file there; a failure is an "error"."""
+    unknown = {"version": None, "disabled": False, "where": None, "jupyterlab_widgets": None}
     try:
         out = subprocess.run([python, str(Path(__file__)), "--probe"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return None, {**unknown, "error": f"{python} could not be run ({error})"}
+    try:
         data = json.loads(out.stdout)
         return data["prefix"], data["extension"]
-    except (OSError, ValueError, KeyError, subprocess.TimeoutExpired):
-        return None, {"version": None, "disabled": False, "where": None, "jupyterlab_widgets": None}
+    except (ValueError, KeyError, TypeError):  # not "not installed": we do not know
+        last = (out.stderr.strip().splitlines() or ["no output"])[-1]
+        return None, {**unknown, "error": f"asking {python} failed: {last}"}
 
 
 def _torch_facts() -> dict:
