@@ -1,4 +1,4 @@
-"""Learners' training loops for the tests of the loop bench and of the gallery's `my_loop` checker:
+"""Learners' training loops for the tests of the gallery's `my_loop` checker (the loop auditor judges them):
 one loop with a switch per choice a learner makes, each option written independently of the package."""
 import torch
 

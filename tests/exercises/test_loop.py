@@ -160,3 +160,42 @@ def test_amp_order_correct_accepts_the_real_call_names():
 ])
 def test_amp_order_wrong(answer, words):
     assert_incorrect(LOOP.amp_order.check(answer), *words)
+
+
+# --- tables, hard-coded answers and unusual right answers ----------------------------------
+
+def test_boundary_a_table_of_the_small_cases_fails_on_fresh_wide_ones():
+    from widgets.exercises.loop import _BOUNDARY_GRID
+
+    table = {case: (case[0] + 1) % case[1] == 0 or case[0] == case[2] - 1 for case in _BOUNDARY_GRID}
+    assert_incorrect(LOOP.boundary.check(lambda m, k, t: table.get((m, k, t), False)), "it returns False")
+    assert_incorrect(LOOP.boundary.check(lambda m, k, t: table[(m, k, t)]), "KeyError")
+    capped = lambda m, k, t: (m + 1) % k == 0 or m == t - 1 if t < 1000 else (m + 1) % k == 0  # noqa: E731
+    assert_incorrect(LOOP.boundary.check(capped), "total_micro_steps=")
+
+
+@pytest.mark.parametrize("answer", [
+    lambda m, k, t: m + 1 == t or not (m + 1) % k,
+    lambda m, k, t: bool(min(1, (m + 1) % k)) is False or m >= t - 1,
+    lambda m, k, t: 1 if ((m + 1) % k == 0 or m == t - 1) else 0,  # ints, not bools
+])
+def test_boundary_right_answers_written_unusually_pass(answer):
+    assert LOOP.boundary.check(answer).correct
+
+
+def test_update_loss_a_table_of_the_three_cases_fails_on_fresh_ones():
+    from widgets.exercises.loop import _LOSS_CASES
+
+    table = {tuple(ls): sum(l * n for l, n in zip(ls, ns)) / sum(ns) for ls, ns in _LOSS_CASES}
+    assert_incorrect(LOOP.update_loss.check(lambda ls, ns: table.get(tuple(ls), 0.5)), "for losses")
+    small_only = lambda ls, ns: sum(l * n for l, n in zip(ls, ns)) / sum(ns) if max(ns) < 100 else ls[0]  # noqa: E731
+    assert_incorrect(LOOP.update_loss.check(small_only), "for losses")
+
+
+@pytest.mark.parametrize("answer", [
+    lambda ls, ns: float(torch.tensor(ls, dtype=torch.float64) @ torch.tensor(ns, dtype=torch.float64)) / sum(ns),
+    lambda ls, ns: torch.tensor(sum(l * n for l, n in zip(ls, ns)) / sum(ns)),  # a 0-d tensor
+    lambda ls, ns: sum(l * (n / sum(ns)) for l, n in zip(ls, ns)),
+])
+def test_update_loss_right_answers_written_unusually_pass(answer):
+    assert LOOP.update_loss.check(answer).correct

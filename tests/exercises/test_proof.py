@@ -57,7 +57,7 @@ def test_impersonate_correct_and_leaves_global_random_state_alone():
     (accumulate(divide_by=16), ["half", "number of examples"]),
     (accumulate(divide_by=64), ["1/8", "twice"]),
     (accumulate(divide_by=3), ["2.667x"]),
-    (accumulate(micro=4, divide_by=4), ["sizes [4, 4, 4, 4]"]),
+    (accumulate(micro=4, divide_by=4), ["carried [4, 4, 4, 4]"]),
     (accumulate(micro=16, divide_by=1), ["reference itself"]),
     (accumulate(count=4), ["cover 8 of the 16"]),
     (accumulate(zero_grad=True), ["only the last micro-batch"]),
@@ -80,7 +80,7 @@ def test_impersonate_crash_is_reported():
 
 # --- answers that are not the learner's own, or not really accumulation ---------------------
 
-def test_the_package_answer_handed_back_wrapped_or_copied_from_the_solution_is_rejected():
+def test_the_package_answer_handed_back_or_wrapped_is_rejected_and_pasted_source_is_judged():
     from widgets.exercises.proof import accumulate_16
 
     shown = PROOF.impersonate_16.solution(anyway=True).code  # what a learner would paste
@@ -92,7 +92,7 @@ def test_the_package_answer_handed_back_wrapped_or_copied_from_the_solution_is_r
 
     assert_incorrect(PROOF.impersonate_16.check(accumulate_16), "package's own `accumulate_16`")
     assert_incorrect(PROOF.impersonate_16.check(wrapper), "calls the package's `accumulate_16`")
-    assert_incorrect(PROOF.impersonate_16.check(pasted["accumulate_16"]), "copied line for line")
+    assert PROOF.impersonate_16.check(pasted["accumulate_16"]).correct  # pasted source is the learner's own
 
 
 torch.manual_seed(0)
@@ -119,7 +119,7 @@ def summed_then_one_backward(model, data, target):
 @pytest.mark.parametrize("answer, words", [
     (uses_the_notebook_data, ["notebook's own 16 examples", "Use only the function's arguments"]),
     (demo_loop_as_a_function, ["cover 8 of the 16"]),
-    (summed_then_one_backward, ["1 backward pass(es) for 8 micro-batches", "16 examples", "memory of the big batch"]),
+    (summed_then_one_backward, ["1 backward pass(es) for 8 forwards", "16 examples", "memory of the big batch"]),
 ])
 def test_copies_of_the_demonstration_and_a_secret_big_backward_are_rejected_for_what_they_do(answer, words):
     assert_incorrect(PROOF.impersonate_16.check(answer), *words)
@@ -137,3 +137,128 @@ def test_a_helper_from_a_cell_not_run_yet_says_what_to_run_first():
         fresh_model()  # noqa: F821 - defined by a notebook cell that has not run
     feedback = PROOF.impersonate_16.check(uses_fresh_model)
     assert feedback.status is Status.RUN_EARLIER_CELLS and "`fresh_model`" in feedback.message
+
+
+# --- disguised big batches, hand-written gradients, and right answers written unusually ------
+
+def big_batch_through_forward(model, data, target):
+    mse(model.forward(data), target).backward()  # around the module's hooks
+
+
+def big_batch_through_f_linear(model, data, target):
+    mse(torch.nn.functional.linear(data, model.weight, model.bias), target).backward()
+
+
+def big_batch_by_hand(model, data, target):
+    mse(data @ model.weight.T + model.bias, target).backward()
+
+
+def closed_form_written(model, data, target):
+    with torch.no_grad():  # the MSE gradient worked out on paper, written into .grad
+        residual = data @ model.weight.T + model.bias - target
+        model.weight.grad = 2 * (residual * data).mean(0, keepdim=True)
+        model.bias.grad = 2 * residual.mean(0)
+
+
+def dummy_micro_steps_then_written(model, data, target):
+    for _ in range(0, 16, 2):
+        (mse(model(data[:2]), target[:2]) / 8).backward()  # eight passes, always the same two examples
+    closed_form_written(model, data, target)
+
+
+def whole_pass_plus_dummy_call(model, data, target):
+    mse(model(data), target).backward()
+    model(data[:2])
+
+
+def on_a_copy(model, data, target):
+    import copy
+    twin = copy.deepcopy(model)
+    mse(twin(data), target).backward()
+    for p, q in zip(model.parameters(), twin.parameters()):
+        p.grad = q.grad.clone()
+
+
+def hard_coded_table(model, data, target):
+    table = {0.0: 1.0}  # answers for the notebook's example only
+    for p in model.parameters():
+        p.grad = torch.full_like(p, table[0.0])
+
+
+@pytest.mark.parametrize("answer, words", [
+    (big_batch_through_forward, ["reference itself"]),
+    (big_batch_through_f_linear, ["reference itself"]),
+    (big_batch_by_hand, ["reference itself"]),
+    (closed_form_written, ["written by hand"]),
+    (dummy_micro_steps_then_written, ["does not hold what your backward passes computed"]),
+    (whole_pass_plus_dummy_call, ["reference itself"]),
+    (on_a_copy, ["written by hand"]),
+    (hard_coded_table, ["written by hand"]),
+])
+def test_disguised_big_batches_and_written_gradients_are_seen(answer, words):
+    assert_incorrect(PROOF.impersonate_16.check(answer), *words)
+
+
+def with_autograd_grad(model, data, target):
+    params = list(model.parameters())
+    for i in range(0, 16, 2):
+        grads = torch.autograd.grad(mse(model(data[i:i + 2]), target[i:i + 2]), params)
+        for p, g in zip(params, grads):  # each micro-batch's mean gradient, weighted 1/8, piled by hand
+            p.grad = g / 8 if p.grad is None else p.grad + g / 8
+
+
+def with_torch_func(model, data, target):
+    params = {k: v.detach() for k, v in model.named_parameters()}
+    for i in range(0, 16, 2):
+        x, y = data[i:i + 2], target[i:i + 2]
+        grads = torch.func.grad(lambda p, x=x, y=y: mse(torch.func.functional_call(model, p, (x,)), y))(params)
+        for k, p in model.named_parameters():
+            p.grad = grads[k] / 8 if p.grad is None else p.grad + grads[k] / 8
+
+
+def with_f_linear_micro_batches(model, data, target):
+    for i in range(0, 16, 2):
+        out = torch.nn.functional.linear(data[i:i + 2], model.weight, model.bias)
+        (mse(out, target[i:i + 2]) / 8).backward()
+
+
+def with_a_while_loop_and_sum_reduction(model, data, target):
+    i = 0
+    while i < len(data):
+        (mse(model(data[i:i + 2]), target[i:i + 2], reduction="sum") / 16).backward()
+        i += 2
+
+
+@pytest.mark.parametrize("answer", [with_autograd_grad, with_torch_func, with_f_linear_micro_batches,
+                                    with_a_while_loop_and_sum_reduction])
+def test_right_answers_written_in_unusual_ways_are_accepted(answer):
+    feedback = PROOF.impersonate_16.check(answer)
+    assert feedback.correct, feedback
+
+
+def test_an_answer_that_never_returns_is_stopped_and_hostile_answers_are_reported(monkeypatch):
+    from widgets.exercises import passes
+
+    monkeypatch.setattr(passes, "TIME_LIMIT_S", 0.2)
+
+    def never_returns(model, data, target):
+        while True:
+            model(data[:2])
+    assert_incorrect(PROOF.impersonate_16.check(never_returns), "TimeoutError", "time limit")
+
+    class Hostile:
+        def __call__(self, *args):
+            raise RuntimeError("no")
+
+        def __repr__(self):
+            raise RuntimeError("no")
+    for answer in (Hostile(), "123", [1, 2]):
+        assert PROOF.impersonate_16.check(answer).status is Status.INCORRECT
+
+
+def test_calling_the_packages_accumulation_is_rejected():
+    from widgets.core.accumulation import accumulated_gradient
+
+    def via_the_package(model, data, target):
+        accumulated_gradient(model, data, target, mse, 2)
+    assert_incorrect(PROOF.impersonate_16.check(via_the_package), "calls the package's `accumulated_gradient`")

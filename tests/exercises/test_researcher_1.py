@@ -86,3 +86,54 @@ def test_every_exercise_has_hints_and_a_solution():
     assert len(EX) == 3
     for exercise in EX:
         assert exercise.hint(1).text and exercise.solution().code
+
+
+# --- disguised big batches, the package's own answer, right answers written unusually --------
+
+def whole_window_plus_dummy_call(model, micro_batches):
+    inputs = torch.cat([i for i, _ in micro_batches])
+    labels = torch.cat([l for _, l in micro_batches])
+    logits = model(inputs).reshape(-1, model.vocab_size)
+    ce(logits, labels.reshape(-1), ignore_index=-100).backward()  # the whole window in one pass
+    for inputs, _ in micro_batches:
+        model(inputs)  # calls of the right size that carry nothing
+
+
+def summed_then_one_backward(model, micro_batches):
+    window = sum(int((labels != -100).sum()) for _, labels in micro_batches)
+    losses = [ce(model(i).reshape(-1, model.vocab_size), l.reshape(-1), ignore_index=-100, reduction="sum") / window
+              for i, l in micro_batches]
+    sum(losses).backward()
+
+
+def with_autograd_grad(model, micro_batches):
+    window = sum(int((labels != -100).sum()) for _, labels in micro_batches)
+    params = list(model.parameters())
+    for inputs, labels in micro_batches:
+        loss = ce(model(inputs).reshape(-1, model.vocab_size), labels.reshape(-1), ignore_index=-100, reduction="sum")
+        for p, g in zip(params, torch.autograd.grad(loss, params)):
+            p.grad = g / window if p.grad is None else p.grad + g / window
+
+
+@pytest.mark.parametrize("answer, words", [
+    (whole_window_plus_dummy_call, ["16 sequences at once"]),
+    (summed_then_one_backward, ["went through 4 micro-batches at once"]),
+])
+def test_tokens_sees_a_whole_window_disguised(answer, words):
+    assert_incorrect(EX.tokens.check(answer), *words)
+
+
+def test_tokens_rejects_the_packages_own_functions():
+    from widgets.research.tokens import accumulated_token_gradient
+    assert_incorrect(EX.tokens.check(accumulated_token_gradient), "package's own")
+    assert_incorrect(EX.tokens.check(accumulate_tokens_of_the_package()), "package's own")
+
+
+def accumulate_tokens_of_the_package():
+    from widgets.exercises.researcher_1 import accumulate_tokens
+    return accumulate_tokens
+
+
+def test_tokens_accepts_autograd_grad_piles():
+    feedback = EX.tokens.check(with_autograd_grad)
+    assert feedback.correct, feedback

@@ -88,7 +88,7 @@ def test_exercise_set_reaches_exercises_by_name_and_lists_them():
     assert len(exercises) == 1 and "four" in dir(exercises)
     assert repr(exercises) == "Demo: 1 exercises\n  ex.four: Find four"
     with pytest.raises(AttributeError, match="four"):
-        exercises.five
+        exercises.five  # noqa: B018 - the attribute access is the test
 
 
 def test_helpers():
@@ -186,25 +186,71 @@ def _four_exercise():
     return Exercise("id", "Identity", "?", _checker_of_four, ["hint"], reference_four)
 
 
-def test_the_reference_handed_back_wrapped_or_copied_is_rejected():
+def test_the_reference_handed_back_wrapped_or_partially_applied_is_rejected():
     import functools
-
-    def reference_four(x):  # pasted from the solution shown, comments and docstring aside: same code
-        doubled = x + x
-        return doubled // 2
+    import types
 
     def wrapper(x):
         return reference_four_alias(x)
 
     reference_four_alias = globals()["reference_four"]
+    rebuilt = types.FunctionType(reference_four.__code__, {})  # the reference's own bytecode, another object
     for answer, words in [
         (globals()["reference_four"], "the package's own `reference_four`"),
         (functools.partial(globals()["reference_four"]), "the package's own"),
-        (reference_four, "copied line for line"),
+        (rebuilt, "the package's own `reference_four`"),
         (wrapper, "calls the package's `reference_four`"),
+        (lambda x: functools.partial(reference_four_alias)(x), "calls the package's"),
     ]:
         feedback = _four_exercise().check(answer)
         assert feedback.status is Status.INCORRECT and words in feedback.message, (answer, feedback)
+
+
+def test_pasted_source_is_the_learners_own_and_judged_on_what_it_computes():
+    def reference_four(x):  # pasted from the solution shown: compiled in the learner's cell
+        doubled = x + x
+        return doubled // 2
+    assert _four_exercise().check(reference_four).correct
+
+
+def test_any_function_of_the_package_handed_back_is_rejected_even_when_not_a_reference():
+    import functools
+
+    from widgets.core.accumulation import is_update_step
+
+    feedback = _four_exercise().check(functools.partial(is_update_step, accumulation_steps=1))
+    assert feedback.status is Status.INCORRECT and "package's own `is_update_step`" in feedback.message
+
+
+class _Hostile:
+    def __iter__(self):
+        raise RuntimeError("no iterating me")
+
+    def __str__(self):
+        raise RuntimeError("no printing me")
+
+    __repr__ = __str__
+
+
+def test_hostile_answers_never_escape_a_check():
+    for answer in (_Hostile(), "123", [_Hostile()], 1e308, float("nan")):
+        feedback = Exercise("id", "Number", "?", lambda a: correct() if as_number(a) == 4 else incorrect("no"),
+                            ["hint"], "4").check(answer)
+        assert feedback.status is Status.INCORRECT, feedback
+    assert needs_function(_Hostile(), "f").status is Status.INCORRECT
+
+    class Loud(Exception):
+        def __str__(self):
+            raise RuntimeError("no")
+
+    def raises(f):
+        raise Loud()
+    feedback = Exercise("id", "Loud", "?", raises, ["hint"], "x").check(lambda: 0)
+    assert feedback.status is Status.INCORRECT and "Loud" in feedback.message
+
+    def exits(f):
+        raise SystemExit(3)
+    assert Exercise("id", "Exit", "?", exits, ["hint"], "x").check(lambda: 0).status is Status.INCORRECT
 
 
 def test_an_answer_written_in_ones_own_words_passes():

@@ -10,9 +10,10 @@ Never matplotlib or ipywidgets. The sets a notebook calls are importable from he
     ex.ratio.solution()          # after a checked attempt; solution(anyway=True) shows it regardless
 
 Checkers judge what an answer does, on problems of their own (not the notebook's demonstration):
-the package's own answer handed back, wrapped or pasted is rejected (`provenance`), hooks count
-backward passes and their examples (`watch`), a whole loop runs on the loop bench (`loop_bench`),
-and a `NameError` says which earlier cell to run (`order`).
+the package's own answer handed back, wrapped or partially applied is rejected (`provenance`),
+hooks count the backward passes and the examples each one carried (`passes`), a whole loop is
+judged by the loop auditor (`widgets.audit`, the one watcher), and a `NameError` says which
+earlier cell to run (`order`).
 """
 import importlib
 

@@ -8,13 +8,15 @@
 
 The learner passes every answer explicitly, a value or a function; the checkers build their own
 small problems (seeded, without touching the global random state) and compare against the
-package's reference code, so they never depend on what the notebook did before. Each notebook's
+package's reference code, so they never depend on what the notebook did before. A whole loop is
+judged by the loop auditor (`widgets.audit`); the lab's one correct loop is
+`widgets.core.loop.train_loop`. Each notebook's
 set lives in its own module (`proof`, `loop`, `gallery`), with its worked answers as real code
 (`accumulate_16`, `is_boundary`, `update_loss`, `my_loop`): `solution()` shows their source once
 the exercise was attempted, and a checker rejects them handed back as the answer. This module
 gathers them under one name for the notebooks.
 """
-from widgets.exercises.gallery import fixed_loop, gallery_exercises, my_loop
+from widgets.exercises.gallery import gallery_exercises, my_loop
 from widgets.exercises.loop import AMP_CALLS, AMP_EXPECTED, is_boundary, loop_exercises, update_loss
 from widgets.exercises.proof import accumulate_16, proof_exercises
 
@@ -22,7 +24,6 @@ __all__ = [
     "AMP_CALLS",
     "AMP_EXPECTED",
     "accumulate_16",
-    "fixed_loop",
     "gallery_exercises",
     "is_boundary",
     "loop_exercises",

@@ -4,18 +4,19 @@
     ex = gallery_exercises()
     ex.my_loop.check(my_loop)     # runs the loop auditor on it
 
-`my_loop` is run on the loop bench (`widgets.exercises.loop_bench`) in two settings, one with a
-short last micro-batch, and judged against plain autograd: micro-batch i weighted by n_i/n, the
-log the mean over the update's examples. The worked answer `my_loop` lives here as real code:
-`solution()` shows its source after a first attempt; handed back or copied, it is rejected, and so
-is the gallery's own correct loop, `fixed_loop`, which the notebook shows from here.
+`my_loop` is judged by the loop auditor (`widgets.audit.audit_training_loop`) in the two settings of
+`AUDITS`: the check turns its findings into Feedback, so the checker and the auditor cannot
+disagree. The worked answer `my_loop` lives here as real code: `solution()` shows its source after
+a first attempt; handed back, wrapped or partially applied it is rejected, and so is the lab's one
+correct loop, `widgets.core.loop.train_loop`, which the notebooks show.
 """
 from __future__ import annotations
 
 import torch
 
+from widgets.audit import audit_training_loop
+from widgets.core.loop import train_loop
 from widgets.core.accumulation import is_update_step
-from widgets.exercises.loop_bench import SETTINGS, judge, run_on_bench
 from widgets.exercises.order import explain_name_errors
 from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, as_number, close_to, correct, diagnose
 from widgets.exercises.toolkit import incorrect, needs_function, not_attempted
@@ -36,44 +37,44 @@ def _check_sum_reduction(answer: object) -> Feedback:
     }, f"with that factor the pile is {relative:.4g}x the big-batch gradient; it must be exactly 1x.")
 
 
+# The two audits a loop must pass, with the settings the prompt names: an uneven last group, clipping,
+# and (in the second) a warmup scheduler. The auditor is the one judge: `audit_training_loop` with
+# these settings says the same as this check, sentence for sentence.
+AUDITS = ({"accumulation_steps": 4, "clip_norm": 1.0},
+          {"accumulation_steps": 3, "with_scheduler": True, "clip_norm": 1.0})
+
+
+def _setting(options: dict) -> str:
+    call = ", ".join(f"{k}={v}" for k, v in options.items())
+    return f"audit_training_loop(my_loop, {call})"
+
+
 def _check_my_loop(answer: object) -> Feedback:
     wrong = needs_function(answer, "my_loop")
     if wrong:
         return wrong
-    for setting in SETTINGS:
-        observation = run_on_bench(answer, setting)
-        if not observation.watch.forwards and not observation.steps:
-            return not_attempted("your loop never runs the model or steps the optimizer: fill in its body")
-        fault = judge(observation)
-        if fault:
-            return incorrect(f"with {setting.description}: {fault}")
-    return correct("the bench ran your loop twice: K = 4 with a last group of 2 micro-batches, and K = 3 with a "
-                   "scheduler and a last micro-batch of 2 examples, both clipping at 1.0. Each backward pass carried "
-                   "one micro-batch; every update used the gradient of the mean loss over its examples (micro-batch "
-                   "i weighted by n_i/n), clipped once; the scheduler stepped once per update; and the log holds "
-                   "each update's mean loss.")
-
-
-def fixed_loop(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None, max_grad_norm=None) -> list[float]:
-    """The gallery's correct loop: every exhibit is this loop with one line changed; returns each update's mean loss."""
-    logged, update_loss = [], 0.0
-    for micro_step, (inputs, targets) in enumerate(batches):
-        if micro_step % accumulation_steps == 0:  # a group starts: count its examples (fewer in the last group)
-            update_examples = sum(len(t) for _, t in batches[micro_step : micro_step + accumulation_steps])
-        loss = loss_fn(model(inputs), targets)
-        share = len(targets) / update_examples  # n_i / n; equal micro-batches: 1 / (micro-batches in the group)
-        (loss * share).backward()
-        update_loss = update_loss + loss.detach() * share  # the same shares: the update's mean loss, on the device
-        if is_update_step(micro_step, accumulation_steps, len(batches)):
-            if max_grad_norm is not None:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)  # once, on the full pile
-            optimizer.step()
-            if scheduler is not None:
-                scheduler.step()  # once per update
-            optimizer.zero_grad(set_to_none=True)
-            logged.append(float(update_loss))  # one .item() per update, not one per micro-step
-            update_loss = 0.0
-    return logged
+    reports = []
+    for options in AUDITS:
+        try:
+            report = audit_training_loop(answer, **options)
+        except (TypeError, ValueError) as error:  # the auditor could not call it: a wrong signature
+            return incorrect(f"the auditor could not run your loop: {error}")
+        yours = {name: mine for name, (mine, _) in report.counts.items()}
+        idle = not any(yours.get(name) for name in ("backward passes", "optimizer.step()", "zero_grad()"))
+        if idle and not report.mistakes & {"loop_raised", "time_limit"}:
+            return not_attempted("your loop never calls backward() or steps the optimizer: fill in its body")
+        if report.mistakes:
+            return incorrect(f"the auditor (`{_setting(options)}`) found: " + " ".join(report.findings))
+        if not report.log_checked:
+            return incorrect(f"the auditor (`{_setting(options)}`) found the updates right, but your loop returns nothing: the "
+                             "exercise asks it to return the mean loss of each update (a list, one number per update)")
+        reports.append(report)
+    runs = "; ".join(f"K = {r.accumulation_steps}, {r.num_batches} micro-batches of {r.micro_batch_size} examples"
+                     for r in reports)
+    return correct(f"the auditor ran your loop twice ({runs}; the last group uneven, clipping at 1.0, and a warmup "
+                   "scheduler in the second) and found it right in both: each update used the gradient of the mean "
+                   "loss over its examples (micro-batch i weighted by its share n_i/n), clipped once; the scheduler "
+                   "stepped once per update; and the log holds each update's mean loss.")
 
 
 def my_loop(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None) -> list[float]:
@@ -118,9 +119,9 @@ def gallery_exercises() -> ExerciseSet:
             "Write `my_loop(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None)`: accumulate "
             "over `accumulation_steps` micro-batches per update, the uneven last group included; clip the gradient norm "
             "to 1.0 once per update; step the scheduler (when given) once per update; return the mean loss of each "
-            "update over its examples. `ex.my_loop.check(my_loop)` runs it twice on a small problem, watched by "
-            "hooks (one backward pass per micro-batch?) and compared with plain autograd: K = 4 with a last group "
-            "of 2 micro-batches, and K = 3 with a scheduler and a last micro-batch of 2 examples instead of 5.",
+            "update over its examples. `ex.my_loop.check(my_loop)` runs the loop auditor on it twice, exactly "
+            "`audit_training_loop(my_loop, 4, clip_norm=1.0)` and `audit_training_loop(my_loop, 3, "
+            "with_scheduler=True, clip_norm=1.0)`, each with an uneven last group, and says what the auditor found.",
             _check_my_loop,
             ["Each update's gradient must be that of the mean loss over the update's examples; each micro-batch "
              "counts by its share n_i/n of them (with equal sizes, 1 / the number of micro-batches).",
@@ -131,6 +132,6 @@ def gallery_exercises() -> ExerciseSet:
             my_loop,
             "One boundary test; every per-update action inside it; each micro-batch weighted by its share n_i/n of "
             "the update's examples, for the gradient and for the log alike.",
-            references=(fixed_loop,),  # the loop the gallery shows: handed back, wrapped or pasted, it is not yours
+            references=(train_loop,),  # the lab's one correct loop: handed back, wrapped or partial, it is not yours
         ),
     ])

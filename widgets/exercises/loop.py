@@ -10,6 +10,7 @@ the others know the typical wrong answers by the numbers they give. The worked a
 """
 from __future__ import annotations
 
+import random
 from typing import Callable
 
 import torch
@@ -20,6 +21,23 @@ from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, as_number
 from widgets.exercises.toolkit import diagnose, incorrect, needs_function, not_attempted
 
 _BOUNDARY_GRID = [(m, k, t) for k in range(1, 6) for t in range(1, 14) for m in range(t)]
+
+
+def _random_boundary_cases(seed: int = 2, count: int = 300) -> list[tuple[int, int, int]]:
+    """Fresh cases far outside the grid (K up to 10^6, up to 10^9 micro-steps), drawn after a fixed seed
+    so the feedback is the same on every run: a table of the grid's answers does not cover them."""
+    rng = random.Random(seed)
+    cases = []
+    for _ in range(count):
+        k = int(10 ** rng.uniform(0, 6))
+        t = int(10 ** rng.uniform(0, 9)) + 1
+        j = rng.randrange(max(1, t // k) + 1)
+        m = rng.choice([t - 1, j * k - 1, j * k, rng.randrange(t)])  # the last step, near a boundary, anywhere
+        cases.append((min(max(m, 0), t - 1), k, t))
+    return cases
+
+
+_BOUNDARY_RANDOM = _random_boundary_cases()
 
 
 def _no_tail(m: int, k: int, t: int) -> bool:
@@ -45,19 +63,27 @@ def _check_boundary(answer: object) -> Feedback:
         return not_attempted("your function returns None: fill in its body")
     got = {case: bool(v) for case, v in got.items()}
     expected = {case: is_update_step(*case) for case in _BOUNDARY_GRID}
-    if got == expected:
-        return correct("every K-th micro-step ends an update, and so does the last one, uneven tail included.")
-    if all(got[c] == _no_tail(*c) for c in _BOUNDARY_GRID):
+    if got != expected and all(got[c] == _no_tail(*c) for c in _BOUNDARY_GRID):
         return incorrect("right for full groups, but when total_micro_steps does not divide by K the last "
                          "micro-step (e.g. micro_step 9 of 10 with K = 4) never updates: the tail's gradient stays "
                          "in .grad, never applied. Also end an update when micro_step == total_micro_steps - 1.")
-    if all(got[c] == (_off_by_one(*c) or c[0] == c[2] - 1) for c in _BOUNDARY_GRID) or all(
+    if got != expected and all(got[c] == (_off_by_one(*c) or c[0] == c[2] - 1) for c in _BOUNDARY_GRID) or all(
         got[c] == _off_by_one(*c) for c in _BOUNDARY_GRID
     ):
         return incorrect("your updates come at micro_step 0, K, 2K, ...: after the first micro-batch of each "
                          "group. micro_step counts from 0, so the K-th micro-batch is micro_step K - 1: "
                          "test (micro_step + 1) % accumulation_steps == 0.")
-    m, k, t = next(c for c in _BOUNDARY_GRID if got[c] != expected[c])
+    wrong = [c for c in _BOUNDARY_GRID if got[c] != expected[c]]
+    if not wrong:  # the grid is right: now cases no table holds
+        for case in _BOUNDARY_RANDOM:
+            value = bool(answer(*case))
+            if value != is_update_step(*case):
+                got[case], expected[case] = value, not value
+                wrong = [case]
+                break
+        else:
+            return correct("every K-th micro-step ends an update, and so does the last one, uneven tail included.")
+    m, k, t = wrong[0]
     return incorrect(f"for micro_step={m}, accumulation_steps={k}, total_micro_steps={t} it returns {got[(m, k, t)]}, "
                      f"but that micro-step {'ends' if expected[(m, k, t)] else 'does not end'} an update.")
 
@@ -104,6 +130,20 @@ def update_loss(micro_losses: list[float], micro_batch_sizes: list[int]) -> floa
 # Equal sizes, uneven sizes, and a third case the notebook never shows, so constant answers fail.
 _LOSS_CASES = [([0.9, 0.5, 0.7, 0.3], [2, 2, 2, 2]), ([0.8, 0.6, 0.2], [8, 8, 3]), ([1.2, 0.4], [5, 1])]
 
+
+def _random_loss_cases(seed: int = 3, count: int = 50) -> list[tuple[list[float], list[int]]]:
+    """Fresh cases (1 to 16 micro-batches of 1 to 4096 examples, losses up to 100), drawn after a fixed
+    seed: the same feedback on every run, and no table of the three cases above covers them."""
+    rng = random.Random(seed)
+    cases = []
+    for _ in range(count):
+        k = rng.randint(1, 16)
+        cases.append(([round(rng.uniform(0.0, 100.0), 4) for _ in range(k)], [rng.randint(1, 4096) for _ in range(k)]))
+    return cases
+
+
+_LOSS_RANDOM = _random_loss_cases()
+
 # What a typical update_loss computes, and what to say when an answer computes exactly that (first match wins).
 _UPDATE_LOSS_RULES: list[tuple[Callable[[list[float], list[int]], float], str | None]] = [
     (lambda ls, ns: sum(l * n for l, n in zip(ls, ns)) / sum(ns), None),
@@ -133,12 +173,22 @@ def _check_update_loss(answer: object) -> Feedback:
         return not_attempted("your function returns None: fill in its body")
     got = [as_number(r, "update_loss(...)") for r in results]
     for rule, message in _UPDATE_LOSS_RULES:
-        if all(close_to(g, rule(ls, ns)) for g, (ls, ns) in zip(got, _LOSS_CASES)):
-            return correct("the mean over the update's examples: each micro-batch mean counts by its size.") \
-                if message is None else incorrect(message)
-    wrong_case = next(i for i, (g, (ls, ns)) in enumerate(zip(got, _LOSS_CASES))
-                      if not close_to(g, update_loss(ls, ns)))
-    losses, sizes = _LOSS_CASES[wrong_case]
+        if message is not None and all(close_to(g, rule(ls, ns)) for g, (ls, ns) in zip(got, _LOSS_CASES)):
+            return incorrect(message)
+    cases = list(_LOSS_CASES)
+    wrong_case = next((i for i, (g, (ls, ns)) in enumerate(zip(got, cases)) if not close_to(g, update_loss(ls, ns))),
+                      None)
+    if wrong_case is None:  # right on the three cases: now on fresh ones
+        for losses, sizes in _LOSS_RANDOM:
+            value = as_number(answer(list(losses), list(sizes)), "update_loss(...)")
+            if not close_to(value, update_loss(losses, sizes)):
+                cases.append((losses, sizes))
+                got.append(value)
+                wrong_case = len(cases) - 1
+                break
+        else:
+            return correct("the mean over the update's examples: each micro-batch mean counts by its size.")
+    losses, sizes = cases[wrong_case]
     return incorrect(f"for losses {losses} and sizes {sizes} your function gives {got[wrong_case]:.4g}; "
                      "the update's mean loss is the average over its examples.")
 

@@ -7,9 +7,9 @@
 The checkers build their own small problem (seeded, inside `torch.random.fork_rng`, so the
 learner's random state is left alone), with other examples than the notebook's demonstration, and
 compare with one real big batch; hooks count the backward passes and their examples
-(`widgets.exercises.watch`). The worked answer `accumulate_16` lives here as real code:
-`solution()` shows its source, after a first attempt; handed back, wrapped or copied line for line
-it is rejected.
+(`widgets.exercises.passes`). The worked answer `accumulate_16` lives here as real code:
+`solution()` shows its source, after a first attempt; handed back, wrapped or partially applied it
+is rejected (pasted into a cell it is the learner's own, judged like any answer).
 """
 from __future__ import annotations
 
@@ -18,10 +18,11 @@ import math
 import torch
 
 from widgets.core.accumulation import GRAD_ATOL, GRAD_RTOL  # the lab's one allclose rule
+from widgets.core.accumulation import accumulated_gradient, big_batch_gradient
 from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, as_numbers, close_to, correct, diagnose
 from widgets.exercises.toolkit import incorrect, needs_function, not_attempted
 from widgets.exercises.order import explain_name_errors
-from widgets.exercises.watch import BackwardWatch
+from widgets.exercises.passes import PassWatch
 
 
 def _problem(n: int, data_seed: int, model_seed: int) -> tuple[torch.nn.Linear, torch.Tensor, torch.Tensor]:
@@ -91,7 +92,7 @@ def _check_impersonate_16(answer: object) -> Feedback:
     with torch.random.fork_rng(devices=[]):
         model, data, target = _problem(16, *_CHECK_SEEDS)
         start = [p.detach().clone() for p in model.parameters()]
-        with BackwardWatch(model, model.weight) as watch:
+        with PassWatch(model) as watch:
             answer(model, data, target)
         at_start = torch.nn.Linear(4, 1)
         with torch.no_grad():
@@ -103,26 +104,39 @@ def _check_impersonate_16(answer: object) -> Feedback:
         notebook_model, _, _ = _problem(0, *_NOTEBOOK_SEEDS)
         on_notebook_data = _gradient_at(at_start, notebook_data, notebook_target)
         notebook_run = _gradient_at(notebook_model, notebook_data, notebook_target)
-    sizes, passes = watch.forwards, watch.passes
-    if not sizes:
+    record, grad = watch.record, _flat_grad(model)
+    passes = record.parameter_passes
+    if not record.forwards and grad is None:
         return not_attempted("your function never calls the model: fill in its body")
-    grad = _flat_grad(model)
-    if grad is None or not passes:
-        return incorrect(f"your function ran the model {len(sizes)} times but left .grad empty: "
+    if grad is None:
+        return incorrect(f"your function ran the model {len(record.forwards)} times but left .grad empty: "
                          "call .backward() on every micro-batch loss")
-    if sizes == [16]:
+    if not passes:
+        return incorrect("no backward pass through the model reached its parameters, yet .grad is filled: it was "
+                         "written by hand (a gradient worked out on paper, or on a copy of the model). The exercise "
+                         "is to let backward() pile it up, one micro-batch at a time")
+    big = next((p for p in passes if sum(p) > 2), None)
+    if big == [16]:
         return incorrect("one pass over all 16 examples is the reference itself: split them into micro-batches of 2")
-    joint = [p for p in passes if len(p) > 1]
-    if joint:
-        return incorrect(f"{len(passes)} backward pass(es) for {len(sizes)} micro-batches: one backward() went through "
-                         f"{len(joint[0])} micro-batches at once ({sum(joint[0])} examples), so their activations were all "
-                         "kept alive together, the memory of the big batch. Call backward() on each micro-batch's loss "
-                         "right after its forward")
-    if any(s != 2 for s in sizes):
-        return incorrect(f"your micro-batches had sizes {sizes}; the exercise asks for micro-batches of 2")
-    if len(sizes) != 8:
-        return incorrect(f"{len(sizes)} micro-batches of 2 cover {2 * len(sizes)} of the 16 examples; "
+    if big and len(big) > 1:
+        return incorrect(f"{len(passes)} backward pass(es) for {len(record.forwards)} forwards: one backward went "
+                         f"through {len(big)} forwards at once ({sum(big)} examples), so their activations were all "
+                         "kept alive together, the memory of the big batch. Call backward() on each micro-batch's "
+                         "loss right after its forward")
+    if big:
+        return incorrect(f"a backward pass carried {big[0]} examples at once; the exercise asks for micro-batches "
+                         f"of 2 (your backward passes carried {[sum(p) for p in passes]})")
+    if any(p != [2] for p in passes):
+        return incorrect(f"your backward passes carried {[sum(p) for p in passes]} examples; the exercise asks for "
+                         "micro-batches of 2")
+    if len(passes) != 8:
+        return incorrect(f"{len(passes)} micro-batches of 2 cover {2 * len(passes)} of the 16 examples; "
                          "a batch of 16 needs 8 of them")
+    computed = watch.computed()
+    if computed is not None and not torch.allclose(grad, computed, rtol=1e-4, atol=1e-6):
+        if _proportional(grad, computed) is None and _proportional(grad, last) is None:
+            return incorrect(".grad does not hold what your backward passes computed: something wrote over the "
+                             "pile after them. Leave .grad to backward()")
     if torch.allclose(grad, ref, rtol=GRAD_RTOL, atol=GRAD_ATOL):
         return correct("8 micro-batches of 2, each loss weighted by its share 2/16 = 1/8 of the batch (equal sizes: "
                        "1/K): the pile is the gradient of one batch of 16.")
@@ -196,5 +210,6 @@ def proof_exercises() -> ExerciseSet:
             accumulate_16,
             "Sixteen examples in micro-batches of 2: each loss is weighted by its share 2/16 = 1/8 of the batch, "
             "which for equal micro-batches is dividing by their number, K = 8.",
+            references=(accumulated_gradient, big_batch_gradient),  # the package's own: not an answer
         ),
     ])

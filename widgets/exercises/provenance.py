@@ -1,11 +1,12 @@
-"""Where a learner's function comes from: the package's own answer handed back, a wrapper that
-calls it, or its code copied line for line. Pure Python (no torch), like the toolkit.
+"""Where a learner's function comes from: the package's own answer handed back (directly, wrapped
+or partially applied), or a wrapper that calls it. Pure Python (no torch), like the toolkit.
 
 A checker cannot read intent, only evidence, so each verdict here is a plain fact about the
-answer: it *is* a known reference object, it *called* one while being checked, or its compiled
-code is the reference's (same instructions, constants and names; comments, the docstring and
-line numbers aside). A version written independently, or rewritten in one's own words, has other
-names and passes; it is then judged on what it computes, like any other answer.
+answer: it *is* a known reference object, its compiled code *is* a reference's code or was
+compiled from the package's own files (a function rebuilt around a reference's `__code__`, a
+partial, a bound method, a `functools.wraps` wrapper), or it *called* a reference while being
+checked. Source pasted into a cell is compiled there: it counts as the learner's own and is
+judged on what it computes, like any other answer.
 """
 from __future__ import annotations
 
@@ -25,26 +26,31 @@ def unwrap(function: object) -> object:
     seen = set()
     while id(function) not in seen:
         seen.add(id(function))
-        if isinstance(function, functools.partial):
-            function = function.func
-        elif isinstance(function, types.MethodType):
-            function = function.__func__
-        elif getattr(function, "__wrapped__", None) is not None:
-            function = function.__wrapped__
-        else:
+        try:
+            if isinstance(function, functools.partial):
+                function = function.func
+            elif isinstance(function, types.MethodType):
+                function = function.__func__
+            elif getattr(function, "__wrapped__", None) is not None:
+                function = function.__wrapped__
+            else:
+                break
+        except Exception:  # a hostile object whose attributes raise: it is what it is
             break
     return function
 
 
-def _fingerprint(code: types.CodeType) -> tuple:
-    """What the compiler made of a function's body, without its docstring, file or line numbers."""
-    consts = code.co_consts[1:] if code.co_consts[:1] and isinstance(code.co_consts[0], (str, type(None))) else code.co_consts
-    return (code.co_code, code.co_names, code.co_varnames, code.co_argcount,
-            tuple(_fingerprint(c) if isinstance(c, types.CodeType) else repr(c) for c in consts))
-
-
 def _code(function: object) -> types.CodeType | None:
-    return getattr(unwrap(function), "__code__", None)
+    try:
+        code = getattr(unwrap(function), "__code__", None)
+    except Exception:
+        return None
+    return code if isinstance(code, types.CodeType) else None
+
+
+def _in_package(code: types.CodeType) -> bool:
+    """Compiled from one of the package's own files (not a cell, not a test)."""
+    return os.path.abspath(code.co_filename).startswith(_PACKAGE + os.sep)
 
 
 def describe(reference: Callable) -> str:
@@ -53,24 +59,38 @@ def describe(reference: Callable) -> str:
 
 
 def handed_back(answer: object, references: Sequence[Callable]) -> str | None:
-    """The sentence saying `answer` is a reference object or a copy of one's code; None otherwise."""
+    """The sentence saying `answer` is a reference, or some other function of the package, handed back
+    (directly, partially applied, bound or `functools.wraps`-wrapped); None otherwise."""
     plain, code = unwrap(answer), _code(answer)
     for reference in references:
-        if plain is unwrap(reference):
+        if plain is unwrap(reference) or (code is not None and code is _code(reference)):
             return (f"this is the package's own {describe(reference)}, handed back as the answer: "
                     "the exercise is to write it yourself")
-        if code is not None and _code(reference) is not None and _fingerprint(code) == _fingerprint(_code(reference)):
-            return (f"this function is the package's worked answer {describe(reference)} copied line for line "
-                    "(same code, same names): the check counts a version you wrote. Close the solution and "
-                    "write it from memory, in your own words")
+    if code is not None and _in_package(code):
+        name = getattr(plain, "__qualname__", None) or code.co_name
+        module = getattr(plain, "__module__", None) or os.path.basename(code.co_filename)
+        return (f"this is the package's own `{name}` ({module}), handed back as the answer: "
+                "the exercise is to write it yourself")
     return None
 
 
+_LIBRARIES = tuple({os.path.abspath(p) + os.sep for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
+
+
+def _learners(code: types.CodeType) -> bool:
+    """Code of the learner's (a cell, a script, a test): neither the package nor a library (torch, the stdlib)."""
+    name = code.co_filename
+    if name.startswith("<frozen"):
+        return False
+    path = os.path.abspath(name)
+    return not path.startswith(_PACKAGE + os.sep) and not path.startswith(_LIBRARIES)
+
+
 def _from_learner(frame, checker: types.CodeType | None) -> bool:
-    """Did learner code (anything outside the package) lead to this call, since the checker started?"""
+    """Did learner code lead to this call, since the checker started?"""
     frame = frame.f_back
     while frame is not None and frame.f_code is not checker:
-        if not frame.f_code.co_filename.startswith(_PACKAGE):
+        if _learners(frame.f_code):
             return True
         frame = frame.f_back
     return False

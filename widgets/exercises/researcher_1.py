@@ -4,8 +4,9 @@
     ex = exactness_exercises()
     ex.weights.check([0.5, 0.3, 0.2])
 
-The token checker builds its own window (seeded, generated, float64) and compares the learner's
-function with one real big batch; `accumulate_tokens` is the worked answer, shown by `solution()`.
+The token checker builds its own window (seeded, generated, float64), watches every backward pass
+and the sequences it carried (`widgets.exercises.passes`), and compares the learner's function with
+one real big batch; `accumulate_tokens` is the worked answer, shown by `solution()`.
 """
 from __future__ import annotations
 
@@ -14,12 +15,14 @@ import math
 import torch
 
 from widgets.core.accumulation import flat_grad
+from widgets.exercises.passes import PassWatch, structure_fault
 from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, as_numbers, correct, incorrect
 from widgets.exercises.toolkit import needs_function, not_attempted
 from widgets.research.precision import MODES
 from widgets.research.tokens import (
     IGNORE_INDEX,
     TinyCausalLM,
+    accumulate_window,
     accumulated_token_gradient,
     big_batch_token_gradient,
     make_token_batch,
@@ -72,19 +75,20 @@ def _check_tokens(answer: object) -> Feedback:
     model = TinyCausalLM(seed=3)
     reference = big_batch_token_gradient(model, batch).grad
     per_micro = accumulated_token_gradient(model, batch, 4, "per_micro_batch").grad
-    calls = []
-    hook = model.register_forward_hook(lambda m, args, out: calls.append(args[0].shape[0]))
     model.zero_grad(set_to_none=True)
-    with torch.random.fork_rng(devices=[]):
+    with torch.random.fork_rng(devices=[]), PassWatch(model) as watch:
         answer(model, micro_batches)
-    hook.remove()
-    if not calls:
+    empty = any(p.grad is None for p in model.parameters())
+    if not watch.record.forwards and empty:
         return not_attempted("your function never calls the model: fill in its body")
-    if any(p.grad is None for p in model.parameters()):
+    if empty:
         return incorrect("your function left .grad empty: call .backward() on each micro-batch's loss")
     grad = flat_grad(model)
-    if calls == [16]:
+    if watch.record.forwards == [16]:
         return incorrect("one pass over all 16 sequences is the big batch itself: run the 4 micro-batches one by one")
+    fault = structure_fault(watch, grad, [len(x) for x, _ in micro_batches], "sequences")
+    if fault:
+        return incorrect(fault)
     if torch.allclose(grad, reference, rtol=1e-7, atol=1e-10):
         return correct("the token sums over the window's real-token count: the big batch's gradient, to float64 rounding.")
     if torch.allclose(grad, per_micro, rtol=1e-7, atol=1e-10):
@@ -149,6 +153,7 @@ def exactness_exercises() -> ExerciseSet:
              "token sum by that count."],
             accumulate_tokens,
             "Every real token of the window weighs 1 / (real tokens in the window), whichever micro-batch it is in.",
+            references=(accumulated_token_gradient, big_batch_token_gradient, accumulate_window),  # the package's own answers
         ),
         Exercise(
             "precision", "Which error grows with K?",

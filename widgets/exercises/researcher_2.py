@@ -4,18 +4,22 @@
     ex = breaks_exercises()
     ex.ghost_size.check(8)
 
-The gradient-cache checker runs the learner's function on its own generated pairs (float64) and
-compares with the full batch; `gradient_cache_step` is the worked answer, shown by `solution()`.
+The gradient-cache checker runs the learner's function on its own generated pairs (float64), watches
+both towers (every forward's examples, the micro-batches each backward pass went through, what .grad
+holds: `widgets.exercises.passes`) and compares with the full batch; `gradient_cache_step` is the worked answer, shown by `solution()`.
 """
 from __future__ import annotations
 
 import torch
 
 from widgets.core.accumulation import flat_grad
+from widgets.exercises.passes import PassWatch, structure_fault
 from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, as_number, as_numbers, close_to, correct
 from widgets.exercises.toolkit import diagnose, incorrect, needs_function, not_attempted
 from widgets.research.contrastive import (
     full_batch_contrastive,
+    gradient_cache,
+    gradient_cache_contrastive,
     info_nce,
     make_encoders,
     make_pairs,
@@ -54,23 +58,22 @@ def _check_cache(answer: object) -> Feedback:
     encoders = make_encoders(seed=5)
     reference = full_batch_contrastive(encoders, a, b).grad
     naive = naive_accumulated_contrastive(encoders, a, b, 4).grad
-    sizes: list[int] = []
-    hook = encoders["a"].register_forward_hook(lambda m, args, out: sizes.append(args[0].shape[0]))
     encoders.zero_grad(set_to_none=True)
-    with torch.random.fork_rng(devices=[]):
+    with torch.random.fork_rng(devices=[]), PassWatch(encoders["a"], encoders["b"]) as watch:
         answer(encoders, a, b, 4, 0.1)
-    hook.remove()
-    if not sizes:
+    sizes = watch.record.forwards
+    empty = any(p.grad is None for p in encoders.parameters())
+    if not sizes and empty:
         return not_attempted("your function never calls the encoders: fill in its body")
-    if any(p.grad is None for p in encoders.parameters()):
-        return incorrect("the encoders' .grad is empty: step 3 must backpropagate into them")
+    if empty:
+        return incorrect("the encoders' .grad is empty: step 3 must backpropagate into both towers")
     grad = flat_grad(encoders)
-    if max(sizes) > 8:
-        return incorrect(f"an encoder saw {max(sizes)} examples in one pass; gradient caching keeps every pass "
-                         "to a micro-batch of 8")
+    fault = structure_fault(watch, grad, [8] * 4, "examples")
+    if fault:  # every tower, every pass: at most one micro-batch's graph alive at a time
+        return incorrect(fault)
     if torch.allclose(grad, reference, rtol=1e-7, atol=1e-10):
-        return correct(f"the full-batch gradient, with passes of at most 8 examples ({sum(sizes)} examples through "
-                       "tower a: every example twice, once without a graph and once with).")
+        return correct("the full-batch gradient, with one micro-batch of 8 per backward pass through each tower: "
+                       "no more than one micro-batch's graph was ever alive.")
     if torch.allclose(grad, naive, rtol=1e-7, atol=1e-10):
         return incorrect("that is plain accumulation: each micro-batch's own InfoNCE, with only 7 negatives per "
                          "example. Compute the loss once, on all 32 cached embeddings")
@@ -126,6 +129,7 @@ def breaks_exercises() -> ExerciseSet:
              "For each micro-batch: torch.autograd.backward([za_part, zb_part], [za.grad[part], zb.grad[part]])."],
             gradient_cache_step,
             "Gao et al. (2021): the loss sees every negative; the encoders see one micro-batch at a time.",
+            references=(gradient_cache, gradient_cache_contrastive, full_batch_contrastive),  # the package's own computations
         ),
         Exercise(
             "clip", "Clipping hides a missing division",

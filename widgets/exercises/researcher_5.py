@@ -1,5 +1,7 @@
 """Researcher notebook 5 (many machines): its checked exercises. `place_no_sync` runs the learner's
-update in one process against a stand-in for DDP that records which micro-steps would all-reduce."""
+update in one process against a stand-in for DDP that records which micro-steps would all-reduce
+(its `require_backward_grad_sync` flag at each forward, as DDP reads it), watches the backward passes
+(`widgets.exercises.passes`) and compares every parameter's gradient with one big batch."""
 from __future__ import annotations
 
 import contextlib
@@ -7,6 +9,7 @@ import contextlib
 import torch
 
 from widgets.core.accumulation import GRAD_ATOL, GRAD_RTOL  # the lab's one allclose rule
+from widgets.exercises.passes import PassWatch, flat_parameters_grad, structure_fault
 from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, as_numbers, close_to, correct, incorrect
 from widgets.exercises.toolkit import needs_function, not_attempted
 
@@ -33,25 +36,26 @@ def _check_ring(answer: object) -> Feedback:
 
 
 class _StandInDDP(torch.nn.Module):
-    """Wraps a module like DDP does: forward under `no_sync()` marks that micro-step as not all-reduced."""
+    """Wraps a module like DDP does: a forward while `require_backward_grad_sync` is False (what
+    `no_sync()` sets, and what a loop may set itself) marks that micro-step as not all-reduced."""
 
     def __init__(self, module: torch.nn.Module):
         super().__init__()
         self.module = module
-        self._sync = True
+        self.require_backward_grad_sync = True  # DDP's own flag: no_sync() is a context around it
         self.synced_forwards: list[bool] = []
 
     @contextlib.contextmanager
     def no_sync(self):
-        old, self._sync = self._sync, False
+        old, self.require_backward_grad_sync = self.require_backward_grad_sync, False
         try:
             yield
         finally:
-            self._sync = old
+            self.require_backward_grad_sync = old
 
-    def forward(self, *args):
-        self.synced_forwards.append(self._sync)  # DDP too decides at forward time whether backward reduces
-        return self.module(*args)
+    def forward(self, *args, **kwargs):
+        self.synced_forwards.append(bool(self.require_backward_grad_sync))  # DDP too decides at forward time
+        return self.module(*args, **kwargs)
 
 
 def _check_no_sync(answer: object) -> Feedback:
@@ -64,10 +68,14 @@ def _check_no_sync(answer: object) -> Feedback:
         data, target = torch.randn(K * 2, 3), torch.randn(K * 2, 1)
     model = _StandInDDP(net)
     batches = [(data[i * 2:(i + 1) * 2], target[i * 2:(i + 1) * 2]) for i in range(K)]
-    answer(model, batches)
+    with torch.random.fork_rng(devices=[]), PassWatch(net) as watch:
+        answer(model, batches)
     flags = model.synced_forwards
-    if not flags:
+    if not flags and not watch.record.forwards:
         return not_attempted("your function never calls the model: fill in its body")
+    if len(flags) < len(watch.record.forwards):
+        return incorrect("some forwards went around the DDP wrapper (`model.module(x)`, or its weights directly): "
+                         "DDP never sees those micro-steps. Call `model(x)`")
     if len(flags) != K:
         return incorrect(f"your function ran {len(flags)} forward passes; the update has {K} micro-batches")
     if not any(flags):
@@ -79,16 +87,24 @@ def _check_no_sync(answer: object) -> Feedback:
         synced = [i for i, f in enumerate(flags) if f]
         return incorrect(f"the synced micro-steps are {synced}; only the last one (micro-step {K - 1}) may sync, "
                          "or the gradients added after the sync never reach the other workers")
-    grad = net.weight.grad
+    grad = flat_parameters_grad(net)
+    fault = structure_fault(watch, grad, [2] * K, "examples")
+    if fault:
+        return incorrect(fault)
+    last = watch.record.passes[-1] if watch.record.passes else []
+    if len(flags) - 1 not in last:
+        return incorrect("the synced micro-step's backward is not the last one: the gradients added after the "
+                         "all-reduce never reach the other workers")
     ref = torch.nn.Linear(3, 1)
     ref.load_state_dict(net.state_dict())
     ref.zero_grad()
     torch.nn.functional.mse_loss(ref(data), target).backward()
-    if grad is None or not torch.allclose(grad, ref.weight.grad, rtol=GRAD_RTOL, atol=GRAD_ATOL):
-        return incorrect("no_sync is placed right, but .grad is not the gradient of the mean loss over the update: "
-                         "divide each micro-batch loss by K")
+    expected = flat_parameters_grad(ref)
+    if grad is None or not torch.allclose(grad, expected, rtol=GRAD_RTOL, atol=GRAD_ATOL):
+        return incorrect("no_sync is placed right, but .grad (weight and bias) is not the gradient of the mean loss "
+                         "over the update: divide each micro-batch loss by K")
     return correct("K - 1 micro-steps under no_sync and the last one synced: one all-reduce per update, and the "
-                   "same gradient as without no_sync.")
+                   "same gradient, weight and bias, as without no_sync.")
 
 
 def one_update(model, micro_batches) -> None:

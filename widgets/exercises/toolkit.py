@@ -152,9 +152,10 @@ class Exercise:
     names it, so a check cell never fails; a `NameError` says which earlier cell to run.
 
     `references`: the package's functions that answer this exercise (a worked solution given
-    as a function is one already). A function answer that is one of them, calls one of them
-    while checked, or is a line-for-line copy of one is rejected before the checker runs
-    (`widgets.exercises.provenance`). `solution()` shows the worked answer only after a checked
+    as a function is one already). A function answer that is one of them or any other function of
+    the package (directly, partially applied, bound or wrapped), or that calls one of them while
+    checked, is rejected (`widgets.exercises.provenance`); source pasted into a cell is the
+    learner's own and is judged on what it computes. `solution()` shows the worked answer only after a checked
     attempt (Correct or Incorrect), or when asked with `anyway=True`.
     """
 
@@ -194,7 +195,7 @@ class Exercise:
         return replace(feedback, exercise=self.title)
 
     def _judge(self, answers: tuple) -> Feedback:
-        functions = [a for a in answers if callable(a)] if self.references else []
+        functions = [a for a in answers if _callable(a)]
         for answer in functions:
             copied = provenance.handed_back(answer, self.references)
             if copied:
@@ -203,11 +204,13 @@ class Exercise:
             with provenance.calls_to(self.references if functions else (), Exercise._judge.__code__) as called:
                 feedback = self._checker(*answers)
         except NameError as error:  # a name an earlier cell defines: say what to run first
-            return run_earlier_cells(error.name or str(error))
-        except Exception as error:  # the learner's function failed: say so, do not crash the cell
-            return incorrect(f"checking your answer raised {type(error).__name__}: {error}")
+            return run_earlier_cells(_shown(error.name) if error.name else _shown(error))
+        except (Exception, SystemExit) as error:  # the learner's function failed: say so, do not crash the cell
+            return incorrect(f"checking your answer raised {type(error).__name__}: {_shown(error)}")
         if called:
             return incorrect(provenance.called_message(called, self.references) + ".")
+        if not isinstance(feedback, Feedback):  # a checker bug, never the learner's: say so plainly
+            return incorrect(f"the checker gave no verdict ({type(feedback).__name__})")
         return feedback
 
     def hint(self, number: int | None = None) -> Hint:
@@ -273,7 +276,7 @@ def as_number(value: object, name: str = "answer") -> float:
     if hasattr(value, "item") and callable(value.item) and getattr(value, "numel", lambda: 1)() == 1:
         value = value.item()
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
+        raise TypeError(f"{name} must be a number, got {_shown(value, repr)} ({type(value).__name__})")
     return float(value)
 
 
@@ -302,8 +305,24 @@ def diagnose(value: float, typical: dict[float, str], fallback: str) -> Feedback
     return incorrect(fallback)
 
 
+def _shown(value: object, form: Callable[[object], str] = str, fallback: str = "(cannot be shown)") -> str:
+    """`form(value)`, or `fallback` when a hostile object's __str__/__repr__ raises."""
+    try:
+        return form(value)
+    except Exception:
+        return fallback
+
+
+def _callable(answer: object) -> bool:
+    try:
+        return callable(answer)
+    except Exception:
+        return False
+
+
 def needs_function(answer: object, name: str) -> Feedback | None:
     """None if `answer` is callable; else the Incorrect that says to pass the function itself."""
-    if callable(answer):
+    if _callable(answer):
         return None
-    return incorrect(f"pass the function itself, `{name}` (no parentheses), not {type(answer).__name__} {answer!r:.60}")
+    shown = _shown(answer, lambda a: f"{a!r:.60}", "that cannot be shown")
+    return incorrect(f"pass the function itself, `{name}` (no parentheses), not {type(answer).__name__} {shown}")

@@ -1,0 +1,173 @@
+"""Which backward passes reached a function-shaped answer's parameters, and which forwards (of how
+many examples) each one went through. Torch only.
+
+For the exercises that hand the learner a model and data rather than a whole loop (the whole loops
+go to the auditor, `widgets.audit`). Watched from outside, nothing patched, and no route around it:
+
+- a `TorchFunctionMode` sees every torch call, so a forward is seen however it is written
+  (`model(x)`, `model.forward(x)`, `F.linear(x, w, b)`, `x @ w.T`, `torch.func`): the call where
+  data enters the model (one of the parameters, or a view, copy or `torch.func` wrapper of one,
+  meets a data tensor and nothing computed from them, with grad on) is a forward of that data's
+  `len()` examples, and a hook on its output fires when a backward pass goes through it;
+- a hook on every parameter fires when a pass computes its gradient, `.backward()` and
+  `torch.autograd.grad` alike; the autograd engine's graph-task id tells which pass each hook
+  belongs to, so a `.grad` written by hand (a closed-form gradient) shows as no pass at all.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_leaves
+
+TIME_LIMIT_S = 30.0  # what an answer may take; the checker's own problems run in well under a second
+
+
+@dataclass
+class Watched:
+    """What a run showed: `forwards[k]` the examples of forward k; `passes[j]` the forwards (by index)
+    backward pass j went through, in forward order; `reached[j]` whether pass j reached a parameter."""
+
+    forwards: list[int] = field(default_factory=list)
+    owners: list[int] = field(default_factory=list)  # which of the watched modules forward k entered
+    passes: list[list[int]] = field(default_factory=list)
+    reached: list[bool] = field(default_factory=list)
+    gradients: list[dict[int, torch.Tensor]] = field(default_factory=list)  # parameter index -> what pass j gave it
+
+    def sizes(self, j: int) -> list[int]:
+        """The examples of each forward backward pass j went through."""
+        return [self.forwards[k] for k in sorted(self.passes[j])]
+
+    @property
+    def parameter_passes(self) -> list[list[int]]:
+        """The examples of each forward, for every pass that reached a parameter (one a `torch.func`
+        transform runs reaches copies of them, through the forwards it went through)."""
+        return [self.sizes(j) for j, r in enumerate(self.reached) if r or self.passes[j]]
+
+
+class PassWatch(TorchFunctionMode):
+    """`with PassWatch(*modules) as watch: answer(...)`; then read `watch.record` (a `Watched`).
+
+    An answer still running after `time_limit_s` is stopped at its next torch call (a `TimeoutError`,
+    which the toolkit reports as the verdict): a loop that never ends does not hang the notebook."""
+
+    def __init__(self, *modules: torch.nn.Module, time_limit_s: float | None = None):
+        super().__init__()
+        self.time_limit_s = TIME_LIMIT_S if time_limit_s is None else time_limit_s
+        self._deadline = time.monotonic() + self.time_limit_s
+        self._parameters = [p for m in modules for p in m.parameters() if p.requires_grad]
+        self._owner = {p.untyped_storage().data_ptr(): i for i, m in enumerate(modules) for p in m.parameters()}
+        self.record = Watched()
+        self._task_of: dict[int, int] = {}  # graph-task id -> index into record.passes
+        self._handles: list = []
+
+    def __enter__(self) -> "PassWatch":
+        self._handles = [p.register_hook(lambda grad, i=i: self._on_parameter(i, grad))
+                         for i, p in enumerate(self._parameters)]
+        return super().__enter__()
+
+    def __exit__(self, *exc) -> None:
+        super().__exit__(*exc)
+        for handle in self._handles:
+            handle.remove()
+
+    def _owner_of(self, t: torch.Tensor) -> int | None:
+        """The module whose parameter `t` is (or a view or detached copy of one: the same memory, or a
+        `torch.func` wrapper around one); None for any other tensor."""
+        while torch._C._functorch.is_functorch_wrapped_tensor(t):
+            t = torch._C._functorch.get_unwrapped(t)
+        try:
+            return self._owner.get(t.untyped_storage().data_ptr())
+        except (RuntimeError, NotImplementedError):  # a tensor without storage of its own
+            return None
+
+    def _pass(self) -> int:
+        task = torch._C._current_graph_task_id()  # one id per backward pass, .backward() or autograd.grad
+        if task not in self._task_of:
+            self._task_of[task] = len(self.record.passes)
+            self.record.passes.append([])
+            self.record.reached.append(False)
+            self.record.gradients.append({})
+        return self._task_of[task]
+
+    def _on_output(self, k: int) -> None:
+        self.record.passes[self._pass()].append(k)
+
+    def _on_parameter(self, i: int, grad: torch.Tensor) -> None:
+        j = self._pass()
+        self.record.reached[j] = True
+        self.record.gradients[j][i] = grad.detach().double().clone()
+
+    def computed(self) -> torch.Tensor | None:
+        """The sum of what the passes gave the parameters, flat like `flat_parameters_grad`; None when a
+        pass reached them only through `torch.func` (its gradients are not seen) or none reached them."""
+        record = self.record
+        if not any(record.reached) or any(p and not r for p, r in zip(record.passes, record.reached)):
+            return None
+        total = [torch.zeros(p.numel(), dtype=torch.float64) for p in self._parameters]
+        for given in record.gradients:
+            for i, grad in given.items():
+                total[i] += grad.reshape(-1)
+        return torch.cat(total)
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if time.monotonic() > self._deadline:
+            raise TimeoutError(f"your function ran past the checker's time limit of {self.time_limit_s:g} s "
+                               "and was stopped: does every loop in it end?")
+        result = func(*args, **(kwargs or {}))
+        if isinstance(result, torch.Tensor) and result.requires_grad and torch.is_grad_enabled():
+            tensors = [t for t in tree_leaves((args, kwargs or {})) if isinstance(t, torch.Tensor)]
+            owners = [self._owner_of(t) for t in tensors]
+            parameters = [t for t, o in zip(tensors, owners) if o is not None]
+            others = [t for t, o in zip(tensors, owners) if o is None]
+            data = [t for t in others if not t.requires_grad and t.dim() >= 1]
+            # where data enters the model: a parameter meets data and nothing already computed from them
+            if parameters and data and not any(t.requires_grad for t in others):
+                k = len(self.record.forwards)
+                self.record.forwards.append(int(data[0].shape[0]))
+                self.record.owners.append(next(o for o in owners if o is not None))
+                result.register_hook(lambda grad, k=k: self._on_output(k))
+        return result
+
+
+def flat_parameters_grad(*modules: torch.nn.Module) -> torch.Tensor | None:
+    """Every parameter's .grad, flat and float64, in order; None if any is empty."""
+    grads = [p.grad for m in modules for p in m.parameters()]
+    if any(g is None for g in grads):
+        return None
+    return torch.cat([g.detach().reshape(-1).double() for g in grads])
+
+
+def structure_fault(watch: PassWatch, grad: torch.Tensor | None, micro_batches: list[int], unit: str) -> str | None:
+    """What is wrong with how an answer built its pile, module by module: `micro_batches` the examples of
+    each micro-batch it was handed (one forward and one backward pass each, one micro-batch per pass
+    and per module); None when the structure is right. `grad` is the answer's flat .grad."""
+    record, most = watch.record, max(micro_batches)
+    passes = [j for j, (p, r) in enumerate(zip(record.passes, record.reached)) if r or p]
+    if not passes:
+        return ("no backward pass through the model reached its parameters, yet .grad is filled: it was written "
+                "by hand (a gradient worked out on paper, or on a copy of the model). Let backward() pile it up, "
+                "one micro-batch at a time")
+    big = next((k for k, n in enumerate(record.forwards) if n > most), None)
+    if big is not None:
+        return (f"one forward pass carried {record.forwards[big]} {unit} at once, more than a micro-batch of {most}: "
+                "that is the big batch's memory. Run the micro-batches one by one")
+    for j in passes:
+        owners = [record.owners[k] for k in record.passes[j]]
+        if len(owners) != len(set(owners)):
+            joined = len(owners) // max(1, len(set(owners)))
+            return (f"one backward pass went through {joined} micro-batches at once: their graphs, and every "
+                    "activation in them, were all kept alive until that backward, the memory of the big batch. "
+                    "Call backward once per micro-batch, right after its forward")
+    if len(passes) != len(micro_batches):
+        return (f"backward ran {len(passes)} times through the model for {len(micro_batches)} micro-batches: "
+                "once per micro-batch")
+    computed = watch.computed()
+    if grad is not None and computed is not None and computed.shape == grad.shape:
+        scale = float(grad @ computed / (computed @ computed)) if float(computed @ computed) else 0.0
+        if not torch.allclose(grad.double(), scale * computed, rtol=1e-6, atol=1e-9):
+            return ".grad does not hold what your backward passes computed: something wrote over the pile. " \
+                   "Leave .grad to backward()"
+    return None
