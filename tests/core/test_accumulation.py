@@ -138,3 +138,19 @@ def test_flat_weights_is_every_parameter_detached_in_order():
     flat = flat_weights(model)
     assert not flat.requires_grad
     assert torch.equal(flat, torch.cat([p.reshape(-1) for p in model.parameters()]).detach())
+
+
+def test_non_finite_gradients_are_never_allclose():
+    inf, nan = torch.tensor([1.0, float("inf")]), torch.tensor([1.0, float("nan")])
+    assert compare_gradients(inf, inf).allclose is False  # torch.allclose alone calls inf == inf close
+    assert compare_gradients(nan, nan).allclose is False
+    assert compare_gradients(torch.ones(2), torch.ones(2)) == (0.0, True)
+
+
+def test_micro_batch_weights_are_linear_in_the_number_of_micro_batches():
+    import time
+
+    start = time.perf_counter()
+    weights = micro_batch_weights([3] * 50_000)  # quadratic, this took many seconds
+    assert time.perf_counter() - start < 2.0
+    assert weights[0] == pytest.approx(1 / 50_000) and sum(weights) == pytest.approx(1.0)

@@ -166,7 +166,8 @@ def test_log_divided_loss_changes_only_the_log():
     clean = run_regimes(AccumulationConfig(accumulation_steps=4, micro_batch_size=8, num_updates=3,
                                            tail_micro_batches=2))
     assert record.matches_big_batch and not record.log_matches
-    assert record.eval_loss == clean.eval_loss and record.true_train_loss == clean.train_loss["accumulated"]
+    assert record.eval_loss == clean.eval_loss
+    assert record.true_train_loss == pytest.approx(clean.train_loss["accumulated"], rel=1e-6)  # float32 sum vs float64
     ratios = [t / logged for t, logged in zip(record.true_train_loss, record.train_loss["accumulated"])]
     assert ratios == pytest.approx([4, 4, 4, 2])  # K for a full group; the tail's 2 micro-batches for the tail
     assert clean.log_matches
@@ -186,8 +187,13 @@ def test_clip_every_micro_step_squashes_the_half_built_pile():
     config = AccumulationConfig(accumulation_steps=4, micro_batch_size=8, num_updates=2, max_grad_norm=0.1,
                                 bugs={"clip_every_micro_step"})
     record = run_regimes(config)
-    assert all(float(g.norm()) <= 0.1 + 1e-6 for g in record.first_pile.pile)  # every state of the pile
-    assert not record.grads_match[0]
+    clean = run_regimes(AccumulationConfig(accumulation_steps=4, micro_batch_size=8, num_updates=2, max_grad_norm=0.1))
+    bug, right = record.first_pile.pile, clean.first_pile.pile
+    assert torch.equal(bug[0], right[0])  # the same first backward pass
+    # the next backward adds the same micro-batch gradient onto a pile that was clipped in between
+    assert torch.allclose(bug[1] - right[1], clip_flat(right[0], 0.1) - right[0], atol=1e-7)
+    assert float(right[0].norm()) > 0.1  # so that clip really cut the half-built pile
+    assert float(record.first_applied.norm()) <= 0.1 + 1e-6 and not record.grads_match[0]
 
 
 @pytest.mark.parametrize(
@@ -249,3 +255,39 @@ def test_under_adamw_a_constant_factor_nearly_cancels_and_the_rest_still_bite(bu
 def test_adamw_without_bugs_matches_the_big_batch():
     record = run_regimes(AccumulationConfig(optimizer="adamw", learning_rate=0.01, num_updates=4, tail_micro_batches=2))
     assert record.matches_big_batch and record.weight_gap < 1e-5
+
+
+@pytest.mark.parametrize("learner_state", ["float16", "no_grad"])
+def test_the_learners_torch_state_changes_no_verdict_and_is_given_back(learner_state):
+    config = AccumulationConfig(accumulation_steps=4, micro_batch_size=8, num_updates=3, tail_micro_batches=2)
+    dtype, grad = torch.get_default_dtype(), torch.is_grad_enabled()
+    try:
+        if learner_state == "float16":
+            torch.set_default_dtype(torch.float16)
+        else:
+            torch.set_grad_enabled(False)
+        record = run_regimes(config)
+        assert record.grads_allclose and record.matches_big_batch
+        assert torch.get_default_dtype() == (torch.float16 if learner_state == "float16" else dtype)
+        assert torch.is_grad_enabled() is (learner_state == "float16")
+    finally:
+        torch.set_default_dtype(dtype)
+        torch.set_grad_enabled(grad)
+
+
+def test_one_run_validates_its_inputs_once_not_inside_its_loops(monkeypatch):
+    """The checks sit where learners enter; the number of checks does not grow with the run."""
+    import widgets.core.config as config_module
+
+    calls = []
+    for name in ("check_int", "check_float", "check_bugs"):
+        original = getattr(config_module, name)
+        monkeypatch.setattr(config_module, name, lambda *a, _f=original, **k: calls.append(1) or _f(*a, **k))
+    counts = []
+    for num_updates in (2, 8):
+        config = AccumulationConfig(accumulation_steps=4, micro_batch_size=4, num_updates=num_updates, max_grad_norm=0.5,
+                                    warmup_updates=2, tail_micro_batches=1, bugs={"loss_not_divided"})
+        calls.clear()
+        run_regimes(config)
+        counts.append(len(calls))
+    assert counts[0] == counts[1], counts

@@ -145,7 +145,13 @@ def unmet_bug_needs(
     bugs: frozenset[str], *, tail_micro_batches: int = 0, max_grad_norm: float | None = None, warmup_updates: int = 0
 ) -> dict[str, str]:
     """The bugs in `bugs` that these settings leave without effect, each with what it needs."""
-    bugs = check_bugs(bugs)
+    return _unmet(check_bugs(bugs), tail_micro_batches=tail_micro_batches, max_grad_norm=max_grad_norm,
+                  warmup_updates=warmup_updates)
+
+
+def _unmet(bugs: frozenset[str], *, tail_micro_batches: int, max_grad_norm: float | None,
+           warmup_updates: int) -> dict[str, str]:
+    """`unmet_bug_needs` for bug names already checked."""
     has = {
         "forget_final_step": tail_micro_batches > 0,
         "tail_divided_by_k": tail_micro_batches > 0,
@@ -195,7 +201,7 @@ class AccumulationConfig:
         check_int("warmup_updates", self.warmup_updates, 0, 1000)
         if self.optimizer not in OPTIMIZER_NAMES:
             raise ValueError(f"optimizer must be one of {OPTIMIZER_NAMES}, got {self.optimizer!r}")
-        unmet = unmet_bug_needs(
+        unmet = _unmet(
             self.bugs, tail_micro_batches=self.tail_micro_batches, max_grad_norm=self.max_grad_norm,
             warmup_updates=self.warmup_updates,
         )
@@ -222,6 +228,18 @@ class AccumulationConfig:
     def total_updates(self) -> int:
         """Updates in the whole run: one per full group, plus one for a tail group."""
         return self.num_updates + (1 if self.tail_micro_batches else 0)
+
+
+def config_without_waiting_bugs(**settings: Any) -> tuple[AccumulationConfig, dict[str, str]]:
+    """The config these settings describe, leaving out each bug that waits for a setting, and those
+    bugs with what each needs: what a control panel calls once per change (instead of
+    `unmet_bug_needs` and then `AccumulationConfig`, which would raise on a waiting bug).
+    Every setting is checked once, by the config itself."""
+    bugs = check_bugs(settings.pop("bugs", frozenset()))
+    defaults = AccumulationConfig.__dataclass_fields__
+    needs = {key: settings.get(key, defaults[key].default) for key in ("tail_micro_batches", "max_grad_norm", "warmup_updates")}
+    waiting = _unmet(bugs, **needs)
+    return AccumulationConfig(bugs=bugs - set(waiting), **settings), waiting
 
 
 def check_config(config: object, name: str = "config") -> AccumulationConfig:

@@ -13,9 +13,13 @@ update's mean loss, an uneven last window included.
 """
 from __future__ import annotations
 
+import inspect
+import textwrap
 from typing import Callable, Iterable
 
 import torch
+
+from widgets.core.config import check_bugs
 
 
 def count_examples(targets: torch.Tensor) -> int:
@@ -33,7 +37,7 @@ def train_loop(model, optimizer, loss_fn, batches, accumulation_steps, scheduler
     `loss_fn(output, targets)` is the mean over the micro-batch's items; `scaler` an optional
     `torch.amp.GradScaler`; `bugs` the names in `widgets.core.config.BUGS` to switch on.
     """
-    batches, K, bugs = list(batches), accumulation_steps, frozenset(bugs)
+    batches, K, bugs = list(batches), accumulation_steps, check_bugs(bugs)  # an unknown bug name raises
     logged = []
     for micro_step, (inputs, targets) in enumerate(batches):
         if micro_step % K == 0:  # a window opens: count what it averages over (fewer in a short tail)
@@ -53,10 +57,10 @@ def train_loop(model, optimizer, loss_fn, batches, accumulation_steps, scheduler
             share = share * share  # BUG: divided once here and once more where the loss was made
         scaled = loss * share if scaler is None else scaler.scale(loss * share)  # AMP: scaled so fp16 keeps it
         scaled.backward()  # backward adds into .grad: this is the accumulation
-        logged_loss = loss.item() * weight  # this micro-batch's part of the update's mean loss
+        logged_loss = loss.detach() * weight  # this micro-batch's part of the update's mean loss
         if "log_divided_loss" in bugs:
-            logged_loss *= weight  # BUG: logs the divided loss, K x too small
-        update_loss += logged_loss
+            logged_loss = logged_loss * weight  # BUG: logs the divided loss, K x too small
+        update_loss = update_loss + logged_loss  # added up on the device: no host sync per micro-step
         ends_update = (micro_step + 1) % K == 0 or micro_step == len(batches) - 1  # every K-th, and the last
         if "forget_final_step" in bugs:
             ends_update = (micro_step + 1) % K == 0  # BUG: the uneven last window never gets its step
@@ -79,5 +83,28 @@ def train_loop(model, optimizer, loss_fn, batches, accumulation_steps, scheduler
             if scheduler is not None:
                 scheduler.step()  # the schedule counts updates
             optimizer.zero_grad(set_to_none=True)  # empty the pile for the next window
-            logged.append(update_loss)
+            logged.append(float(update_loss))  # one .item() (one sync) per update
     return logged
+
+
+def bug_lines(name: str) -> str:
+    """The lines of `train_loop` that bug `name` switches: each line naming it, with the body of its
+    `if`, dedented; separate places are joined by a `...` line. What the explorer runs for that bug."""
+    if not isinstance(name, str):
+        raise TypeError(f"name must be one bug name (a str), got {type(name).__name__}")
+    check_bugs({name})
+    lines = inspect.getsource(train_loop).splitlines()
+    indent = lambda line: len(line) - len(line.lstrip())  # noqa: E731
+    blocks, i = [], 0
+    while i < len(lines):
+        if f'"{name}"' not in lines[i]:
+            i += 1
+            continue
+        block = [lines[i]]
+        if lines[i].rstrip().endswith(":"):  # the body of its `if`
+            while i + 1 < len(lines) and indent(lines[i + 1]) > indent(lines[i]):
+                i += 1
+                block.append(lines[i])
+        blocks.append(textwrap.dedent("\n".join(block)))
+        i += 1
+    return "\n...\n".join(blocks)

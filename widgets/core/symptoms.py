@@ -44,7 +44,7 @@ def bug_symptoms(record: RunRecord) -> list[str]:
                    f"{true / logged:.3g} x too small; the gradients are unaffected")
     if "clip_every_micro_step" in bugs:
         once = clip_flat(record.first_target, c.max_grad_norm)
-        off = float((record.first_pile.accumulated - once).norm() / once.norm())
+        off = float((record.first_applied - once).norm() / once.norm())
         out.append(f"clipped every micro-step, update 0's gradient is off by {off:.1%} of the once-clipped gradient")
     if "scheduler_every_micro_step" in bugs:
         full = {r: next((u for u, lr in enumerate(v) if lr >= c.learning_rate), None)

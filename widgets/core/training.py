@@ -4,39 +4,34 @@
 - big_batch:   the same K*b examples in one pass, one step (what accumulation imitates);
 - small_batch: only the first micro-batch of each group, one step each (no accumulation).
 
-All three clip the gradient once per update (`max_grad_norm`) and step the learning-rate warmup
-once per update (`warmup_updates`), when the config asks for them. `run_regimes` returns a
-`RunRecord` (numbers and tensors, never a figure): the plots, the explorer and the tests read it.
-
-Read `_train_accumulated` for the loop itself: the correct loop, on one screen. A bug never adds a
-branch to it: it swaps one of the `LoopRules` (the loss scale, the boundary, what happens before
-the forward or after the backward, the clip, the log), see `widgets.core.loop_rules`. What the
-record holds is measured from outside the loop by a probe that never changes `.grad` or the weights.
-`widgets.core.symptoms` reads a record back as sentences; `widgets.core.equal_examples` races the
-regimes at equal examples.
+Every regime is the lab's one loop, `widgets.core.loop.train_loop` (the big and small batch with
+K = 1); the accumulated one gets the config's bugs, so the explorer's checkbox for a bug runs the
+very `if` developer_3 shows. All three clip once per update (`max_grad_norm`) and step the warmup
+once per update (`warmup_updates`). What a `RunRecord` holds is measured from outside the loop,
+by hooks on the model, its parameters and the optimizer (`_Watch`), which never change `.grad`
+or the weights. `widgets.core.symptoms` reads a record back as sentences;
+`widgets.core.equal_examples` races the regimes at equal examples.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+import warnings
+from dataclasses import dataclass
 from typing import Callable
 
 import torch
 
 from widgets.core.accumulation import (
     GradientPile,
-    big_batch_gradient,
     compare_gradients,
-    flat_grad,
     flat_parameter_indices,
     flat_weights,
-    group_size,
     make_model,
     make_regression_data,
 )
 from widgets.core.config import AccumulationConfig, check_config, checked, real, whole
-from widgets.core.loop_rules import LoopRules, Training, clip_completed_pile, loop_rules
-from widgets.core.threads import one_thread
+from widgets.core.loop import train_loop
+from widgets.core.torch_state import known_torch_state
 
 REGIMES = ("accumulated", "big_batch", "small_batch")
 # A run has diverged once its loss on all examples is not finite or above this many times its start:
@@ -61,70 +56,168 @@ def linear_warmup(warmup_updates: int) -> Callable[[int], float]:
     return lambda n: min(1.0, (n + 1) / (warmup_updates + 1))
 
 
-@checked(max_norm=real(0.0, math.inf, optional=True))
-def clip_flat(grad: torch.Tensor, max_norm: float | None) -> torch.Tensor:
-    """A flat gradient clipped as `torch.nn.utils.clip_grad_norm_` would clip it (None: unchanged)."""
+def _clip(grad: torch.Tensor, max_norm: float | None) -> torch.Tensor:
     if max_norm is None:
         return grad
     return grad * min(1.0, max_norm / (float(grad.norm()) + 1e-6))  # the same 1e-6 torch adds
 
 
+@checked(max_norm=real(0.0, math.inf, optional=True))
+def clip_flat(grad: torch.Tensor, max_norm: float | None) -> torch.Tensor:
+    """A flat gradient clipped as `torch.nn.utils.clip_grad_norm_` would clip it (None: unchanged)."""
+    return _clip(grad, max_norm)
+
+
+def _flat(tensors) -> torch.Tensor:
+    """Tensors as one flat detached copy (the watch's own, unchecked `flat_grad`); shape (P,)."""
+    return torch.cat([t.detach().reshape(-1) for t in tensors])
+
+
 # --- what a run returns -----------------------------------------------------------------------------
 
-@dataclass(frozen=True)
+@dataclass
 class RegimeRun:
     """One regime's run, one entry per update (up to the update where it diverged, if it did)."""
 
-    train_loss: list[float]  # the loss the run logged for each update
+    train_loss: list[float]  # the loss the loop logged (train_loop's return), for each update it made
     eval_loss: list[float]  # the loss on all examples after each update
     grad_norm: list[float]  # the norm of the completed gradient, before clipping
     learning_rates: list[float]  # the rate each update used
     optimizer_steps: int  # every optimizer.step() call, buggy ones included
     diverged_at: int | None  # the first update whose loss was not finite or over DIVERGED_LOSS_FACTOR x its start
-    final_weights: torch.Tensor  # all parameters, flat, when the run ended; (P,)
+    final_weights: torch.Tensor  # all parameters, flat, when the run ended (or diverged); (P,)
+    update_flags: list[bool]  # per micro-step: did the update's own step happen there?
+    first_pile: GradientPile | None  # .grad after each backward pass of the first update
+    first_target: torch.Tensor | None  # the big-batch gradient the first pile should reach; (P,)
+    first_applied: torch.Tensor | None  # the gradient update 0's optimizer.step() used (after any clip); (P,)
+    start_loss: float  # the loss on all examples before training
+    grad_diff: list[float]
+    grads_match: list[bool]
+    grad_scale: list[float]
+    true_train_loss: list[float]
 
 
-@dataclass(frozen=True)
-class AccumulatedRun(RegimeRun):
-    """The accumulated run, with what it was compared against at every update."""
+# --- the watch: measurements taken from outside the loop ----------------------------------------------
 
-    update_flags: list[bool] = field(default_factory=list)  # per micro-step: did it end an update?
-    first_pile: GradientPile | None = None  # .grad after each micro-step of the first update
-    first_target: torch.Tensor | None = None  # the big-batch gradient the first pile should reach; (P,)
-    grad_diff: list[float] = field(default_factory=list)
-    grads_match: list[bool] = field(default_factory=list)
-    grad_scale: list[float] = field(default_factory=list)
-    true_train_loss: list[float] = field(default_factory=list)
+class _Watch:
+    """Hooks on a model, its parameters and its optimizer that measure one `train_loop` run.
 
+    Forward hooks count micro-steps and take each micro-batch's loss; post-accumulate-grad hooks
+    copy the pile after each backward pass; the optimizer's step hook records the update that the
+    step at a boundary micro-step made. With `references` (one big batch per update) it also takes,
+    before each update's first micro-step, the big-batch gradient at the weights the update starts
+    from (a buggy loop may step inside the update) and compares it with what the step applied.
+    The watch's own forward and backward passes (`_measuring`) are invisible to it.
+    """
 
-# --- the examples, in the order every regime draws them ---------------------------------------------
+    def __init__(self, model, optimizer, batches, accumulation_steps, x, y, max_norm, references=None):
+        self.model, self.optimizer, self.x, self.y, self.max_norm = model, optimizer, x, y, max_norm
+        self.targets, self.K, self.references = [t for _, t in batches], accumulation_steps, references
+        total, K = len(batches), accumulation_steps
+        self.ends = [min(start + K, total) - 1 for start in range(0, total, K)]  # each update's last micro-step
+        window_items = [sum(len(t) for t in self.targets[s : s + K]) for s in range(0, total, K)]
+        self.weights = [len(t) / window_items[i // K] for i, t in enumerate(self.targets)]  # n_i / n
+        self.micro_step, self.backward_hooks, self.measuring, self.stopped = 0, 0, False, False
+        self.params = list(model.parameters())
+        self.steps, self.stepped_at, self.diverged_at, self.final_weights = 0, [], None, None
+        self.eval_loss, self.grad_norm, self.learning_rates, self.true_train_loss = [], [], [], []
+        self.grad_diff, self.grads_match, self.grad_scale, self.snapshots = [], [], [], []
+        self.first_applied, self.pile, self.true_sum = None, None, 0.0
+        self.start_loss = self._loss_on_all()
+        self.handles = [model.register_forward_pre_hook(self._before_forward),
+                        model.register_forward_hook(self._after_forward),
+                        optimizer.register_step_post_hook(self._after_step)]
+        self.handles += [p.register_post_accumulate_grad_hook(self._after_accumulate) for p in self.params]
 
-@dataclass(frozen=True)
-class _Examples:
-    """The data and the order of draws: micro-step i takes examples order[i*b : (i+1)*b]."""
+    def _loss_on_all(self) -> float:
+        self.measuring = True
+        with torch.no_grad():
+            loss = mse(self.model(self.x), self.y).item()
+        self.measuring = False
+        return loss
 
-    x: torch.Tensor
-    y: torch.Tensor
-    order: torch.Tensor
-    config: AccumulationConfig
+    def _reference(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """The big-batch gradient at the current weights, leaving `.grad` as the loop left it."""
+        self.measuring = True
+        grads = torch.autograd.grad(mse(self.model(inputs), targets), self.params)  # not into .grad
+        self.measuring = False
+        return _flat(grads)
 
-    def micro_batch(self, micro_step: int) -> tuple[torch.Tensor, torch.Tensor]:
-        b = self.config.micro_batch_size
-        idx = self.order[micro_step * b : (micro_step + 1) * b]
-        return self.x[idx], self.y[idx]
+    def _before_forward(self, module, args) -> None:
+        if self.measuring or self.stopped:
+            return
+        if self.micro_step % self.K == 0:  # an update begins: what it must reach, from these weights
+            self.true_sum = 0.0
+            if self.references is not None:
+                self.reference = self._reference(*self.references[self.micro_step // self.K])
+                if self.micro_step == 0:
+                    self.first_target = self.reference
 
-    def update_batch(self, update: int, *, micro_batches: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """The examples behind update `update` (all its micro-batches, or only the first few)."""
-        c = self.config
-        first = update * c.accumulation_steps
-        n = group_size(first, c.accumulation_steps, c.total_micro_steps)
-        n = n if micro_batches is None else min(n, micro_batches)
-        idx = self.order[first * c.micro_batch_size : (first + n) * c.micro_batch_size]
-        return self.x[idx], self.y[idx]
+    def _after_forward(self, module, args, output) -> None:
+        if self.measuring or self.stopped:
+            return
+        loss = mse(output.detach(), self.targets[self.micro_step]).item()
+        self.true_sum += loss * self.weights[self.micro_step]  # the update's mean loss, whatever is logged
+        self.micro_step += 1
 
-    @torch.no_grad()
-    def loss_on_all(self, model: torch.nn.Module) -> float:
-        return mse(model(self.x), self.y).item()
+    def _after_accumulate(self, parameter) -> None:
+        if self.measuring or self.stopped:
+            return
+        self.backward_hooks += 1
+        if self.backward_hooks == len(self.params):  # every parameter has its .grad: the pile after this backward
+            self.backward_hooks = 0
+            self.pile = _flat(p.grad for p in self.params)
+            if self.micro_step <= self.K:
+                self.snapshots.append(self.pile)
+
+    def _after_step(self, optimizer, args, kwargs) -> None:
+        """After optimizer.step(), before zero_grad: `.grad` still holds what the step used."""
+        if self.stopped:
+            return
+        self.steps += 1
+        micro_step = self.micro_step - 1
+        if micro_step in self.ends and micro_step not in self.stepped_at:  # the update's own step
+            self.stepped_at.append(micro_step)
+            self._update_done(_flat(p.grad for p in self.params) if self.references is not None else None)
+
+    def _update_done(self, applied: torch.Tensor | None) -> None:
+        if applied is not None:
+            target = _clip(self.reference, self.max_norm)  # what a correct step applies
+            diff, match = compare_gradients(applied, target)
+            self.grad_diff.append(diff)
+            self.grads_match.append(match)
+            target_norm = float(target.norm())
+            self.grad_scale.append(float(applied.norm()) / target_norm if target_norm > 0 else math.nan)
+            if self.first_applied is None:
+                self.first_applied = applied
+        norm = float(self.pile.norm())
+        self.grad_norm.append(norm)
+        self.true_train_loss.append(self.true_sum)
+        self.learning_rates.append(self.optimizer.param_groups[0]["lr"])
+        self.eval_loss.append(self._loss_on_all())
+        blown_up = self.eval_loss[-1] > DIVERGED_LOSS_FACTOR * self.start_loss
+        if not all(math.isfinite(v) for v in (self.true_sum, self.eval_loss[-1], norm)) or blown_up:
+            self.diverged_at = len(self.eval_loss) - 1
+            self.final_weights = flat_weights(self.model)
+            self.stopped = True  # the loop runs on; nothing after this update is measured
+
+    def finish(self, logged: list[float]) -> RegimeRun:
+        for handle in self.handles:
+            handle.remove()
+        if not self.stopped and len(self.eval_loss) < len(self.ends):  # the forgotten final step
+            self._update_done(torch.zeros_like(self.reference) if self.references is not None else None)
+        stepped = set(self.stepped_at)
+        final = self.final_weights if self.final_weights is not None else flat_weights(self.model)
+        size = len(self.targets[0])
+        return RegimeRun(
+            train_loss=logged[: len(self.eval_loss)], eval_loss=self.eval_loss, grad_norm=self.grad_norm,
+            learning_rates=self.learning_rates, optimizer_steps=self.steps, diverged_at=self.diverged_at,
+            final_weights=final, update_flags=[i in stepped for i in range(self.micro_step)],
+            first_pile=GradientPile(torch.stack(self.snapshots), (size,) * len(self.snapshots)) if self.snapshots else None,
+            first_target=getattr(self, "first_target", None), first_applied=self.first_applied,
+            grad_diff=self.grad_diff, grads_match=self.grads_match, grad_scale=self.grad_scale,
+            true_train_loss=self.true_train_loss, start_loss=self.start_loss,
+        )
 
 
 # The optimizers a config may name. AdamW with torch's defaults (betas 0.9/0.999, eps 1e-8,
@@ -136,177 +229,19 @@ OPTIMIZERS: dict[str, Callable[..., torch.optim.Optimizer]] = {
 }
 
 
-def _start_training(config: AccumulationConfig) -> Training:
-    """The seeded model, the config's optimizer, and the warmup (constant 1 when there is none)."""
+def _train(config: AccumulationConfig, batches: list, accumulation_steps: int, x: torch.Tensor, y: torch.Tensor,
+           *, bugs: frozenset[str] = frozenset(), references: list | None = None) -> RegimeRun:
+    """One regime: `train_loop` from the seeded weights with the config's optimizer, warmup and clip,
+    watched from outside."""
     model = make_model(config.seed)
     optimizer = OPTIMIZERS[config.optimizer](model.parameters(), config.learning_rate)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, linear_warmup(config.warmup_updates))
-    return Training(model, optimizer, scheduler, config.max_grad_norm)
-
-
-# --- the loops ----------------------------------------------------------------------------------------
-
-def _train_accumulated(config: AccumulationConfig, examples: _Examples, rules: LoopRules) -> AccumulatedRun:
-    """The accumulated regime: K micro-batches of b, one update per K micro-steps. Bugs enter only
-    through `rules`; `probe` measures from outside and changes nothing."""
-    K, total = config.accumulation_steps, config.total_micro_steps
-    training = _start_training(config)
-    probe = _AccumulationProbe(examples, training)
-    for micro_step in range(total):
-        rules.before_forward(training)  # correct: nothing; the pile keeps what it holds
-        inputs, targets = examples.micro_batch(micro_step)
-        loss = mse(training.model(inputs), targets)
-        scale = rules.loss_scale(group_size(micro_step, K, total), K)  # correct: this update's 1/K
-        (loss * scale).backward()  # backward adds into .grad: this is the accumulation
-        ends_update = rules.is_update_step(micro_step, K, total)  # correct: every K-th and the very last
-        rules.after_backward(training, ends_update)  # correct: nothing, the pile is not complete yet
-        probe.micro_step_done(micro_step, loss.item(), rules.logged_loss(loss.item(), scale))
-        if ends_update:
-            norm = rules.clip(training)  # correct: clip once, the completed pile
-            training.optimizer.step()  # one update from the whole pile
-            if probe.update_applied(micro_step, norm):  # diverged: stop measuring
-                break
-            training.optimizer.zero_grad(set_to_none=True)  # empty the pile for the next update
-            training.scheduler.step()  # the warmup counts updates
-    return probe.finish()
-
-
-def _train_plain(config: AccumulationConfig, examples: _Examples, *, micro_batches: int | None) -> RegimeRun:
-    """One pass and one step per update, over the update's examples (big batch: micro_batches=None)
-    or only its first micro-batch (small batch: micro_batches=1)."""
-    training = _start_training(config)
-    log = _UpdateLog(examples, training)
-    for update in range(config.total_updates):
-        inputs, targets = examples.update_batch(update, micro_batches=micro_batches)
-        loss = mse(training.model(inputs), targets)
-        loss.backward()
-        norm = clip_completed_pile(training)
-        training.optimizer.step()
-        if log.update_done(loss.item(), norm):
-            break
-        training.optimizer.zero_grad(set_to_none=True)
-        training.scheduler.step()
-    return log.finish()
-
-
-# --- the probes: measurements taken from outside the loops --------------------------------------------
-
-def _is_finite(*values: float) -> bool:
-    return all(math.isfinite(v) for v in values)
-
-
-class _UpdateLog:
-    """Per-update measurements of one run; counts every optimizer step through a hook."""
-
-    def __init__(self, examples: _Examples, training: Training):
-        self.examples, self.training = examples, training
-        self.start_loss = examples.loss_on_all(training.model)
-        self.train_loss, self.eval_loss, self.grad_norm, self.learning_rates = [], [], [], []
-        self.steps, self.diverged_at = 0, None
-        training.optimizer.register_step_post_hook(self._count_step)
-
-    def _count_step(self, optimizer, args, kwargs) -> None:
-        self.steps += 1
-
-    def update_done(self, train_loss: float, norm: float) -> bool:
-        """Record an update just applied (lr still the one it used); True if the run diverged."""
-        self.train_loss.append(train_loss)
-        self.grad_norm.append(norm)
-        self.learning_rates.append(self.training.optimizer.param_groups[0]["lr"])
-        self.eval_loss.append(self.examples.loss_on_all(self.training.model))
-        blown_up = self.eval_loss[-1] > DIVERGED_LOSS_FACTOR * self.start_loss
-        if not _is_finite(train_loss, self.eval_loss[-1], norm) or blown_up:
-            self.diverged_at = len(self.train_loss) - 1
-        return self.diverged_at is not None
-
-    def finish(self) -> RegimeRun:
-        weights = flat_weights(self.training.model)
-        return RegimeRun(self.train_loss, self.eval_loss, self.grad_norm, self.learning_rates, self.steps,
-                         self.diverged_at, weights)
-
-
-class _AccumulationProbe(_UpdateLog):
-    """Also compares each applied gradient with the big-batch gradient at the update's starting weights."""
-
-    def __init__(self, examples: _Examples, training: Training):
-        super().__init__(examples, training)
-        c = examples.config
-        self.K, self.total, self.max_norm = c.accumulation_steps, c.total_micro_steps, c.max_grad_norm
-        self.stepped_at: list[int] = []
-        self.micro_steps = 0
-        self.snapshots: list[torch.Tensor] = []
-        self.grad_diff, self.grads_match, self.grad_scale, self.true_train_loss = [], [], [], []
-        self.true_sum = self.logged_sum = 0.0
-        self.open_group = False  # a group has started and not been applied yet
-        self._take_reference()
-        self.first_target = self.reference
-
-    def _take_reference(self) -> None:
-        """The next update's big-batch gradient, at the weights it starts from: taken before its
-        first micro-step, since a buggy loop may step inside the group."""
-        update = len(self.grad_diff)
-        if update < self.examples.config.total_updates:
-            self.reference = _reference_gradient(self.training.model, *self.examples.update_batch(update))
-
-    def micro_step_done(self, micro_step: int, mean_loss: float, logged: float) -> None:
-        if micro_step % self.K == 0:  # a group begins
-            self.true_sum = self.logged_sum = 0.0
-            self.open_group = True
-        n = group_size(micro_step, self.K, self.total)
-        self.true_sum += mean_loss / n  # the undivided mean over the update's examples
-        self.logged_sum += logged / n
-        if micro_step < self.K:
-            self.snapshots.append(flat_grad(self.training.model))
-        self.micro_steps += 1
-
-    def update_applied(self, micro_step: int, norm: float) -> bool:
-        """After optimizer.step(), before zero_grad: `.grad` still holds what the step used."""
-        self.stepped_at.append(micro_step)
-        self._compare(flat_grad(self.training.model))
-        diverged = self._close_group(norm)
-        if not diverged:
-            self._take_reference()
-        return diverged
-
-    def _compare(self, applied: torch.Tensor) -> None:
-        target = clip_flat(self.reference, self.max_norm)  # what a correct step would apply
-        diff, match = compare_gradients(applied, target)  # a GradientComparison
-        self.grad_diff.append(diff)
-        self.grads_match.append(match)
-        target_norm = float(target.norm())
-        self.grad_scale.append(float(applied.norm()) / target_norm if target_norm > 0 else math.nan)
-
-    def _close_group(self, norm: float) -> bool:
-        self.open_group = False
-        self.true_train_loss.append(self.true_sum)
-        return self.update_done(self.logged_sum, norm)
-
-    def finish(self) -> AccumulatedRun:
-        if self.open_group and self.diverged_at is None:  # the forgotten final step: applied nothing
-            norm = float(flat_grad(self.training.model).norm())
-            self._compare(torch.zeros_like(self.reference))
-            self._close_group(norm)
-        b = self.examples.config.micro_batch_size
-        steps = set(self.stepped_at)
-        return AccumulatedRun(
-            **vars(super().finish()),
-            update_flags=[i in steps for i in range(self.micro_steps)],
-            first_pile=GradientPile(torch.stack(self.snapshots), tuple([b] * len(self.snapshots))),
-            first_target=self.first_target,
-            grad_diff=self.grad_diff,
-            grads_match=self.grads_match,
-            grad_scale=self.grad_scale,
-            true_train_loss=self.true_train_loss,
-        )
-
-
-def _reference_gradient(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """The big-batch gradient at the model's current weights, leaving its `.grad` untouched."""
-    saved = [p.grad for p in model.parameters()]
-    grad = big_batch_gradient(model, x, y, mse)
-    for p, g in zip(model.parameters(), saved):
-        p.grad = g
-    return grad
+    watch = _Watch(model, optimizer, batches, accumulation_steps, x, y, config.max_grad_norm, references)
+    with warnings.catch_warnings():  # scheduler_every_micro_step steps the warmup before the first
+        warnings.filterwarnings("ignore", "Detected call of `lr_scheduler.step", UserWarning)  # update: the bug
+        logged = train_loop(model, optimizer, mse, batches, accumulation_steps, scheduler,
+                            max_grad_norm=config.max_grad_norm, bugs=bugs)
+    return watch.finish(logged)
 
 
 # --- the record -----------------------------------------------------------------------------------------
@@ -315,9 +250,10 @@ def _reference_gradient(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor
 class RunRecord:
     """What one `run_regimes` call measured; lists hold one entry per update.
 
-    `train_loss` is the loss each run logged for the update: the mean loss over the examples
-    behind it, except with the `log_divided_loss` bug, where the accumulated run logs the divided
-    loss (K x too small; n x for a tail of n micro-batches). `true_train_loss` is the accumulated
+    `train_loss` is the loss each run logged (`train_loop`'s return value) for each update it made:
+    the mean loss over the examples behind it, except with the `log_divided_loss` bug, where the
+    accumulated run logs the divided loss (K x too small; n x for a tail of n micro-batches), and
+    `forget_final_step`, whose loop logs nothing for the update it never made. `true_train_loss` is the accumulated
     run's real mean, whatever it logged. `eval_loss` is the loss on all examples after the update.
     `grad_diff[u]` is max |accumulated - big-batch gradient| at the same weights (those the
     accumulated run had when update u began), both taken as `optimizer.step()` uses them: after
@@ -325,8 +261,11 @@ class RunRecord:
     so it is compared as a zero gradient. `grad_scale[u]` is |applied| / |big-batch| gradient
     (K with `loss_not_divided`, 0 for a forgotten step). `grad_norm[r][u]` is the norm of the
     completed gradient before clipping; `learning_rates[r][u]` the rate update u used.
+    `first_pile` holds `.grad` after each backward pass of update 0 (a clip inside the loop shows in
+    the next state), `first_applied` the gradient update 0's step used, after any clip.
     `plotted_parameters` maps a label ("0.weight[0]") to its index in the flat gradients.
-    A run that diverged (loss not finite, or over `DIVERGED_LOSS_FACTOR` x its start) stops there.
+    A run that diverged (loss not finite, or over `DIVERGED_LOSS_FACTOR` x its start) stops being
+    measured there: its lists end at that update and `final_weights` are its weights then.
     """
 
     config: AccumulationConfig
@@ -340,6 +279,7 @@ class RunRecord:
     update_flags: list[bool]  # one per micro-step of the accumulated run: did it end an update?
     first_pile: GradientPile  # .grad after each micro-step of the first update
     first_target: torch.Tensor  # the big-batch gradient the first pile should reach; (P,)
+    first_applied: torch.Tensor  # the gradient update 0's step used, after any clip (zeros if it never stepped); (P,)
     initial_eval_loss: float
     diverged_at: dict[str, int | None]  # the update whose loss or gradient stopped being finite
     learning_rates: dict[str, list[float]]
@@ -402,7 +342,10 @@ class RunRecord:
 
 def example_order(config: AccumulationConfig) -> torch.Tensor:
     """The order examples are drawn in: a seeded permutation, repeated as often as the run needs."""
-    check_config(config)
+    return _example_order(check_config(config))
+
+
+def _example_order(config: AccumulationConfig) -> torch.Tensor:
     g = torch.Generator().manual_seed(config.seed + 1)
     needed = config.total_micro_steps * config.micro_batch_size
     reps = -(-needed // config.num_examples)
@@ -410,34 +353,42 @@ def example_order(config: AccumulationConfig) -> torch.Tensor:
 
 
 def run_regimes(config: AccumulationConfig) -> RunRecord:
-    """Train the three regimes from the same initial weights on the same draws; see module doc."""
+    """Train the three regimes from the same initial weights on the same draws; see module doc.
+
+    Runs under `known_torch_state()`: a learner's float16 default or `set_grad_enabled(False)`
+    changes no verdict, and the learner's settings are given back (one thread: a 49-weight model).
+    """
     check_config(config)
-    with one_thread():  # a 49-weight model: a second thread only waits (and stalls on a busy CPU)
+    with known_torch_state():
         return _run_regimes(config)
 
 
 def _run_regimes(config: AccumulationConfig) -> RunRecord:
     x, y = make_regression_data(config.num_examples, config.seed)
-    examples = _Examples(x, y, example_order(config), config)
-    accumulated = _train_accumulated(config, examples, loop_rules(config.bugs))
+    order, K, b = _example_order(config), config.accumulation_steps, config.micro_batch_size
+    micro = [(x[idx], y[idx]) for idx in order.split(b)]  # micro-step i draws examples order[i*b : (i+1)*b]
+    big = [(torch.cat([i for i, _ in micro[s : s + K]]), torch.cat([t for _, t in micro[s : s + K]]))
+           for s in range(0, len(micro), K)]  # each update's examples in one batch
     runs: dict[str, RegimeRun] = {
-        "accumulated": accumulated,
-        "big_batch": _train_plain(config, examples, micro_batches=None),
-        "small_batch": _train_plain(config, examples, micro_batches=1),
+        "accumulated": _train(config, micro, K, x, y, bugs=config.bugs, references=big),
+        "big_batch": _train(config, big, 1, x, y),
+        "small_batch": _train(config, micro[::K], 1, x, y),  # the first micro-batch of each update
     }
+    accumulated = runs["accumulated"]
     return RunRecord(
         config=config,
         train_loss={r: run.train_loss for r, run in runs.items()},
         eval_loss={r: run.eval_loss for r, run in runs.items()},
         grad_norm={r: run.grad_norm for r, run in runs.items()},
-        passes_per_update={"accumulated": config.accumulation_steps, "big_batch": 1, "small_batch": 1},
+        passes_per_update={"accumulated": K, "big_batch": 1, "small_batch": 1},
         optimizer_steps={r: run.optimizer_steps for r, run in runs.items()},
-        initial_eval_loss=examples.loss_on_all(make_model(config.seed)),
+        initial_eval_loss=runs["big_batch"].start_loss,
         diverged_at={r: run.diverged_at for r, run in runs.items()},
         learning_rates={r: run.learning_rates for r, run in runs.items()},
         update_flags=accumulated.update_flags,
         first_pile=accumulated.first_pile,
         first_target=accumulated.first_target,
+        first_applied=accumulated.first_applied,
         grad_diff=accumulated.grad_diff,
         grads_match=accumulated.grads_match,
         grad_scale=accumulated.grad_scale,

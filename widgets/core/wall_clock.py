@@ -2,8 +2,8 @@
 
 Equal updates flatters accumulation (each of its updates costs K passes); equal examples is fair
 in arithmetic; equal time is what a person waiting for a run sees. Each regime trains from the
-same weights on the same draws with bare loops (no measurement inside the timed part), and the
-clock stops while the loss on all examples is taken after each update. Timings depend on the
+same weights on the same draws with the lab's one loop, `train_loop`, and the clock stops while the
+loss on all examples is taken after each update. Timings depend on the
 machine and its load: callers should present them as measured here, not as facts.
 """
 from __future__ import annotations
@@ -15,7 +15,8 @@ import torch
 
 from widgets.core.accumulation import make_model, make_regression_data
 from widgets.core.config import AccumulationConfig, check_config
-from widgets.core.threads import one_thread
+from widgets.core.loop import train_loop
+from widgets.core.torch_state import known_torch_state
 from widgets.core.training import OPTIMIZERS, example_order, mse
 
 REGIMES = ("accumulated", "big_batch", "small_batches")
@@ -44,36 +45,39 @@ class WallClockRace:
 
 def race_at_equal_time(config: AccumulationConfig) -> WallClockRace:
     """Train accumulated (K micro-batches of b, one step), big batch (K·b at once, one step) and
-    small batches (one step per micro-batch of b) over the same examples, timing only the training."""
+    small batches (one step per micro-batch of b) over the same examples, timing only the training.
+
+    Each regime is `train_loop` (the big batch and the small batches with K = 1); an optimizer
+    hook stops the clock after each update while the loss on all examples is taken.
+    """
     check_config(config)
     config = replace(config, bugs=frozenset())  # the race is about time, not about bugs
     x, y = make_regression_data(config.num_examples, config.seed)
-    order, K, b = example_order(config), config.accumulation_steps, config.micro_batch_size
-    groups = [order[u * K * b:(u + 1) * K * b] for u in range(config.num_updates)]
-    plans = {  # regime -> the list of updates, each a list of micro-batches (index tensors)
-        "accumulated": [[g[k * b:(k + 1) * b] for k in range(K)] for g in groups],
-        "big_batch": [[g] for g in groups],
-        "small_batches": [[g[k * b:(k + 1) * b]] for g in groups for k in range(K)],
-    }
-    with one_thread():
-        return WallClockRace(config, {regime: _timed(config, x, y, plan) for regime, plan in plans.items()})
+    K, b = config.accumulation_steps, config.micro_batch_size
+    order = example_order(config)[: config.num_updates * K * b]  # the full updates; no tail
+    micro = [(x[idx], y[idx]) for idx in order.split(b)]
+    big = [(x[idx], y[idx]) for idx in order.split(K * b)]
+    plans = {"accumulated": (micro, K), "big_batch": (big, 1), "small_batches": (micro, 1)}
+    with known_torch_state():
+        return WallClockRace(config, {regime: _timed(config, x, y, *plan) for regime, plan in plans.items()})
 
 
-def _timed(config: AccumulationConfig, x: torch.Tensor, y: torch.Tensor, plan: list) -> TimedRun:
+def _timed(config: AccumulationConfig, x: torch.Tensor, y: torch.Tensor, batches: list, accumulation_steps: int) -> TimedRun:
     model = make_model(config.seed)
     optimizer = OPTIMIZERS[config.optimizer](model.parameters(), config.learning_rate)
     with torch.no_grad():
         seconds, losses = [0.0], [mse(model(x), y).item()]
-    spent = 0.0
-    for update in plan:
-        start = time.perf_counter()
-        total = sum(len(idx) for idx in update)
-        for idx in update:
-            (mse(model(x[idx]), y[idx]) * (len(idx) / total)).backward()  # each micro-batch's share
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        spent += time.perf_counter() - start
-        with torch.no_grad():  # outside the clock
-            seconds.append(spent)
+    clock = {"spent": 0.0, "since": 0.0}
+
+    def after_update(optimizer, args, kwargs) -> None:  # the clock stops while the loss is taken
+        clock["spent"] += time.perf_counter() - clock["since"]
+        with torch.no_grad():
+            seconds.append(clock["spent"])
             losses.append(mse(model(x), y).item())
+        clock["since"] = time.perf_counter()
+
+    handle = optimizer.register_step_post_hook(after_update)
+    clock["since"] = time.perf_counter()
+    train_loop(model, optimizer, mse, batches, accumulation_steps)
+    handle.remove()
     return TimedRun(seconds, losses)
