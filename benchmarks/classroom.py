@@ -20,7 +20,6 @@ import secrets
 import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from pathlib import Path

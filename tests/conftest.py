@@ -17,6 +17,29 @@ os.environ.setdefault("LAB_PROGRESS_FILE", str(Path(tempfile.mkdtemp(prefix="lab
 # (it is stored without outputs, so nbval would have nothing to compare).
 collect_ignore_glob = ["browser/*.ipynb"]
 
+# Tests that start processes or run a notebook, seconds each: marked `slow`, which `make check`
+# leaves out (`make test` runs them). A module may mark its own with @pytest.mark.slow instead.
+SLOW = (
+    "tests/test_offline.py::test_the_explorer_notebook_runs_without_a_network",  # a notebook, no network
+    "tests/research/test_ddp.py::test_allreduces_per_update",  # these six: two-process gloo runs
+    "tests/research/test_ddp.py::test_weights_match_a_single_process",
+    "tests/research/test_ddp.py::test_a_raising_worker_stops_every_worker",
+    "tests/research/test_ddp.py::test_a_taken_port_gives_a_clear_message",
+    "tests/research/test_ddp.py::test_workers_exit_within_3_s_when_the_kernel_is_killed",
+    "tests/research/test_ddp.py::test_a_worker_that_cannot_start",
+    "tests/controls/test_explorer_lifecycle.py::test_re_running_the_cell_30_times",  # 30 explorers built
+    "tests/test_reliability.py::test_100_slider_changes",  # 100 redraws and a memory reading
+    "tests/lab/test_instructor.py::",  # runs make_plans twice
+    "tests/lab/test_doctor.py::test_a_kernel_from_another_environment",  # a new venv, a doctor subprocess
+    "tests/lab/test_doctor.py::test_an_ipywidgets_of_the_wrong_generation",
+)
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if item.nodeid.startswith(SLOW):
+            item.add_marker(pytest.mark.slow)
+
 
 _started = time.time()
 

@@ -12,7 +12,7 @@ import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-TEST_TOOLS = {"pytest", "nbval", "playwright", "psutil", "jupyter-repo2docker"}
+TEST_TOOLS = {"pytest", "nbval", "playwright", "psutil", "jupyter-repo2docker", "ruff"}
 
 
 def norm(name: str) -> str:

@@ -1,15 +1,27 @@
 """Shared code of the Gradient Accumulation Lab notebooks, one folder per layer.
 
-- `core/`: the mechanics (config, accumulation, training runs, bricks, catalog); torch only.
-- `research/`: compute for the researcher tier; torch only.
-- `audit/`: the loop auditor and its instruments; torch only.
-- `exercises/`: the check/hint/solution toolkit and each notebook's exercise set; torch only.
-- `draw/`: matplotlib functions that draw records onto a given Axes; no ipywidgets.
-- `controls/`: the ipywidgets builders; the only layer that imports ipywidgets.
+- `core/`: the mechanics (config, accumulation, the one training loop, bricks, catalog).
+- `lab/`: the lab's own tools (doctor, progress, presets); torch-free at import.
+- `research/`: compute for the researcher tier.
+- `audit/`: the loop auditor, its instruments and the framework adapters.
+- `exercises/`: the check/hint/solution toolkit and each notebook's exercise set.
+- `draw/`: matplotlib functions that draw records onto a given Axes.
+- `controls/`: the ipywidgets builders.
 
-Imports only run downwards (controls -> draw -> core/research; audit and exercises -> core), and
-tests/test_layers.py checks the rule per folder. The names a notebook needs are here, loaded on
-first use so that `import widgets` itself imports neither matplotlib nor ipywidgets (nor torch):
+What each folder may import, besides the standard library and its own folder (`LAYERS` in
+tests/test_layers.py, quoted; the tests check every import against it, lazy ones included):
+
+    core/       torch
+    lab/        jupyter_core, core.config, core.shared
+    research/   torch, core
+    audit/      torch, accelerate, pytorch_lightning, core
+    exercises/  torch, core, lab, research, audit
+    draw/       torch, matplotlib, PIL, core, research
+    controls/   torch, matplotlib, ipywidgets, core, lab, research, audit, exercises, draw
+
+So only `controls/` imports ipywidgets, only `draw/` and `controls/` matplotlib. The names a
+notebook needs are here, loaded on first use so that `import widgets` itself imports neither
+matplotlib nor ipywidgets (nor torch):
 
     from widgets import make_accumulation_explorer, audit_training_loop, proof_exercises
 """

@@ -103,6 +103,16 @@ def test_bad_codes_say_what_is_wrong(code, message):
         decode_state(code)
 
 
+def test_a_huge_paste_is_refused_in_a_short_message():
+    """A 10 MB paste (a whole notebook, a log) is refused at once, quoting 20 characters of it, not 10 MB."""
+    for code in ("GA1-" + "0" * 10**7, "x" * 10**7, "GA1-" + "0" * 97):
+        with pytest.raises(StateCodeError, match=f"at most 100 characters.*got {len(code):,} starting") as caught:
+            decode_state(code)
+        assert len(str(caught.value)) < 200
+    code = encode_state(preset("uneven-tail"))
+    assert decode_state("\n" + code + " " * 200 + "\n") == preset("uneven-tail")  # whitespace around a paste is fine
+
+
 def test_a_code_this_explorer_cannot_show_is_called_stale():
     """A well-formed code whose settings are out of today's ranges: e.g. a learning-rate index past
     10.0, or a tail as long as K (what an older explorer might have allowed)."""

@@ -14,8 +14,10 @@ import torch
 def one_thread() -> Iterator[None]:
     """Run the block with `torch.set_num_threads(1)`, then restore the caller's setting."""
     before = torch.get_num_threads()
-    torch.set_num_threads(1)
+    if before != 1:  # a change rebuilds torch's thread pool: only when needed
+        torch.set_num_threads(1)
     try:
         yield
     finally:
-        torch.set_num_threads(before)
+        if torch.get_num_threads() != before:
+            torch.set_num_threads(before)

@@ -27,23 +27,23 @@ def known_torch_state(threads: int | None = 1) -> Iterator[None]:
         torch.is_anomaly_check_nan_enabled(),
         torch.get_num_threads(),
     )
-    device = saved[2]
+    grad, dtype, device, deterministic, warn_only, anomaly, check_nan, num_threads = saved
     try:
         torch.set_default_dtype(torch.float32)
         if device.type != "cpu":  # set only when needed: a default device is a mode on every call
             torch.set_default_device("cpu")
         torch.use_deterministic_algorithms(False)
         torch.autograd.set_detect_anomaly(False)
-        if threads is not None:
+        if threads is not None and threads != num_threads:  # a change rebuilds torch's thread pool: only when needed
             torch.set_num_threads(threads)
         with torch.inference_mode(False), torch.enable_grad():
             yield
     finally:
-        grad, dtype, device, deterministic, warn_only, anomaly, check_nan, num_threads = saved
         torch.set_grad_enabled(grad)
         torch.set_default_dtype(dtype)
         if device.type != "cpu":
             torch.set_default_device(device)
         torch.use_deterministic_algorithms(deterministic, warn_only=warn_only)
         torch.autograd.set_detect_anomaly(anomaly, check_nan=check_nan)
-        torch.set_num_threads(num_threads)
+        if torch.get_num_threads() != num_threads:
+            torch.set_num_threads(num_threads)

@@ -1,7 +1,13 @@
 """The lab's own tools for a room: `doctor` (why widgets don't show), `progress` (exercises
 passed, kept in a small local file) and `presets` (named explorer settings and share codes).
 
-May import: the standard library and `widgets.core.config`. Never matplotlib, ipywidgets or, at
-import, torch: `widgets.doctor()` must work in a kernel where those are broken or missing, which
-is when it is needed.
+A low layer beside `core`: `exercises` records progress through it and `controls` reads presets
+from it. What it may import, besides the standard library (its row of `LAYERS` in
+tests/test_layers.py, quoted):
+
+    lab/        jupyter_core, core.config, core.shared
+
+core's two torch-free modules only, and jupyter_core lazily (where the doctor looks for Jupyter's
+paths). Never matplotlib, ipywidgets or, at import, torch: `widgets.doctor()` must work in a
+kernel where those are broken or missing, which is when it is needed.
 """

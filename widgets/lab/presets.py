@@ -20,13 +20,11 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from widgets.core.config import BUGS, AccumulationConfig, check_float, check_int
+from widgets.core.shared import B_RANGE, K_RANGE, LR_RANGE  # the explorer's slider ranges, defined once
 
 VERSION = "1"
 PREFIX = f"GA{VERSION}"
-# The explorer's controls (widgets/controls/explorer.py; tests/lab/test_presets.py keeps them equal).
-K_RANGE = (1, 16)
-B_RANGE = (1, 64)
-LR_RANGE = (0.001, 10.0)
+# The explorer's other controls (widgets/controls/explorer.py; tests/lab/test_presets.py keeps them equal).
 CLIP_OPTIONS = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
 OPTIMIZERS = ("sgd", "adamw")  # index in the code: a new optimizer is appended (same version)
 BUG_ORDER = tuple(BUGS)  # bit i of the bug mask is BUG_ORDER[i]; a new bug is appended (same version)
@@ -40,6 +38,9 @@ WIDTHS = {  # bits per setting, in code order
 }
 _ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"  # Crockford's base 32
 _READS_AS = {"O": "0", "I": "1", "L": "1"}
+
+
+MAX_CODE_CHARS = 100  # the longest code is 32 characters; room for spaces and dashes typed in between
 
 
 class StateCodeError(ValueError):
@@ -212,6 +213,10 @@ def decode_state(code: str) -> dict:
     explorer does not allow."""
     if not isinstance(code, str):
         raise StateCodeError(f"a share code is a string like 'GA1-2002-NZ', got {type(code).__name__}")
+    code = code.strip()  # a pasted code often brings a newline
+    if len(code) > MAX_CODE_CHARS:  # checked first: the messages below quote the code, and a paste may be huge
+        raise StateCodeError(f"a share code is at most {MAX_CODE_CHARS} characters (about 32 with dashes), got "
+                             f"{len(code):,} starting {code[:20]!r}: copy just the code")
     text = "".join(_READS_AS.get(ch, ch) for ch in "".join(code.split()).replace("-", "").upper())
     if not text.startswith("GA") or len(text) < 3:
         raise StateCodeError(f"{code!r} is not an explorer share code: they start with {PREFIX!r}")
