@@ -181,7 +181,10 @@ def test_each_gallery_bug_is_named(loop, options, mistake):
     report = audit_training_loop(loop, 4, **options)
     assert report.mistakes == {mistake}, str(report)
     assert not report.matches_reference and len(report.findings) == 1
-    assert "Verdict: differs from the reference. Mistakes: " + mistake in str(report)
+    ratios_all_one = report.update_ratios == pytest.approx([1.0] * 3)
+    verdict = "every update used the reference gradient, but the loop differs from the reference elsewhere" \
+        if ratios_all_one else "differs from the reference"
+    assert f"Verdict: {verdict}. Mistakes: {mistake}" in str(report)
 
 
 @pytest.mark.parametrize("loop, options, mistake", GALLERY, ids=[m for _, _, m in GALLERY])

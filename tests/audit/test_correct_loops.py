@@ -3,11 +3,13 @@
 A false finding misleads as much as a missed one: every variant below makes each update the
 big-batch one, and the auditor must say so (for K = 4 and K = 3, uneven final group included).
 """
+import contextlib
+
 import pytest
 import torch
 
 from widgets.audit import audit_training_loop
-from widgets.audit.problems import IGNORE_INDEX
+from widgets.core.shared import IGNORE_INDEX
 
 
 def plain(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
@@ -163,6 +165,191 @@ def token_mean_reweighted(model, optimizer, loss_fn, batches, accumulation_steps
         if (i + 1) % accumulation_steps == 0 or i + 1 == n:
             optimizer.step()
             optimizer.zero_grad()
+
+
+# ----------------------------------------------------------------------------- other ways to build the pile
+
+
+def group_of(i, K, n):
+    return min(K, n - i // K * K)
+
+
+def ends_update(i, K, n):
+    return (i + 1) % K == 0 or i + 1 == n
+
+
+def amp_unscale_clip_step(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    """GradScaler: scale, backward; at the boundary unscale_, clip, step, update."""
+    scaler, n = torch.amp.GradScaler("cpu"), len(batches)
+    for i, (x, y) in enumerate(batches):
+        scaler.scale(loss_fn(model(x), y) / group_of(i, accumulation_steps, n)).backward()
+        if ends_update(i, accumulation_steps, n):
+            scaler.unscale_(optimizer)  # clip the true gradient, not the scaled one
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad()
+
+
+def amp_without_clipping(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    scaler, n = torch.amp.GradScaler("cpu"), len(batches)
+    for i, (x, y) in enumerate(batches):
+        scaler.scale(loss_fn(model(x), y) / group_of(i, accumulation_steps, n)).backward()
+        if ends_update(i, accumulation_steps, n):
+            scaler.step(optimizer)  # unscales, then steps
+            scaler.update()
+            optimizer.zero_grad()
+
+
+def running_mean_of_the_pile(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    """After j micro-batches .grad holds their mean: shrink it by j/(j+1), add the next one / (j+1)."""
+    n = len(batches)
+    for i, (x, y) in enumerate(batches):
+        j = i % accumulation_steps
+        if j > 0:
+            with torch.no_grad():
+                for p in model.parameters():
+                    p.grad.mul_(j / (j + 1))
+        (loss_fn(model(x), y) / (j + 1)).backward()
+        if ends_update(i, accumulation_steps, n):
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def fp64_main_grad_buffer(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    """The pile kept in a separate buffer, .grad emptied after each backward, copied in at the boundary."""
+    n, params = len(batches), list(model.parameters())
+    main = [torch.zeros_like(p, dtype=torch.float64) for p in params]
+    for i, (x, y) in enumerate(batches):
+        (loss_fn(model(x), y) / group_of(i, accumulation_steps, n)).backward()
+        for buffer, p in zip(main, params):
+            buffer += p.grad
+            p.grad = None
+        if ends_update(i, accumulation_steps, n):
+            for buffer, p in zip(main, params):
+                p.grad = buffer.to(p.dtype).clone()
+                buffer.zero_()
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def autograd_grad_into_a_pile(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    n, params, pile = len(batches), list(model.parameters()), None
+    for i, (x, y) in enumerate(batches):
+        grads = torch.autograd.grad(loss_fn(model(x), y) / group_of(i, accumulation_steps, n), params)
+        pile = list(grads) if pile is None else [a + g for a, g in zip(pile, grads)]
+        if ends_update(i, accumulation_steps, n):
+            for p, g in zip(params, pile):
+                p.grad = g
+            optimizer.step()
+            optimizer.zero_grad()
+            pile = None
+
+
+def torch_func_grad_into_a_pile(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    n, pile = len(batches), None
+
+    def loss_of(params, x, y):
+        return loss_fn(torch.func.functional_call(model, params, (x,)), y)
+
+    for i, (x, y) in enumerate(batches):
+        params = {name: p.detach() for name, p in model.named_parameters()}
+        grads = torch.func.grad(loss_of)(params, x, y)
+        share = {k: g / group_of(i, accumulation_steps, n) for k, g in grads.items()}
+        pile = share if pile is None else {k: pile[k] + share[k] for k in pile}
+        if ends_update(i, accumulation_steps, n):
+            for name, p in model.named_parameters():
+                p.grad = pile[name]
+            optimizer.step()
+            optimizer.zero_grad()
+            pile = None
+
+
+def torch_func_vmap_per_example(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    """Per-example gradients with vmap(grad), averaged: the mean-loss gradient, piled in .grad."""
+    n = len(batches)
+
+    def example_loss(params, x, y):
+        return loss_fn(torch.func.functional_call(model, params, (x.unsqueeze(0),)), y.unsqueeze(0))
+
+    for i, (x, y) in enumerate(batches):
+        params = {name: p.detach() for name, p in model.named_parameters()}
+        per_example = torch.func.vmap(torch.func.grad(example_loss), in_dims=(None, 0, 0))(params, x, y)
+        for name, p in model.named_parameters():
+            g = per_example[name].mean(0) / group_of(i, accumulation_steps, n)
+            p.grad = g if p.grad is None else p.grad + g
+        if ends_update(i, accumulation_steps, n):
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def grad_rescaled_with_foreach(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    n = len(batches)
+    for i, (x, y) in enumerate(batches):
+        loss_fn(model(x), y).backward()  # the pile is a sum ...
+        if ends_update(i, accumulation_steps, n):
+            grads = [p.grad for p in model.parameters()]
+            torch._foreach_mul_(grads, 1 / group_of(i, accumulation_steps, n))  # ... made a mean at the boundary
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def no_sync_style_context(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    """DDP's pattern: skip the gradient sync on every micro-step but the last of an update."""
+    n = len(batches)
+    no_sync = getattr(model, "no_sync", contextlib.nullcontext)  # a plain module has none: nothing to skip
+    for i, (x, y) in enumerate(batches):
+        with contextlib.nullcontext() if ends_update(i, accumulation_steps, n) else no_sync():
+            (loss_fn(model(x), y) / group_of(i, accumulation_steps, n)).backward()
+        if ends_update(i, accumulation_steps, n):
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def steps_under_no_grad(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    n, logged, total = len(batches), [], 0.0
+    for i, (x, y) in enumerate(batches):
+        loss = loss_fn(model(x), y) / group_of(i, accumulation_steps, n)
+        loss.backward()
+        total = total + loss  # not detached, but backward freed what its graph saved: no memory kept
+        if ends_update(i, accumulation_steps, n):
+            with torch.no_grad():
+                optimizer.step()
+                if scheduler is not None:
+                    scheduler.step()
+                optimizer.zero_grad()
+            logged.append(float(total))
+            total = 0.0
+    return logged
+
+
+OTHER_WAYS = [
+    (amp_unscale_clip_step, dict(clip_norm=1.0)),
+    (amp_without_clipping, {}),
+    (running_mean_of_the_pile, {}),
+    (fp64_main_grad_buffer, {}),
+    (autograd_grad_into_a_pile, {}),
+    (torch_func_grad_into_a_pile, {}),
+    (torch_func_vmap_per_example, {}),
+    (grad_rescaled_with_foreach, {}),
+    (no_sync_style_context, {}),
+    (steps_under_no_grad, dict(with_scheduler=True)),
+]
+
+
+@pytest.mark.parametrize("loop, options", OTHER_WAYS, ids=[loop.__name__ for loop, _ in OTHER_WAYS])
+@pytest.mark.parametrize("K", [4, 3])
+@pytest.mark.parametrize("tail", [True, False], ids=["uneven_tail", "no_tail"])
+def test_a_right_loop_that_piles_another_way_gets_no_finding(loop, options, K, tail):
+    report = audit_training_loop(loop, K, num_batches=2 * K + (K // 2 if tail else 0), **options)
+    assert report.mistakes == set(), str(report)
+    assert report.update_ratios == pytest.approx([1.0] * len(report.update_ratios)) and report.update_ratios
+    assert "Verdict: matches the reference." in str(report)
+
+
+def test_a_gradscaler_loop_gets_a_note_that_its_updates_are_right():
+    report = audit_training_loop(amp_unscale_clip_step, 4, clip_norm=1.0)
+    assert any("GradScaler" in note and "come out right" in note for note in report.notes)
 
 
 VARIANTS = [

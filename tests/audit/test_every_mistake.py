@@ -11,7 +11,7 @@ import torch
 
 from widgets.audit import audit_training_loop
 from widgets.audit.auditor import AUDIT_MISTAKES
-from widgets.audit.problems import IGNORE_INDEX
+from widgets.core.shared import IGNORE_INDEX
 
 
 def ends_update(i, K, n):
@@ -112,7 +112,7 @@ def one_backward_per_update(model, optimizer, loss_fn, batches, accumulation_ste
     for i, (x, y) in enumerate(batches):
         total = total + loss_fn(model(x), y) / group_size(i, accumulation_steps, n)
         if ends_update(i, accumulation_steps, n):
-            total.backward()  # BUG: one backward for K graphs kept alive: no memory saved
+            total.backward()  # BUG: one backward for K graphs kept alive: no memory saved (the gradient is right)
             optimizer.step()
             optimizer.zero_grad()
             total = 0
@@ -417,8 +417,127 @@ def streaming_tail_dropped(model, optimizer, loss_fn, batches, accumulation_step
     # BUG: what is left in `group` when the stream ends is never used
 
 
+# ----------------------------------------------------------------------------- steps twice, AMP, memory, time
+
+
+def step_twice(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    n = len(batches)
+    for i, (x, y) in enumerate(batches):
+        (loss_fn(model(x), y) / group_size(i, accumulation_steps, n)).backward()
+        if ends_update(i, accumulation_steps, n):
+            optimizer.step()
+            optimizer.step()  # BUG: the same pile applied again
+            optimizer.zero_grad()
+
+
+def amp_step_twice(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    scaler, n = torch.amp.GradScaler("cpu"), len(batches)
+    for i, (x, y) in enumerate(batches):
+        scaler.scale(loss_fn(model(x), y) / group_size(i, accumulation_steps, n)).backward()
+        if ends_update(i, accumulation_steps, n):
+            scaler.step(optimizer)
+            optimizer.step()  # BUG: scaler.step already stepped
+            scaler.update()
+            optimizer.zero_grad()
+
+
+def amp_clip_before_unscale(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    scaler, n = torch.amp.GradScaler("cpu"), len(batches)
+    for i, (x, y) in enumerate(batches):
+        scaler.scale(loss_fn(model(x), y) / group_size(i, accumulation_steps, n)).backward()
+        if ends_update(i, accumulation_steps, n):
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)  # BUG: clips the scaled gradient
+            scaler.unscale_(optimizer)
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad()
+
+
+def amp_no_unscale(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    scaler, n = torch.amp.GradScaler("cpu"), len(batches)
+    for i, (x, y) in enumerate(batches):
+        scaler.scale(loss_fn(model(x), y) / group_size(i, accumulation_steps, n)).backward()
+        if ends_update(i, accumulation_steps, n):
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)  # BUG: no scaler.unscale_ before it
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad()
+
+
+def amp_update_every_micro_step(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    scaler, n = torch.amp.GradScaler("cpu"), len(batches)
+    for i, (x, y) in enumerate(batches):
+        scaler.scale(loss_fn(model(x), y) / group_size(i, accumulation_steps, n)).backward()
+        if ends_update(i, accumulation_steps, n):
+            scaler.step(optimizer)
+            optimizer.zero_grad()
+        scaler.update()  # BUG: every micro-step
+
+
+def retains_graphs_in_a_running_loss(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    n, logged, total = len(batches), [], 0.0
+    for i, (x, y) in enumerate(batches):
+        size = group_size(i, accumulation_steps, n)
+        loss = loss_fn(model(x), y)
+        (loss / size).backward(retain_graph=True)  # BUG: the graph outlives its backward ...
+        total = total + loss / size  # ... and the running loss, not detached, holds every one of them
+        if ends_update(i, accumulation_steps, n):
+            optimizer.step()
+            optimizer.zero_grad()
+            logged.append(float(total))
+            total = 0.0
+    return logged
+
+
+def time_limit(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    x, y = batches[0]
+    while True:  # BUG: never ends
+        loss_fn(model(x), y)
+
+
 CLIP, SCHEDULER, TOKENS, STREAM = dict(clip_norm=1.0), dict(with_scheduler=True), dict(problem="tokens"), \
     dict(streaming=True)
+NEW_CASES = [  # found by a review: each named alone, with and without an uneven final group
+    (step_twice, {}, {"step_twice"}),
+    (amp_step_twice, {}, {"amp_step_twice"}),
+    (amp_clip_before_unscale, CLIP, {"amp_clip_before_unscale"}),
+    (amp_no_unscale, CLIP, {"amp_no_unscale"}),
+    (amp_update_every_micro_step, {}, {"amp_update_every_micro_step"}),
+    (one_backward_per_update, {}, {"graphs_kept_alive"}),
+    (retains_graphs_in_a_running_loss, {}, {"graphs_kept_alive"}),
+    (time_limit, dict(time_limit_s=0.3), {"time_limit"}),
+]
+
+
+@pytest.mark.parametrize("loop, options, names", NEW_CASES, ids=[loop.__name__ for loop, _, _ in NEW_CASES])
+@pytest.mark.parametrize("K", [4, 3])
+@pytest.mark.parametrize("tail", [True, False], ids=["uneven_tail", "no_tail"])
+def test_the_reviewed_mistakes_are_named_alone(loop, options, names, K, tail):
+    report = audit_training_loop(loop, K, num_batches=2 * K + (K // 2 if tail else 0), **options)
+    assert report.mistakes == names, str(report)
+    assert len(report.findings) == len(names)
+
+
+def test_a_second_step_in_a_row_is_named_not_a_crash():
+    report = audit_training_loop(step_twice, 4)
+    assert report.counts["optimizer.step()"] == (6, 3)
+    assert "steps [1, 3, 5] came right after another step" in report.findings[0]
+
+
+def test_the_graphs_kept_are_counted_not_read_from_the_source():
+    report = audit_training_loop(retains_graphs_in_a_running_loss, 4)
+    assert "up to 4 micro-batches' graphs were held at once" in report.findings[0]
+    assert report.update_ratios == pytest.approx([1, 1, 1])  # the gradients are right: only memory is lost
+    assert "every update used the reference gradient, but the loop differs from the reference elsewhere" \
+        in str(report)
+
+
+def test_amp_findings_give_the_norm_the_step_used():
+    report = audit_training_loop(amp_clip_before_unscale, 4, clip_norm=1.0)
+    assert "stepped with norm 1.53e-05, clip_norm is 1" in report.findings[0]
+    assert "Fix: call scaler.unscale_(optimizer) first, then clip" in report.findings[0]
+
+
 CASES = [  # (loop, audit options, the exact set of names)
     (loss_not_divided, {}, {"loss_not_divided"}),
     (loss_divided_twice, {}, {"loss_divided_twice"}),
@@ -428,7 +547,7 @@ CASES = [  # (loop, audit options, the exact set of names)
     (tail_dropped, {}, {"tail_dropped"}),
     (skips_one_backward, {}, {"backward_count"}),
     (backward_twice, {}, {"backward_count"}),
-    (one_backward_per_update, {}, {"backward_count"}),
+    (one_backward_per_update, {}, {"graphs_kept_alive"}),
     (steps_at_group_start, {}, {"wrong_step_positions"}),
     (step_every_micro_step, {}, {"step_every_micro_step"}),
     (forget_final_step, {}, {"forget_final_step"}),
@@ -470,7 +589,7 @@ def test_the_one_mistake_is_named_and_nothing_else(loop, options, names, K):
 
 
 def test_every_name_the_auditor_can_report_has_a_loop_that_triggers_it():
-    assert set().union(*(names for _, _, names in CASES)) == set(AUDIT_MISTAKES)
+    assert set().union(*(names for _, _, names in CASES + NEW_CASES)) == set(AUDIT_MISTAKES)
 
 
 def test_a_skipped_backward_says_which_micro_batch_and_no_zero_grad_finding():
@@ -493,3 +612,20 @@ def test_the_token_finding_says_how_much_a_token_weighs():
 
 def test_ignore_index_is_what_the_token_batches_use():
     assert IGNORE_INDEX == -100  # torch's default for cross_entropy: learners' loops use it as written
+
+
+@pytest.mark.parametrize("loop, options, names", CASES + NEW_CASES, ids=IDS + [c[0].__name__ for c in NEW_CASES])
+def test_every_sentence_agrees_with_the_numbers_beside_it(loop, options, names):
+    report = audit_training_loop(loop, 4, **options)
+    text, ratios = str(report), report.update_ratios
+    all_one = len(ratios) == 3 and ratios == pytest.approx([1.0] * 3)  # 10 micro-batches, K = 4: 3 updates
+    assert ("Verdict: differs from the reference." in text) == (not all_one and not report.matches_reference)
+    assert ("every update used the reference gradient" in text) == (all_one and not report.matches_reference)
+    if "come out right" in text:
+        assert all_one
+
+
+def test_the_undivided_loss_is_said_n_times_too_big_as_the_ratios_show():
+    report = audit_training_loop(loss_not_divided, 4)
+    assert report.update_ratios == pytest.approx([4, 4, 2])  # the last update holds 2 micro-batches
+    assert "an update of n micro-batches is n x too big" in report.findings[0]

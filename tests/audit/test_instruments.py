@@ -3,7 +3,8 @@ import pytest
 import torch
 
 from widgets.audit.instruments import LEARNING_RATE, AuditScheduler, AuditSGD, Stream, run_loop, watched_model
-from widgets.audit.problems import make_problem, reference_loop, true_gradient
+from widgets.audit.problems import make_problem, true_gradient
+from widgets.core.loop import train_loop
 
 
 @pytest.mark.parametrize("K, num_batches", [(1, 3), (4, 10), (3, 9)])
@@ -43,7 +44,7 @@ def test_true_gradient_is_autograd_of_the_mean_squared_error():
 @pytest.mark.parametrize("K, num_batches", [(4, 10), (3, 9)])
 def test_reference_loop_steps_with_the_big_batch_gradient_of_each_group(K, num_batches):
     problem = make_problem(K, num_batches, None, True)
-    run = run_loop(reference_loop, problem)
+    run = run_loop(train_loop, problem)
     tape = run.tape
     assert run.error is None and len(tape.passes) == num_batches
     assert [tape.forwards[p.forwards[0]].batch for p in tape.passes] == list(range(num_batches))

@@ -3,8 +3,9 @@ import pytest
 import torch
 
 from widgets.audit.instruments import run_loop
-from widgets.audit.problems import IGNORE_INDEX, MAX_LENGTH, Tokens, make_problem, reference_token_loop
-from widgets.audit.problems import token_cross_entropy
+from widgets.audit.problems import MAX_LENGTH, Tokens, make_problem, token_cross_entropy
+from widgets.core.loop import train_loop
+from widgets.core.shared import IGNORE_INDEX, real_tokens
 
 
 def window_mean_gradient(weight, batches):
@@ -32,7 +33,7 @@ def test_token_batches_are_padded_with_ignored_targets_and_counts_differ_in_each
 @pytest.mark.parametrize("K, num_batches", [(4, 10), (3, 7), (1, 3)])
 def test_the_window_normalised_loop_steps_with_the_window_mean_gradient(K, num_batches):
     problem = make_problem(K, num_batches, None, False, "tokens")
-    run = run_loop(reference_token_loop, problem)
+    run = run_loop(lambda *args: train_loop(*args, items=real_tokens), problem)
     assert run.error is None and len(run.tape.steps) == len(problem.groups)
     for step, g in zip(run.tape.steps, problem.groups):
         weight = run.tape.forwards[g.start].weight  # the weight the window ran with

@@ -6,8 +6,9 @@ May import: torch, the standard library and `widgets.core`. Never matplotlib or 
     from widgets.audit import audit_training_loop
 
 Modules: `auditor` (the public call and its report), `checks` (structure, then numbers),
-`instruments` (the watched model, optimizer, scheduler and stream), `problems` (the regression
-and token problems and their right loops), `mistakes` (every name the auditor can report).
+`instruments` (the watched model, optimizer, scheduler and stream, the time limit), `problems`
+(the regression and token problems, audited against `widgets.core.loop.train_loop`), `mistakes`
+(every name the auditor can report, and PyTorch's error messages explained).
 """
 from widgets.audit.auditor import AuditReport, audit_training_loop
 

@@ -7,26 +7,33 @@
 
 The loop is watched from outside, nothing is bound behind the learner's back (the instruments
 live in `widgets.audit.instruments`); the correct loop runs on the same problem as the reference.
-`_judge` reads the record structure first (which micro-batches went through backward, where the
-steps fall, where the pile was emptied), then only the numbers that structure allows
-(`widgets.audit.checks`), so a loop with one mistake is told that one. Mistakes are named with the
+`_judge` first reads the outcome: did each `optimizer.step()` use the right gradient at the
+weight it started from? A loop that builds its pile another way (a separate buffer, autograd.grad,
+torch.func, a rescaled `.grad`, a GradScaler) is then right, whatever its structure. Only when an
+update is wrong does it read the structure (which micro-batches went through backward, where the
+steps fall, where the pile was emptied), then the numbers that structure allows
+(`widgets.audit.checks`), so a loop with one mistake is told that one. The memory a loop holds
+(graphs kept alive), its log and its scheduler are judged either way. Mistakes are named with the
 `widgets.core.config.BUGS` names where one applies; all are listed in `AUDIT_MISTAKES`. Float64
 throughout, so every ratio is exact to ~1e-12.
 """
 from __future__ import annotations
 
 import inspect
+import math
 from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
 
 from widgets.audit import checks
-from widgets.audit.instruments import LEARNING_RATE, run_loop
-from widgets.audit.mistakes import AUDIT_MISTAKES, SCALE_MISTAKES, Finding
-from widgets.audit.problems import TASKS, make_problem, reference_loop, reference_token_loop
-from widgets.core.threads import one_thread
+from widgets.audit.instruments import LEARNING_RATE, UNSCALE_OP, Run, run_loop
+from widgets.audit.mistakes import AUDIT_MISTAKES, TORCH_ERRORS, Finding
+from widgets.audit.problems import TASKS, make_problem
 from widgets.core.config import check_float, check_int
+from widgets.core.torch_state import known_torch_state
+
+TIME_LIMIT_S = 30.0  # the default time a learner's loop may run before it is stopped
 
 __all__ = ["AUDIT_MISTAKES", "LEARNING_RATE", "AuditReport", "audit_training_loop"]
 
@@ -36,7 +43,9 @@ class AuditReport:
     """What `audit_training_loop` found. `counts[name] = (yours, reference)`; `update_ratios[u]` is
     the gradient `optimizer.step()` used at update u over the reference gradient at the same weights;
     `log_checked` is True when the loop returned a list of logged losses that was compared with the
-    true mean loss of each update (a wrong log is then among the mistakes)."""
+    true mean loss of each update (a wrong log is then among the mistakes). The verdict line agrees
+    with the ratios beside it: where every update used the reference gradient and the mistakes lie
+    elsewhere (the log, the scheduler, the memory held), it says so rather than "differs"."""
 
     loop_name: str
     accumulation_steps: int
@@ -69,10 +78,15 @@ class AuditReport:
             lines.append(f"  {name:22}{yours:>8}{ref:>11}")
         if self.update_ratios:
             lines.append("  gradient / reference at each update: " + ", ".join(f"{r:.3g}" for r in self.update_ratios))
+        mistakes = ", ".join(sorted(self.mistakes))
         if self.matches_reference:
             lines.append("Verdict: matches the reference.")
+        elif self.update_ratios and all(math.isclose(r, 1, rel_tol=1e-6) for r in self.update_ratios) \
+                and len(self.update_ratios) == -(-N // K):
+            lines.append("Verdict: every update used the reference gradient, but the loop differs from the "
+                         "reference elsewhere. Mistakes: " + mistakes)
         else:
-            lines.append("Verdict: differs from the reference. Mistakes: " + ", ".join(sorted(self.mistakes)))
+            lines.append("Verdict: differs from the reference. Mistakes: " + mistakes)
         lines += [f"  - {f}" for f in self.findings] + [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -83,7 +97,7 @@ class AuditReport:
 
 
 def _checked_arguments(loop, accumulation_steps, num_batches, with_scheduler, clip_norm, streaming,
-                       problem) -> tuple[int, int]:
+                       problem, time_limit_s) -> tuple[int, int]:
     if not callable(loop):
         raise TypeError("loop must be a function like my_loop(model, optimizer, loss_fn, batches, "
                         f"accumulation_steps, scheduler=None), got {type(loop).__name__} {loop!r:.40}")
@@ -94,8 +108,9 @@ def _checked_arguments(loop, accumulation_steps, num_batches, with_scheduler, cl
             raise TypeError(f"{name} must be True or False, got {value!r}")
     if clip_norm is not None:
         check_float("clip_norm", clip_norm, 0.0, 1e6)
-    if problem not in TASKS:
+    if not isinstance(problem, str) or problem not in TASKS:
         raise ValueError(f"problem must be one of {sorted(TASKS)}, got {problem!r}")
+    check_float("time_limit_s", time_limit_s, 0.0, 3600.0)
     names = "model, optimizer, loss_fn, batches, accumulation_steps" + (", scheduler" if with_scheduler else "")
     try:
         inspect.signature(loop).bind(*names.split(", "))
@@ -119,6 +134,7 @@ def audit_training_loop(
     clip_norm: float | None = None,
     streaming: bool = False,
     problem: str = "regression",
+    time_limit_s: float = TIME_LIMIT_S,
 ) -> AuditReport:
     """Run `loop(model, optimizer, loss_fn, batches, accumulation_steps[, scheduler])` on a tiny
     deterministic problem beside the correct loop, and report in words what differs.
@@ -130,21 +146,29 @@ def audit_training_loop(
     next-token targets with IGNORE_INDEX (-100) at the padding, `loss_fn(logits, targets,
     reduction="mean")` a cross-entropy over the real tokens. The optimizer: SGD. `with_scheduler`
     passes a LambdaLR warmup as `scheduler`; `clip_norm` is the max_norm the loop clips with, so
-    the reference clips alike. The loop may return the loss it logged at each update, which is
-    then checked too. Bad arguments raise TypeError/ValueError naming the parameter.
+    the reference (`widgets.core.loop.train_loop`) clips alike. A mixed-precision loop makes its own
+    `torch.amp.GradScaler("cpu")`: it works on the audit's float64 gradients. The loop may return
+    the loss it logged at each update, which is then checked too. The loop runs under the lab's
+    known torch state (grad on, float32 default, flags off; the caller's state is given back), and
+    is stopped at its next forward, backward, step or torch call after `time_limit_s` seconds (in
+    (0, 3600]; a single C call cannot be interrupted). Bad arguments raise TypeError/ValueError
+    naming the parameter; nothing the loop does makes the auditor raise.
     """
-    K, N = _checked_arguments(loop, accumulation_steps, num_batches, with_scheduler, clip_norm, streaming, problem)
-    with one_thread():  # tensors of a few dozen numbers: more threads only wait on each other
-        return _audit(loop, K, N, with_scheduler, clip_norm, streaming, problem)
+    K, N = _checked_arguments(loop, accumulation_steps, num_batches, with_scheduler, clip_norm, streaming, problem,
+                              time_limit_s)
+    clip = None if clip_norm is None else float(clip_norm)
+    with known_torch_state():  # tensors of a few dozen numbers: one thread; more only wait on each other
+        reference_problem = make_problem(K, N, clip, with_scheduler, problem)
+        reference = run_loop(reference_problem.reference_loop, reference_problem)
+    setup = make_problem(K, N, clip, with_scheduler, problem, streaming)
+    with known_torch_state():  # the learner's state is given back after, also when the loop changed it
+        run = run_loop(loop, setup, float(time_limit_s))
+    with known_torch_state():  # and the judging runs in a known state, whatever the loop left behind
+        return _report(loop, run, reference, setup, with_scheduler, streaming, problem)
 
 
-def _audit(loop, K, N, with_scheduler, clip_norm, streaming, problem) -> AuditReport:
-    setup = make_problem(K, N, None if clip_norm is None else float(clip_norm), with_scheduler, problem, streaming)
-    right_loop = reference_loop if problem == "regression" else reference_token_loop
-    reference = run_loop(lambda *args: right_loop(*args, clip_norm=setup.clip_norm),
-                         make_problem(K, N, setup.clip_norm, with_scheduler, problem))
-    run = run_loop(loop, setup)
-    verdict = _judge(run, reference, setup)
+def _report(loop, run: Run, reference: Run, setup, with_scheduler, streaming, problem) -> AuditReport:
+    verdict = _judge_safely(run, reference, setup)
     tape = run.tape
     counts = {
         "backward passes": (len(tape.passes), len(reference.tape.passes)),
@@ -154,7 +178,7 @@ def _audit(loop, K, N, with_scheduler, clip_norm, streaming, problem) -> AuditRe
     if with_scheduler:
         counts["scheduler.step()"] = (len(tape.scheduler_calls), len(reference.tape.scheduler_calls))
     return AuditReport(
-        loop_name=_name(loop), accumulation_steps=K, num_batches=N, micro_batch_size=setup.b,
+        loop_name=_name(loop), accumulation_steps=setup.K, num_batches=len(setup.batches), micro_batch_size=setup.b,
         mistakes=frozenset(f.name for f in verdict.findings), findings=[f.sentence() for f in verdict.findings],
         counts=counts, update_ratios=verdict.ratios, log_checked=verdict.log_checked,
         notes=verdict.notes + [f"torch warned: {w}" for w in run.warnings],
@@ -170,28 +194,65 @@ class _Verdict:
     log_checked: bool
 
 
+def _judge_safely(run, reference, problem) -> _Verdict:
+    """`_judge`, and if reading an odd record fails, the outcome alone: the auditor never raises."""
+    try:
+        return _judge(run, reference, problem)
+    except Exception as error:  # a record no check foresaw: say so rather than raise at the learner
+        weights_match = torch.allclose(run.weight, reference.weight, rtol=1e-9, atol=1e-12)
+        findings = [] if weights_match else [Finding("differs_from_reference", "the auditor could not read "
+                                                                             "more of this loop")]
+        return _Verdict(findings, [f"the auditor could not read this loop's record in detail ({type(error).__name__})"],
+                        [], False)
+
+
+def _raised(run) -> list[Finding]:
+    """The loop's exception, with PyTorch's own message explained where it is a known one."""
+    if run.timed_out:
+        return [Finding("time_limit", run.error)]
+    if "No inf checks were recorded prior to update" in run.error_message:
+        return [Finding("amp_update_every_micro_step", run.error)]
+    meaning = next((m for piece, m in TORCH_ERRORS.items() if piece in run.error_message), None)
+    return [Finding("loop_raised", run.error + (f"; that means {meaning}" if meaning else ""))]
+
+
 def _judge(run, reference, problem) -> _Verdict:
-    """Structure first (which micro-batches went through backward, where the steps fall, where the
-    pile was emptied), then the numbers the structure allows; the first finding of each name is kept."""
+    """The outcome first (each step's gradient at its own weight); when it is wrong, the structure
+    (which micro-batches went through backward, where the steps fall, where the pile was emptied),
+    then the numbers the structure allows; the first finding of each name is kept."""
     tape = run.tape
     if run.error is not None:
-        return _Verdict([Finding("loop_raised", run.error)], [], [], False)
-    if not tape.passes:
-        return _Verdict([Finding("never_calls_backward", "no gradient arrived at the weights")], [], [], False)
-    structure = checks.read_structure(tape, problem)
-    coverage = checks.check_coverage(structure, problem)
-    if not structure.recognised:
-        return _Verdict(coverage, [], [], False)
-    findings = coverage + checks.check_steps(tape, structure, problem) + checks.check_piles(tape, structure, problem)
-    boundaries = checks.check_boundaries(tape, problem)
-    scale = checks.check_loss_scale(checks.loss_factors(tape, structure, problem, boundaries.rescale), problem)
-    findings += scale + checks.check_backward_passes(tape, problem) + boundaries.findings
-    notes = []
-    if any(not checks.close(r, 1) for r in boundaries.rescale) and not (SCALE_MISTAKES & {f.name for f in scale}):
-        notes.append("your loop rescales .grad instead of the loss; the updates come out right")
+        return _Verdict(_raised(run), [], [], False)
+    outcome = checks.check_outcome(tape, problem)
+    kept = [Finding("graphs_kept_alive", _graphs_seen(tape, problem))] if _graphs_kept(tape, outcome) else []
+    notes: list[str] = []
+    structure = None
+    if outcome.exact:
+        findings = list(kept)
+        notes += _how_it_piled(tape, problem)
+        ratios = outcome.ratios
+    else:
+        if not tape.passes:
+            return _Verdict([Finding("never_calls_backward", "no gradient arrived at the weights")], [], [], False)
+        structure = checks.read_structure(tape, problem)
+        coverage = checks.check_coverage(structure, problem)
+        if not structure.recognised:
+            return _Verdict(coverage, [], [], False)
+        amp = checks.check_amp(tape, problem)
+        steps = checks.check_steps(tape, structure, problem)
+        findings = coverage + steps + kept
+        if amp or any(f.name in ("step_twice", "amp_step_twice") for f in steps):
+            findings += amp
+        else:
+            findings += checks.check_piles(tape, structure, problem)
+            boundaries = checks.check_boundaries(tape, problem)
+            scale = checks.check_loss_scale(checks.loss_factors(tape, structure, problem, boundaries.rescale),
+                                            problem)
+            findings += scale + checks.check_backward_passes(tape, problem) + boundaries.findings
+        ratios = outcome.ratios or checks.update_ratios(tape, structure, problem)
     if problem.with_scheduler:
         findings += checks.check_scheduler(tape, reference.tape)
-    log = checks.check_log(run.returned, tape, structure, problem)
+    log = checks.check_log(run.log, run.log_problem, tape, structure, problem, outcome)
     findings += log.findings
     notes += log.notes
     if not tape.steps and bool(run.weight.abs().max() > 0):
@@ -199,5 +260,28 @@ def _judge(run, reference, problem) -> _Verdict:
     if not findings and not torch.allclose(run.weight, reference.weight, rtol=1e-9, atol=1e-12):
         delta = float((run.weight - reference.weight).abs().max())
         findings.append(Finding("differs_from_reference", f"max |difference| = {delta:.3g}"))
-    return _Verdict(checks.first_of_each(findings), notes, checks.update_ratios(tape, structure, problem),
-                    log.checked)
+    return _Verdict(checks.first_of_each(findings), notes, ratios, log.checked)
+
+
+def _graphs_kept(tape, outcome) -> bool:
+    """Two or more earlier micro-batches' outputs alive at once (held by graphs), or, in a loop whose
+    updates are right, one backward pass through several micro-batches' graphs built one by one."""
+    return tape.graphs_alive >= 2 or (outcome.exact and any(len(set(p.forwards)) > 1 for p in tape.passes))
+
+
+def _graphs_seen(tape, problem) -> str:
+    widest = max((len(p.forwards) for p in tape.passes), default=0)
+    held = max(tape.graphs_alive, widest)
+    return f"up to {held} micro-batches' graphs were held at once, where backward() after each forward keeps " \
+           f"at most 1 (K = {problem.K})"
+
+
+def _how_it_piled(tape, problem) -> list[str]:
+    """A note, in a loop whose updates are right, on a pile built another way than the reference's."""
+    if any(c.op == UNSCALE_OP for c in tape.grad_changes):
+        return ["your loop scales the loss with a GradScaler and unscales .grad before the step; the updates "
+                "come out right"]
+    boundaries = checks.check_boundaries(tape, problem)
+    if any(not checks.close(r, 1) for r in boundaries.rescale):
+        return ["your loop rescales .grad instead of the loss; the updates come out right"]
+    return []

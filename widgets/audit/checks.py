@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 import torch
 
-from widgets.audit.instruments import Forward, Tape
+from widgets.audit.instruments import UNSCALE_OP, Forward, Tape
 from widgets.audit.mistakes import Finding
 from widgets.audit.problems import Problem
 from widgets.core.training import clip_flat
@@ -47,6 +47,68 @@ def proportion(v: torch.Tensor, e: torch.Tensor) -> Proportion:
 
 def is_empty(pile: torch.Tensor | None) -> bool:
     return pile is None or bool(pile.abs().max() == 0)
+
+
+# ----------------------------------------------------------------------------- the outcome
+
+
+class GroupTruth(NamedTuple):
+    """One update of the right loop at a given weight, by plain autograd: the gradient its step must
+    use (flat, clipped like clip_grad_norm_), its mean loss, and its last micro-batch's mean loss."""
+
+    grad: torch.Tensor
+    mean_loss: float
+    last_loss: float
+    size: int  # micro-batches
+    unclipped: torch.Tensor  # flat: the gradient before clipping
+
+
+def group_truth(problem: Problem, weight: torch.Tensor, group: range) -> GroupTruth:
+    w = weight.detach().clone().requires_grad_(True)
+    sums = [problem.task.loss_fn(problem.task.forward(w, problem.batches[j][0]), problem.batches[j][1])
+            * problem.items(j) for j in group]  # each mean loss times its items: the summed per-item loss
+    total_items = sum(problem.items(j) for j in group)
+    (grad,) = torch.autograd.grad(sum(sums) / total_items, w)
+    grad = grad.reshape(-1)
+    return GroupTruth(clip_flat(grad, problem.clip_norm), float(sum(sums).detach()) / total_items,
+                      float(sums[-1].detach()) / problem.items(group[-1]), len(group), grad)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """Did each optimizer.step() use the right gradient at the weight it started from? Judged on the
+    steps alone, so a right loop passes however it builds the pile (a separate buffer, autograd.grad,
+    torch.func, a rescaled .grad, a GradScaler)."""
+
+    exact: bool
+    ratios: list[float]  # per step: its gradient over the right one (only with one step per update)
+    truths: list[GroupTruth]
+
+
+def check_outcome(tape: Tape, problem: Problem) -> Outcome:
+    if len(tape.steps) != len(problem.groups) or any(s.grad is None or s.weight is None for s in tape.steps):
+        return Outcome(False, [], [])
+    truths = [group_truth(problem, s.weight, g) for s, g in zip(tape.steps, problem.groups)]
+    fits = [proportion(s.grad, t.grad) for s, t in zip(tape.steps, truths)]
+    exact = all(f.exact and close(f.ratio, 1) for f in fits)
+    if exact and problem.clip_norm is not None:  # a clip hides the pile's size: read it before the clip too
+        for u, truth in enumerate(truths):
+            before = _before_clip(tape, u, problem.clip_norm)
+            if before is not None:
+                fit = proportion(before, truth.unclipped)
+                exact = exact and fit.exact and close(fit.ratio, 1)
+    return Outcome(exact, [f.ratio for f in fits], truths)
+
+
+def _before_clip(tape: Tape, u: int, clip_norm: float) -> torch.Tensor | None:
+    """.grad just before the clip of step u (the last shrink to clip_norm before it), or None."""
+    step = tape.steps[u]
+    changes = [c.grad for c in tape.grad_changes if c.passes_before == step.passes_before and c.steps_before == u]
+    for before, after in reversed(list(zip(changes, changes[1:]))):
+        factor, proportional = proportion(after, before)
+        if proportional and 0 < factor < 1 and not close(factor, 1) and close_norm(after, clip_norm):
+            return before
+    return None
 
 
 # ----------------------------------------------------------------------------- structure
@@ -124,6 +186,12 @@ def check_steps(tape: Tape, structure: Structure, problem: Problem) -> list[Find
     n_tail = len(problem.groups[-1])
     if not positions:
         return [Finding("never_steps", "the weights never changed")]
+    befores = [s.passes_before for s in tape.steps]
+    doubled = [u for u in range(1, len(befores)) if befores[u] == befores[u - 1] and befores[u]]
+    if doubled and sorted(set(positions)) == expected:
+        amp = any(c.op == UNSCALE_OP for c in tape.grad_changes)  # the loop runs a GradScaler
+        return [Finding("amp_step_twice" if amp else "step_twice",
+                        f"{seen}: steps {doubled} came right after another step, with no backward() between")]
     if [s.passes_before for s in tape.steps] == list(range(1, len(tape.passes) + 1)) and len(positions) > len(expected):
         return [Finding("step_every_micro_step", f"{seen}, one per update of K = {problem.K} micro-batches")]
     if n_tail < problem.K and expected and positions == expected[:-1] and expected[-1] in problem.groups[-1]:
@@ -236,6 +304,27 @@ def check_boundaries(tape: Tape, problem: Problem) -> BoundaryCheck:
     return BoundaryCheck(first_of_each(findings), rescale)
 
 
+def check_amp(tape: Tape, problem: Problem) -> list[Finding]:
+    """With a GradScaler, clipping must see the unscaled gradient: a clip (a `_foreach_mul_`, or a
+    shrink to clip_norm) followed by the scaler's unscale in the same update clipped the scaled one."""
+    for u, step in enumerate(tape.steps):
+        changes = [c for c in tape.grad_changes if c.passes_before == step.passes_before and c.steps_before == u]
+        clipped = False
+        for before, change in zip(changes, changes[1:]):
+            factor, proportional = proportion(change.grad, before.grad)
+            if change.op == UNSCALE_OP and clipped:
+                name = "amp_no_unscale" if change.in_scaler_step else "amp_clip_before_unscale"
+                used = float(step.grad.norm()) if step.grad is not None else 0.0
+                return [Finding(name, f"update {u} was clipped while scaled, then unscaled: it stepped with norm "
+                                      f"{used:.3g}" + (f", clip_norm is {problem.clip_norm:g}"
+                                                       if problem.clip_norm is not None else ""))]
+            if proportional and 0 < factor < 1 and not close(factor, 1) and (
+                    change.op == "_foreach_mul_" or (problem.clip_norm is not None
+                                                    and close_norm(change.grad, problem.clip_norm))):
+                clipped = True
+    return []
+
+
 def close_norm(grad: torch.Tensor, norm: float) -> bool:
     """Has `grad` the norm clip_grad_norm_ leaves (it divides by the norm + 1e-6)?"""
     return math.isclose(float(grad.norm()), norm, rel_tol=1e-5)
@@ -279,8 +368,8 @@ def check_loss_scale(factors: dict[int, list[LossFactor]], problem: Problem) -> 
         group_items = [problem.items(j) for j in g]
         readings = {f.batch: problem.task.readings(problem.items(f.batch), group_items, problem.K) for f in factors[u]}
         names = sorted(next(iter(readings.values())), key=lambda n: (n is not None, n != full_groups_mistake))
-        def fits(name: str | None) -> bool:
-            return all(any(close(f.factor, v) for v in readings[f.batch][name]) for f in factors[u])
+        def fits(name: str | None, seen: list[LossFactor] = factors[u], readings: dict = readings) -> bool:
+            return all(any(close(f.factor, v) for v in readings[f.batch][name]) for f in seen)
 
         name = next((name for name in names if fits(name)), "wrong_loss_scale")
         if len(g) == problem.K:
@@ -339,46 +428,56 @@ class LogCheck:
     checked: bool  # a returned list of logged losses was compared with the true means
 
 
-def check_log(returned: object, tape: Tape, structure: Structure, problem: Problem) -> LogCheck:
+def check_log(log: list[float] | None, log_problem: str | None, tape: Tape, structure: Structure | None,
+              problem: Problem, outcome: Outcome) -> LogCheck:
     """The loop's optional return value, the loss it logged at each update, against the true mean
-    loss of each of the loop's own updates (or of the right loop's, when its steps fall elsewhere)."""
-    if returned is None:
+    loss of each update: at the weights each step started from when the steps are right, else of
+    each of the loop's own updates (or of the right loop's, when its steps fall elsewhere)."""
+    if log_problem is not None:
+        return LogCheck([Finding("bad_return_value", log_problem)], [], False)
+    if log is None:
         return LogCheck([], ["logging not checked: the loop returned no list of logged losses"], False)
-    try:
-        logged = [float(v) for v in returned]  # type: ignore[union-attr]
-    except (TypeError, ValueError):
-        return LogCheck([Finding("bad_return_value", f"it returned {type(returned).__name__} {returned!r:.50}")],
-                        [], False)
-    if not structure.each_once:
+    if outcome.exact:
+        readings = [[(t.mean_loss, t.last_loss, t.size) for t in outcome.truths]]
+    elif structure is None or not structure.each_once:
         return LogCheck([], ["logging not checked: not every micro-batch went through backward() once"], False)
-    task, batch_of = problem.task, [f.batch for f in tape.forwards]
-    carried = {batch_of[k]: k for k, _ in output_gradients(tape)}
-
-    def means(updates: list[list[int]]) -> list[tuple[float, float, int]]:
-        """(the true mean loss, the last micro-batch's mean, micro-batches) of each update."""
-        out = []
-        for batches in updates:
-            sums = [task.item_loss_sum(tape.forwards[carried[j]].output, problem.batches[j][1]) for j in batches]
-            items = [problem.items(j) for j in batches]
-            out.append((sum(sums) / sum(items), sums[-1] / items[-1], len(batches)))
-        return out
-
-    own = means([sorted(batch_of[k] for k in segment) for segment in structure.segments])
-    readings = [own] if structure.steps_at_boundaries else [own, means([list(g) for g in problem.groups])]
+    else:
+        readings = _own_means(tape, structure, problem)
+    logged = log
     if any(len(r) == len(logged) and all(close(v, m) for v, (m, _, _) in zip(logged, r)) for r in readings):
         return LogCheck([], [], True)
     truth = next((r for r in readings if len(r) == len(logged)), None)
     if truth is None:
-        return LogCheck([Finding("log_wrong", f"{len(logged)} values for {len(own)} updates")], [], True)
+        return LogCheck([Finding("log_wrong", f"{len(logged)} values for {len(readings[0])} updates")], [], True)
     findings = []
     for u, (value, (mean, last, n)) in enumerate(zip(logged, truth)):
         seen = f"update {u} logged {value:.4g}, its mean loss is {mean:.4g}"
         if close(value, mean):
             continue
-        if any(close(value, v) for v in (mean / n, mean / problem.K, last / n, last / problem.K)):
+        if value != 0 and any(close(value, v) for v in (mean / n, mean / problem.K, last / n, last / problem.K)):
             findings.append(Finding("log_divided_loss", f"{seen}, {mean / value:.3g} x more"))
         elif close(value, last):
             findings.append(Finding("log_last_micro_batch", seen))
         else:
             findings.append(Finding("log_wrong", seen))
     return LogCheck(first_of_each(findings), [], True)
+
+
+def _own_means(tape: Tape, structure: Structure, problem: Problem) -> list[list[tuple[float, float, int]]]:
+    """(the true mean loss, the last micro-batch's mean, micro-batches) of each of the loop's own
+    updates that piled something, and of the right loop's when the steps fall elsewhere."""
+    task, batch_of = problem.task, [f.batch for f in tape.forwards]
+    carried = {batch_of[k]: k for k, _ in output_gradients(tape)}
+
+    def means(updates: list[list[int]]) -> list[tuple[float, float, int]]:
+        out = []
+        for batches in updates:
+            if not batches:
+                continue  # a step with nothing newly piled (a second step in a row) logs no update of its own
+            sums = [task.item_loss_sum(tape.forwards[carried[j]].output, problem.batches[j][1]) for j in batches]
+            items = [problem.items(j) for j in batches]
+            out.append((sum(sums) / sum(items), sums[-1] / items[-1], len(batches)))
+        return out
+
+    own = means([sorted(batch_of[k] for k in segment) for segment in structure.segments])
+    return [own] if structure.steps_at_boundaries else [own, means([list(g) for g in problem.groups])]

@@ -12,7 +12,8 @@ from importlib import metadata
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-IGNORE_INDEX = -100  # the label of a padding position, which cross-entropy leaves out
+from widgets.core.shared import real_tokens
+
 FRAMEWORKS = ("torch", "accelerate", "pytorch-lightning")
 
 
@@ -21,7 +22,7 @@ def count_items(targets: torch.Tensor) -> int:
     padding (Accelerate's recipe counts `labels.ne(-100)`), for real-valued targets every value."""
     if targets.is_floating_point():
         return targets.numel()
-    return int(targets.ne(IGNORE_INDEX).sum())
+    return real_tokens(targets)
 
 
 def loader_of(batches) -> DataLoader:

@@ -9,9 +9,14 @@ scheduler records when it steps. Everything is float64, so ratios of the same su
 """
 from __future__ import annotations
 
+import itertools
+import math
 import os
+import sys
+import time
 import traceback
 import warnings
+import weakref
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -20,6 +25,7 @@ import torch
 from widgets.audit.problems import Problem, batch_key
 
 LEARNING_RATE = 0.05  # of the SGD handed to the audited loop
+MOST_RECORDED = 5000  # forwards, backward passes and .grad changes kept: a right loop makes a few hundred
 
 # ----------------------------------------------------------------------------- what is recorded
 
@@ -48,11 +54,17 @@ class BackwardPass:
 
 @dataclass(frozen=True)
 class Step:
-    """One optimizer.step(): after how many backward passes, with which .grad and learning rate."""
+    """One optimizer.step(): after how many backward passes, with which .grad, learning rate and weight."""
 
     passes_before: int
     grad: torch.Tensor | None
     lr: float
+    weight: torch.Tensor | None = None  # the weight it started from
+
+
+class TimeLimit(BaseException):
+    """Raised at a watched event once the audit's time limit has passed. A BaseException, so that a
+    learner's `except Exception` does not swallow it; `run_loop` turns it into a finding."""
 
 
 @dataclass(frozen=True)
@@ -63,39 +75,77 @@ class GradChange:
     steps_before: int  # optimizer steps so far
     op: str  # the operation's name: div_, _foreach_mul_ (what clip_grad_norm_ scales with), __set__, ...
     grad: torch.Tensor  # flat, after it
+    in_scaler_step: bool = False  # an unscale GradScaler.step did itself (the loop never called unscale_)
+
+
+UNSCALE_OP = "_amp_foreach_non_finite_check_and_unscale_"  # how GradScaler divides .grad by its scale
 
 
 class Tape:
     """Everything observed during one run of a loop, in order."""
 
-    def __init__(self, model: torch.nn.Module, index_of: dict):
+    def __init__(self, model: torch.nn.Module, index_of: dict, time_limit_s: float = math.inf):
         self.forwards: list[Forward] = []
         self.passes: list[BackwardPass] = []
         self.steps: list[Step] = []
         self.grad_changes: list[GradChange] = []
         self.zero_grads = 0
         self.scheduler_calls: list[int] = []  # optimizer steps so far at each scheduler.step()
+        self.graphs_alive = 0  # the most earlier micro-batches' graphs seen alive at a forward or a step
+        self.time_limit_s = time_limit_s
+        self.deadline = time.monotonic() + time_limit_s
         self._index_of = index_of
         self._reached: list[tuple[int, torch.Tensor]] = []  # outputs reached by the running backward pass
+        self._outputs: list[tuple[int, weakref.ref]] = []  # (forward index, its output), while it lives
+        self._full = False  # MOST_RECORDED backward passes recorded: no more
+        model.register_forward_pre_hook(self._before_forward)
         model.register_forward_hook(self._on_forward)
         weight = model.weight
         weight.register_hook(lambda grad: self._on_backward(weight, grad))  # runs before grad is added to .grad
         weight.register_post_accumulate_grad_hook(self._after_backward)
 
+    def check_time(self) -> None:
+        """Stop the loop at the next watched event once the time limit has passed (SIGALRM would work
+        only in the main thread and cannot interrupt a C call; every loop passes through these events)."""
+        if time.monotonic() > self.deadline:
+            raise TimeLimit(f"the loop ran past the time limit of {self.time_limit_s:g} s")
+
+    def count_graphs(self) -> None:
+        """How many earlier forward outputs are still alive now. A backward pass frees the tensors a
+        graph saved, so in a right loop no earlier output outlives it (one held in a variable at most);
+        two or more alive mean graphs kept for a later backward, or by retain_graph=True."""
+        self._outputs = [(k, ref) for k, ref in self._outputs if ref() is not None]
+        self.graphs_alive = max(self.graphs_alive, len(self._outputs))
+
+    def _before_forward(self, module, args) -> None:
+        self.check_time()
+        self.count_graphs()
+
     def _on_forward(self, module, args, output) -> None:
+        if torch._C._functorch.is_functorch_wrapped_tensor(output):
+            return  # inside torch.func: its tensors die with the transform, and its gradients reach .grad by hand
+        if len(self.forwards) >= MOST_RECORDED:
+            return  # a loop that runs on and on (until the time limit) must not fill the memory
         inputs = args[0]
         k = len(self.forwards)
         self.forwards.append(Forward(self._index_of.get(batch_key(inputs)), module.weight.detach().clone(),
                                      inputs.detach().clone(), output.detach().clone()))
         if output.requires_grad:
             output.register_hook(lambda grad: self._reached.append((k, grad.detach().clone())))
+            self._outputs.append((k, weakref.ref(output)))
 
     def _on_backward(self, weight, grad) -> None:
+        self.check_time()
         reached, self._reached = sorted(self._reached, key=lambda r: r[0]), []  # in forward order
+        if len(self.passes) >= MOST_RECORDED:
+            self._full = True
+            return
         self.passes.append(BackwardPass(tuple(k for k, _ in reached), tuple(g for _, g in reached),
                                         grad.detach().reshape(-1).clone(), flat(weight.grad)))
 
     def _after_backward(self, weight) -> None:
+        if not self.passes or self._full:
+            return
         last = self.passes[-1]
         self.passes[-1] = BackwardPass(last.forwards, last.output_grads, last.incoming, last.before, flat(weight.grad))
 
@@ -108,13 +158,13 @@ def flat(grad: torch.Tensor | None) -> torch.Tensor | None:
 # ----------------------------------------------------------------------------- the instruments
 
 
-def watched_model(problem: Problem) -> torch.nn.Module:
+def watched_model(problem: Problem, time_limit_s: float = math.inf) -> torch.nn.Module:
     """The task's model, its weight at zero (built without random init, so the global random state
     stays untouched), with a tape; model.zero_grad() is counted like optimizer.zero_grad()."""
     model = problem.task.new_model()
     with torch.no_grad():
         model.weight.zero_()
-    model.tape = Tape(model, problem.index_of)
+    model.tape = Tape(model, problem.index_of, time_limit_s)
     plain_zero_grad = model.zero_grad
 
     def zero_grad(set_to_none: bool = True) -> None:
@@ -134,10 +184,16 @@ class AuditSGD(torch.optim.SGD):
 
     def step(self, closure=None):
         tape = self._model.tape
-        tape.steps.append(Step(len(tape.passes), flat(self._model.weight.grad), self.param_groups[0]["lr"]))
+        tape.check_time()
+        tape.count_graphs()
+        weight = self._model.weight
+        lr = self.param_groups[0]["lr"]
+        if len(tape.steps) < MOST_RECORDED:
+            tape.steps.append(Step(len(tape.passes), flat(weight.grad), lr, weight.detach().clone()))
         return super().step(closure)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
+        self._model.tape.check_time()
         self._model.tape.zero_grads += 1
         super().zero_grad(set_to_none)
 
@@ -158,8 +214,9 @@ class AuditScheduler(torch.optim.lr_scheduler.LambdaLR):
 
 
 class GradWatch(torch.overrides.TorchFunctionMode):
-    """While the loop runs, note .grad each time a torch operation leaves it changed (in place, or a
-    new tensor assigned): what the loop did to the pile between its backward passes and its step.
+    """While the loop runs, note .grad each time a torch operation leaves its values changed (in
+    place, or a new tensor assigned): what the loop did to the pile between its backward passes and
+    its step. Values, not `_version` counters: GradScaler's in-place unscale does not bump them.
     A mode sees every torch call from outside, as a hook would; nothing is patched."""
 
     def __init__(self, model: torch.nn.Module):
@@ -167,16 +224,28 @@ class GradWatch(torch.overrides.TorchFunctionMode):
         self._weight, self._tape, self._seen = model.weight, model.tape, None
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        self._tape.check_time()
         result = func(*args, **(kwargs or {}))
         grad = self._weight.grad
-        mark = None if grad is None else (id(grad), grad._version)  # _version counts in-place changes
-        if mark != self._seen:
-            self._seen = mark
-            if grad is not None:
-                tape = self._tape
-                tape.grad_changes.append(GradChange(len(tape.passes), len(tape.steps),
-                                                    getattr(func, "__name__", str(func)), flat(grad)))
+        now = flat(grad)
+        if (now is None) != (self._seen is None) or (now is not None and not torch.equal(now, self._seen)):
+            self._seen = now
+            if now is not None and len(self._tape.grad_changes) < MOST_RECORDED:
+                tape, name = self._tape, getattr(func, "__name__", str(func))
+                tape.grad_changes.append(GradChange(len(tape.passes), len(tape.steps), name, now,
+                                                    name == UNSCALE_OP and _inside_scaler_step()))
         return result
+
+
+def _inside_scaler_step() -> bool:
+    """Is GradScaler.step on the call stack? Its own unscale (the loop never called unscale_) and the
+    loop's explicit scaler.unscale_ run the same operations; only the caller tells them apart."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "step" and frame.f_code.co_filename.endswith("grad_scaler.py"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 class Stream:
@@ -209,11 +278,16 @@ class Run:
     returned: object = None
     error: str | None = None
     warnings: list[str] = field(default_factory=list)
+    log: list[float] | None = None  # the returned log as numbers (None: nothing returned, or no list of numbers)
+    log_problem: str | None = None  # why the returned value is no log, in words
+    timed_out: bool = False
+    error_message: str = ""  # the exception's own message, for explaining it
 
 
-def run_loop(loop: Callable, problem: Problem) -> Run:
-    """Call `loop(model, optimizer, loss_fn, batches, K[, scheduler])` with fresh instruments; never raises."""
-    model = watched_model(problem)
+def run_loop(loop: Callable, problem: Problem, time_limit_s: float = math.inf) -> Run:
+    """Call `loop(model, optimizer, loss_fn, batches, K[, scheduler])` with fresh instruments, stopping
+    it at the first watched event past `time_limit_s`; never raises for what the loop does."""
+    model = watched_model(problem, time_limit_s)
     optimizer = AuditSGD(model)
     batches = [(x.clone(), y.clone()) for x, y in problem.batches]
     args = [model, optimizer, problem.task.loss_fn, Stream(batches) if problem.streaming else batches, problem.K]
@@ -225,17 +299,54 @@ def run_loop(loop: Callable, problem: Problem) -> Run:
         try:
             with GradWatch(model):
                 run.returned = loop(*args)
-        except Exception as error:  # the learner's mistake is the report, not a traceback
-            run.error = f"{type(error).__name__}: {error}, at {_where(error)}"
+                run.log, run.log_problem = read_log(run.returned, len(problem.groups) + 1)
+        except TimeLimit as stop:
+            run.error, run.timed_out = f"{stop}, at {_where(stop)}", True
+        except (Exception, SystemExit) as error:  # the learner's mistake is the report, not a traceback
+            run.error_message = _text(error)
+            run.error = f"{_text(type(error).__name__)}: {run.error_message}, at {_where(error)}"
     run.weight = model.weight.detach().clone()
-    run.warnings = list(dict.fromkeys(str(w.message).split(". ")[0] for w in caught))[:3]  # first sentences
+    messages = []
+    for w in caught:
+        try:
+            messages.append(str(w.message).split(". ")[0])  # first sentences
+        except Exception:
+            continue
+    run.warnings = list(dict.fromkeys(messages))[:3]
     return run
+
+
+def read_log(returned: object, most: int) -> tuple[list[float] | None, str | None]:
+    """The returned value as a list of numbers, or why it is none. At most `most` values are read,
+    so a returned endless iterator (itertools.count()) ends; a string is text, not numbers."""
+    if returned is None:
+        return None, None
+    what = f"{_text(type(returned).__name__)} {_text(returned, repr)[:50]}"
+    if isinstance(returned, (str, bytes)):
+        return None, f"it returned {what}: a log must be a list of numbers, not text"
+    try:
+        return [float(v) for v in itertools.islice(iter(returned), most)], None  # type: ignore[call-overload]
+    except TimeLimit:
+        raise
+    except Exception:
+        return None, f"it returned {what}: a log must be a list of numbers"
+
+
+def _text(value: object, show: Callable = str) -> str:
+    """str(value), or a placeholder when the value's own __str__ raises."""
+    try:
+        return show(value)
+    except Exception:
+        return f"<a {type(value).__name__} that could not be printed>"
 
 
 def _where(error: BaseException) -> str:
     """The innermost line of the learner's own code in the traceback."""
     library = (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(__file__)))  # torch and this package
-    frames = traceback.extract_tb(error.__traceback__)
+    try:
+        frames = traceback.extract_tb(error.__traceback__)
+    except Exception:
+        return "location unknown"
     own = [f for f in frames if not f.filename.startswith(library)] or frames[-1:]
     if not own:
         return "location unknown"

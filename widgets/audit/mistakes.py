@@ -8,10 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 MISTAKES: dict[str, tuple[str, str]] = {  # name -> (what is wrong, the fix)
-    "loss_not_divided": ("each micro-batch's loss reaches backward() undivided: every update is K x too big",
-                         "divide each loss by accumulation_steps before backward()"),
-    "loss_divided_twice": ("each micro-batch's loss is divided by K twice: every update is 1/K of the reference",
-                           "divide once"),
+    "loss_not_divided": ("each micro-batch's loss reaches backward() undivided: an update of n micro-batches is "
+                         "n x too big", "divide each loss by its update's number of micro-batches (accumulation_steps, "
+                         "fewer in a short last group) before backward()"),
+    "loss_divided_twice": ("each micro-batch's loss is divided twice: an update of n micro-batches is 1/n of the "
+                           "reference", "divide once"),
     "loss_sum_reduction": ("the loss sums over the b examples of a micro-batch (reduction='sum'): updates b x too big",
                            "use the mean, or divide the summed loss by all the examples of the update"),
     "wrong_loss_scale": ("the micro-batch losses are scaled by a factor other than 1/K",
@@ -34,6 +35,8 @@ MISTAKES: dict[str, tuple[str, str]] = {  # name -> (what is wrong, the fix)
     "zero_grad_before_step": ("zero_grad() runs between the last backward() and optimizer.step(): the step finds "
                               "the pile empty", "call zero_grad() after optimizer.step()"),
     "step_every_micro_step": ("optimizer.step() runs after every micro-step", "step only when an update is complete"),
+    "step_twice": ("optimizer.step() runs twice on the same pile: the second step applies the update again",
+                   "call optimizer.step() once per update"),
     "forget_final_step": ("the uneven final group never gets its optimizer.step(): its gradient is thrown away",
                           "also step on the last micro-step, e.g. with is_update_step(i, K, len(batches))"),
     "wrong_step_positions": ("optimizer.step() runs elsewhere than at the update boundaries",
@@ -45,6 +48,18 @@ MISTAKES: dict[str, tuple[str, str]] = {  # name -> (what is wrong, the fix)
                      "clip once per update, just before optimizer.step()"),
     "clip_norm_differs": ("the loop clips to another norm than the audit's clip_norm",
                           "pass the max_norm your loop clips with as clip_norm"),
+    "amp_clip_before_unscale": ("clipping runs before scaler.unscale_(optimizer): it clips the scaled gradient, "
+                                "so after unscaling the update is far smaller than clip_norm allows",
+                                "call scaler.unscale_(optimizer) first, then clip, then scaler.step(optimizer)"),
+    "amp_no_unscale": ("the loop clips but never calls scaler.unscale_(optimizer): it clips the scaled gradient, "
+                       "and scaler.step unscales it afterwards, far below clip_norm",
+                       "call scaler.unscale_(optimizer) before clipping"),
+    "amp_update_every_micro_step": ("scaler.update() runs on a micro-step without scaler.step(): PyTorch refuses "
+                                    "it, the scale must follow updates, not micro-steps",
+                                    "call scaler.update() once per update, right after scaler.step(optimizer)"),
+    "amp_step_twice": ("scaler.step(optimizer) and optimizer.step() both run: scaler.step already steps the "
+                       "optimizer, so each update is applied twice",
+                       "call only scaler.step(optimizer)"),
     "scheduler_every_micro_step": ("scheduler.step() runs every micro-step: the warmup ends K x too soon",
                                    "step the scheduler once per update, right after optimizer.step()"),
     "scheduler_wrong_count": ("scheduler.step() does not run once per optimizer.step()",
@@ -58,6 +73,10 @@ MISTAKES: dict[str, tuple[str, str]] = {  # name -> (what is wrong, the fix)
     "log_wrong": ("the logged losses are not the mean loss of each update", "return one mean loss per update"),
     "bad_return_value": ("the loop returned something other than a list of numbers",
                          "return a list with one logged loss per update, or nothing"),
+    "graphs_kept_alive": ("the graphs of several micro-batches were alive at once: memory grows with K, and the "
+                          "saving that accumulation is for is gone",
+                          "call backward() on each micro-batch's loss and keep only detached numbers "
+                          "(loss.item() or loss.detach()); no retain_graph=True"),
     "never_calls_backward": ("no backward() pass reached the model", "call loss.backward() on each micro-batch's loss"),
     "backward_count": ("backward() did not run once per batch", "call backward() once per micro-batch"),
     "grad_modified": (".grad was changed between backward passes inside an update", "leave .grad alone until the step"),
@@ -66,10 +85,28 @@ MISTAKES: dict[str, tuple[str, str]] = {  # name -> (what is wrong, the fix)
     "differs_from_reference": ("the final weights differ from the reference for a reason not named here",
                                "compare your loop line by line with the pattern"),
     "loop_raised": ("the loop raised an exception", "fix the line named"),
+    "time_limit": ("the loop did not end in time and was stopped at its next forward, backward, step or torch call",
+                   "make the loop end after one pass over batches (or raise time_limit_s)"),
 }
 AUDIT_MISTAKES: dict[str, str] = {name: what for name, (what, _) in MISTAKES.items()}
-SCALE_MISTAKES = frozenset({"loss_not_divided", "loss_divided_twice", "loss_sum_reduction", "wrong_loss_scale",
-                            "tail_divided_by_k", "normalised_per_micro_batch", "padding_counted"})
+# PyTorch's own error messages, each explained in one sentence about an accumulation loop
+TORCH_ERRORS: dict[str, str] = {  # a piece of the message -> what it means here
+    "backward through the graph a second time": "a backward() ran through a graph an earlier backward() had already "
+        "freed: a loss (or a running total of losses) from an earlier micro-step was backpropagated again; keep "
+        "loss.item() or loss.detach() for logging, and call backward() once per micro-batch's loss",
+    "does not require grad and does not have a grad_fn": "backward() was called on a loss with no graph: it was "
+        "computed under torch.no_grad() or detached, so no gradient can reach the weights",
+    "No inf checks were recorded prior to update": "scaler.update() ran before any scaler.step(optimizer) since the "
+        "last update: the scale must be updated once per update, after scaler.step",
+    "unscale_() has already been called on this optimizer": "scaler.unscale_(optimizer) ran twice in one update: "
+        "call it once, after the last backward() of the update",
+    "modified by an inplace operation": "the weights (or a tensor a graph saved) changed between a forward pass and "
+        "its backward(): an optimizer.step() ran before the backward of a micro-batch already computed",
+    "leaf Variable that requires grad is being used in an in-place operation": "the weights were changed in place "
+        "outside torch.no_grad(): let the optimizer change them, or wrap the change in torch.no_grad()",
+    "shapes cannot be multiplied": "a tensor of the wrong shape reached the model: pass each micro-batch's inputs "
+        "as they come, (b, features)",
+}
 
 
 @dataclass(frozen=True)

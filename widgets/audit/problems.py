@@ -8,6 +8,9 @@ updates, and what each micro-batch's loss must weigh in its update.
   padding. The whole window's real tokens are the normaliser: a token weighs the same wherever
   it sits, so a per-micro-batch token mean averaged over K is not the update's mean.
 
+The right loop they are audited against is the lab's one, `widgets.core.loop.train_loop`
+(`Problem.reference_loop`).
+
 Both are float64 and seeded: ratios of the same sums agree to ~1e-12. A task also says how to
 read a loop's loss off the gradient that reached the model's output: the gradient of the summed
 per-item losses (`item_sum_gradient`) times one factor c per micro-batch; the right c is one over
@@ -23,9 +26,9 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from widgets.core.accumulation import is_update_step
+from widgets.core.loop import train_loop
+from widgets.core.shared import IGNORE_INDEX, real_tokens
 
-IGNORE_INDEX = -100  # the target at a padding position: cross_entropy leaves it out
 VOCAB = 5  # the token problem's vocabulary size
 MAX_LENGTH = 8  # its padded sequence length
 
@@ -116,9 +119,7 @@ class Tokens:
 
     loss_fn = staticmethod(token_cross_entropy)
 
-    @staticmethod
-    def items(targets: torch.Tensor) -> int:
-        return int((targets != IGNORE_INDEX).sum())
+    items = staticmethod(real_tokens)  # what the token mean averages over: the targets != IGNORE_INDEX
 
     @staticmethod
     def item_sum_gradient(output: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -177,6 +178,12 @@ class Problem:
 
     def items(self, j: int) -> int:
         return self.task.items(self.batches[j][1])
+
+    def reference_loop(self, model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+        """The lab's one correct loop, `train_loop`, on this problem: each micro-batch's mean loss
+        weighted by its share of the window's items (examples, or real tokens), clipped at clip_norm."""
+        return train_loop(model, optimizer, loss_fn, batches, accumulation_steps, scheduler,
+                          max_grad_norm=self.clip_norm, items=self.task.items)
 
 
 def make_problem(K: int, num_batches: int, clip_norm: float | None, with_scheduler: bool,
@@ -238,48 +245,3 @@ def true_gradient(weight: torch.Tensor, batch, task: type = Regression) -> Micro
     loss = task.loss_fn(task.forward(w, batch[0]), batch[1])
     (grad,) = torch.autograd.grad(loss, w)
     return MicroBatchTruth(grad.reshape(-1), loss.item())
-
-
-# ----------------------------------------------------------------------------- the reference loops
-
-
-def reference_loop(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None, *, clip_norm=None):
-    """The correct regression loop: each mean loss divided by its group's size, one
-    clip/step/schedule/zero_grad per update; returns the mean loss of each update."""
-    K, n, logged, losses = accumulation_steps, len(batches), [], []
-    for i, (x, y) in enumerate(batches):
-        group_size = min(K, n - (i - i % K))  # K, or fewer for the uneven final group
-        loss = loss_fn(model(x), y)
-        (loss / group_size).backward()
-        losses.append(loss.item())
-        if is_update_step(i, K, n):
-            _update(model, optimizer, scheduler, clip_norm)
-            logged.append(sum(losses) / len(losses))
-            losses = []
-    return logged
-
-
-def reference_token_loop(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None, *, clip_norm=None):
-    """The correct token loop: count the window's real tokens before its first backward, then
-    divide each micro-batch's summed token loss by that count; returns each window's token mean."""
-    logged = []
-    for start in range(0, len(batches), accumulation_steps):
-        window = batches[start : start + accumulation_steps]
-        window_tokens = sum(int((y != IGNORE_INDEX).sum()) for _, y in window)  # before any backward
-        total = 0.0
-        for x, y in window:
-            loss = loss_fn(model(x), y, reduction="sum")
-            (loss / window_tokens).backward()  # every real token of the window weighs 1 / window_tokens
-            total += loss.item()
-        _update(model, optimizer, scheduler, clip_norm)
-        logged.append(total / window_tokens)
-    return logged
-
-
-def _update(model, optimizer, scheduler, clip_norm) -> None:
-    if clip_norm is not None:
-        torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
-    optimizer.step()
-    if scheduler is not None:
-        scheduler.step()
-    optimizer.zero_grad(set_to_none=True)

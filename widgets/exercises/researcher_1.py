@@ -15,12 +15,12 @@ import math
 import torch
 
 from widgets.core.accumulation import flat_grad
+from widgets.core.shared import IGNORE_INDEX, real_tokens
 from widgets.exercises.passes import PassWatch, structure_fault
 from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, as_numbers, correct, incorrect
 from widgets.exercises.toolkit import needs_function, not_attempted
 from widgets.research.precision import MODES
 from widgets.research.tokens import (
-    IGNORE_INDEX,
     TinyCausalLM,
     accumulate_window,
     accumulated_token_gradient,
@@ -53,11 +53,11 @@ def _check_weights(answer: object) -> Feedback:
 
 def accumulate_tokens(model: torch.nn.Module, micro_batches: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
     """Worked answer: leave in .grad the gradient of the mean over all real tokens of the window."""
-    window_tokens = sum(int((labels != -100).sum()) for _, labels in micro_batches)  # before any backward
+    window_tokens = sum(real_tokens(labels) for _, labels in micro_batches)  # before any backward
     for inputs, labels in micro_batches:
         logits = model(inputs)
         token_sum = torch.nn.functional.cross_entropy(
-            logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=-100, reduction="sum")
+            logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=IGNORE_INDEX, reduction="sum")
         (token_sum / window_tokens).backward()  # a sum over tokens, scaled by the window's token count
 
 
@@ -96,7 +96,7 @@ def _check_tokens(answer: object) -> Feedback:
                          "alike. Sum the token losses and divide by the real tokens of the whole window")
     ratio = float(grad @ reference / (reference @ reference))
     if torch.allclose(grad, ratio * reference, rtol=1e-6, atol=1e-9):
-        window = int((batch.labels != IGNORE_INDEX).sum())
+        window = real_tokens(batch.labels)
         padded = batch.labels.numel()
         if math.isclose(ratio, window, rel_tol=1e-6):
             return incorrect("your pile is the token-loss sum, never divided: divide by the window's real tokens")
