@@ -1,5 +1,6 @@
 # Two commands do all the set-up:   make lab   (install the learner set, open start-here)
 #                                   make test  (add the test tools, run every test)
+# While changing code:              make check (the linter, then the unit tests: no notebooks, no browser)
 # Options:  make lab TORCH=cpu       CPU-only torch from PyTorch's CPU wheel index (Linux; small)
 #           make lab WHEELS=DIR      install with no network from a folder made by `make wheelhouse`
 PYTHON ?= python3
@@ -13,7 +14,7 @@ PIP := $(BIN)/python -m pip install --progress-bar on $(if $(WHEELS),--no-index 
 # JupyterLab refuses to start as root (containers, some cloud machines) unless told they may.
 LAB_FLAGS ?= $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: lab test install install-test doctor present stop benchmark execute reliability binder-check \
+.PHONY: lab test check lint install install-test doctor present stop benchmark execute reliability binder-check \
 	install-size classroom plans wheelhouse offline-install
 
 $(VENV)/.installed: requirements.txt pyproject.toml
@@ -50,11 +51,31 @@ doctor: install
 
 # The projector view: the explorer and the bricks as a page with no code, large type (Voila).
 # make present PRESET=forgot-to-divide   or   make present STATE=<code from explorer.share_code()>
+# A code pasted from the chat never meets a shell: make exports it (its text as typed, $(value ...)
+# expands nothing), present/serve.py checks it before Voila starts, then prints the URL with its token.
+# STATE and PRESET themselves stay out of the environment: exporting them would expand a $(shell ...).
+unexport STATE PRESET
+present: export LAB_PRESET := $(value PRESET)
+present: export LAB_STATE := $(value STATE)
 present: install
-	LAB_PRESET="$(PRESET)" LAB_STATE="$(STATE)" $(BIN)/voila present/explorer.ipynb --Voila.ip=127.0.0.1
+	$(BIN)/python present/serve.py
+
+LINTED := widgets tests tools benchmarks instructor present
+RUFF := $(BIN)/ruff check $(LINTED)
+
+# The linter (ruff, pinned in requirements-test.txt; its rules are in pyproject.toml).
+lint: install-test
+	$(RUFF)
 
 test: install-test
+	$(RUFF)
 	$(BIN)/python -m pytest
+
+# The quick loop: the linter, then the unit tests. Not the notebooks (nbval), not the browser, not
+# the tests marked slow (they start processes or run a notebook; tests/conftest.py): `make test` has them.
+check: install-test
+	$(RUFF)
+	$(BIN)/python -m pytest tests -m "not browser and not slow"
 
 # Re-execute every notebook in place (after changing one) and write the plans again (they cite cell
 # numbers); then re-run the benchmark.

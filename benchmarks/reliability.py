@@ -4,6 +4,9 @@
     python benchmarks/reliability.py leak         # 500 slider changes on the explorer in a real kernel
     python benchmarks/reliability.py nbval        # nbval over every notebook, three times in a row
     python benchmarks/reliability.py offline [notebooks/x.ipynb ...]   # run notebooks with no network
+    python benchmarks/reliability.py ddp_kill     # a kernel running DDP is SIGKILLed: its workers must exit
+    python benchmarks/reliability.py projector    # 20 GETs of the projector page without JavaScript
+    python benchmarks/reliability.py progress     # 2, then 8 processes recording passes into one progress file
 
 - leak: a random (seeded) walk of 500 changes over every slider, bug switch and setting of the
   explorer, cold values and cache evictions included, in an ipykernel started by jupyter_client.
@@ -15,6 +18,15 @@
   TCP at all) inside `unshare -n` — a network namespace with no interface up — and with an audit
   hook in the kernel that records any socket connect or DNS lookup other than loopback/unix.
   Where `unshare -n` is not permitted, the audit hook alone decides (the mode is recorded).
+- progress: 2, then 8 writer processes each record 100 passes of their own into one progress file
+  (widgets/lab/progress.py), in a tight loop, all at once. Passes if no pass and no record is lost
+  and every check was saved.
+- ddp_kill: a stand-in kernel runs `run_ddp` (2 workers, a ~1 min job); once the workers train it
+  is SIGKILLed, as the OOM killer would. Passes if no worker is alive 3 s later.
+- projector: `present/serve.py` (what `make present` runs, default cull: 30 s idle, checked every
+  5 s) gets 20 GETs of its page with the token and no JavaScript (curl, an `<img src>`, a crawler),
+  one after another. Passes if every kernel they started is culled within cull + 30 s, and a GET
+  without the token gets no page and starts no kernel. Peak kernels and their memory are recorded.
 """
 from __future__ import annotations
 
@@ -218,13 +230,200 @@ def _execute_notebook(path: Path) -> None:
         NotebookClient(nb, km=km, timeout=600, resources={"metadata": {"path": str(path.parent)}}).execute()
 
 
+# --- progress race --------------------------------------------------------------------------------
+
+_PROGRESS_WRITER = """
+import sys
+from widgets.lab import progress
+me, checks = sys.argv[1], int(sys.argv[2])
+sys.exit(sum(not progress.note_check("Race", f"{me}-{i}", True) for i in range(checks)))  # the unsaved ones
+"""
+
+
+def progress_race(writers: tuple[int, ...] = (2, 8), checks: int = 100) -> dict:
+    """Each of `writers` processes records `checks` passes at once into one fresh file; count what is kept."""
+    from widgets.lab import progress
+
+    runs = {}
+    for n in writers:
+        with tempfile.TemporaryDirectory(prefix="progress-race-") as folder:
+            path = Path(folder) / "progress.json"
+            env = dict(os.environ, LAB_PROGRESS_FILE=str(path))
+            start = time.perf_counter()
+            children = [subprocess.Popen([sys.executable, "-c", _PROGRESS_WRITER, str(w), str(checks)], env=env)
+                        for w in range(n)]
+            unsaved = sum(child.wait() for child in children)
+            seconds = time.perf_counter() - start
+            passes = sum(e["passed"] for e in json.loads(path.read_text())["sets"]["Race"].values())
+            records = len(progress.read_records(path))
+        runs[str(n)] = {"checks": n * checks, "passes_kept": passes, "records_kept": records,
+                        "lost": n * checks - passes, "unsaved": unsaved, "seconds": round(seconds, 1)}
+        print(f"progress race, {n} writers: {passes} of {n * checks} passes kept", flush=True)
+    return {"passed": all(r["lost"] == 0 and r["records_kept"] == r["checks"] and r["unsaved"] == 0 for r in runs.values()),
+            "checks_per_writer": checks, "writers": runs}
+
+
+# --- processes: a killed kernel's DDP workers, projector GETs without JavaScript ------------------
+
+_DDP_KERNEL = """
+from widgets.research.ddp import DDPConfig, run_ddp
+run_ddp(DDPConfig(accumulation_steps=64, micro_batch_size=64, num_updates=100), timeout_s=600)
+"""
+
+
+def _kill_all(processes) -> None:
+    import psutil
+
+    for p in processes:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+
+
+def ddp_kernel_killed(grace_s: float = 3.0) -> dict:
+    """SIGKILL a process in the middle of `run_ddp`; how long until its workers are gone?"""
+    import psutil
+
+    kernel = subprocess.Popen([sys.executable, "-c", _DDP_KERNEL], cwd=ROOT, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    parent, workers = psutil.Process(kernel.pid), []
+    try:
+        deadline = time.monotonic() + 120
+        while len(workers) < 2 and kernel.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+            workers = [p for p in parent.children() if "multiprocessing.spawn" in " ".join(p.cmdline())
+                       and "resource_tracker" not in " ".join(p.cmdline())]
+        def joined(worker) -> bool:  # a TCP connection to the store: past start-up, in the group
+            try:
+                return any(c.status == psutil.CONN_ESTABLISHED for c in worker.net_connections(kind="tcp"))
+            except psutil.NoSuchProcess:
+                return False
+
+        while workers and not all(joined(w) for w in workers) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        time.sleep(1)
+        training = sum(w.is_running() for w in workers)
+        kernel.kill()
+        kernel.wait()
+        killed = time.perf_counter()
+        alive = workers
+        while alive and time.perf_counter() - killed < grace_s:
+            alive = [w for w in alive if w.is_running() and w.status() != psutil.STATUS_ZOMBIE]
+            time.sleep(0.05)
+        exit_s = time.perf_counter() - killed
+    finally:
+        if kernel.poll() is None:
+            kernel.kill()
+            kernel.wait()
+        _kill_all(workers)
+    result = {"passed": len(workers) == 2 and training == 2 and not alive, "workers": len(workers),
+              "training_when_killed": training, "alive_after_grace": len(alive), "grace_s": grace_s,
+              "all_gone_within_s": None if alive else round(exit_s, 2)}
+    print(f"ddp_kill: {result}", flush=True)
+    return result
+
+
+def projector_gets(gets: int = 20, cull_idle_s: int = 30, cull_interval_s: int = 5) -> dict:
+    """GET the projector page `gets` times with no JavaScript; are the kernels culled, is the token needed?"""
+    import psutil
+    import urllib.error
+    import urllib.request
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args, **kwargs):
+            return None
+
+    def status(url: str) -> int:
+        try:
+            with urllib.request.build_opener(NoRedirect).open(url, timeout=300) as response:
+                response.read()
+                return response.status
+        except urllib.error.HTTPError as error:
+            return error.code
+
+    runtime = Path(tempfile.mkdtemp(prefix="projector-"))
+    env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(runtime), LAB_STATE="", LAB_PRESET="")
+    server = subprocess.Popen([sys.executable, "present/serve.py", f"--cull-idle-s={cull_idle_s}",
+                               f"--cull-interval-s={cull_interval_s}"], cwd=ROOT, env=env, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)
+    tree, seen, peak, peak_mb = [], set(), 0, 0.0
+
+    def kernels():
+        try:
+            return [p for p in psutil.Process(server.pid).children(recursive=True)
+                    if "ipykernel" in " ".join(p.cmdline())]
+        except psutil.NoSuchProcess:
+            return []
+
+    def sample():
+        nonlocal peak, peak_mb
+        now = kernels()
+        seen.update(p.pid for p in now)
+        peak = max(peak, len(now))
+        mb = 0.0
+        for p in now:
+            try:
+                mb += p.memory_info().rss / 2**20
+            except psutil.NoSuchProcess:
+                pass
+        peak_mb = max(peak_mb, mb)
+        return now
+
+    try:
+        url = ""
+        while not url:
+            line = server.stdout.readline()
+            if not line and server.poll() is not None:
+                raise RuntimeError("present/serve.py exited before serving")
+            url = line.strip() if line.startswith("    http://127.0.0.1:") else ""
+        base = url.split("?")[0]
+        without_token = status(base)
+        kernels_without_token = len(kernels())
+        statuses = []
+        start = time.perf_counter()
+        for _ in range(gets):
+            statuses.append(status(url))
+            sample()
+        tree = psutil.Process(server.pid).children(recursive=True)
+        last_get = time.perf_counter()
+        while sample() and time.perf_counter() - last_get < cull_idle_s + 30:
+            time.sleep(1)
+        left = len(kernels())
+        culled_after_s = round(time.perf_counter() - last_get, 1)
+        total_s = round(time.perf_counter() - start, 1)
+    finally:
+        if server.poll() is None:
+            tree += psutil.Process(server.pid).children(recursive=True)
+            server.terminate()
+            try:
+                server.wait(30)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+        _kill_all(tree)
+        server.stdout.close()
+        shutil.rmtree(runtime, ignore_errors=True)
+    result = {
+        "passed": without_token in (302, 403) and kernels_without_token == 0 and statuses == [200] * gets and left == 0,
+        "gets": gets, "statuses": sorted(set(statuses)), "without_token_status": without_token,
+        "kernels_started": len(seen), "peak_kernels": peak, "peak_kernel_mb": round(peak_mb),
+        "kernels_left": left, "all_culled_within_s_of_last_get": culled_after_s if left == 0 else None,
+        "cull_idle_s": cull_idle_s, "cull_interval_s": cull_interval_s, "seconds": total_s,
+    }
+    print(f"projector: {result}", flush=True)
+    return result
+
+
 def main(argv: list[str]) -> int:
     what = argv[0] if argv else "all"
     if what == "_execute_notebook":
         _execute_notebook(Path(argv[1]))
         return 0
     notebooks = [Path(p).resolve() for p in argv[1:]] or sorted((ROOT / "notebooks").glob("*.ipynb"))
-    checks = {"leak": lambda: leak(), "nbval": lambda: nbval(), "offline": lambda: offline(notebooks)}
+    checks = {"leak": lambda: leak(), "nbval": lambda: nbval(), "offline": lambda: offline(notebooks),
+              "progress": lambda: progress_race()}
+    checks |= {"ddp_kill": lambda: ddp_kernel_killed(), "projector": lambda: projector_gets()}
     chosen = list(checks) if what == "all" else [what]
     record = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     for name in chosen:

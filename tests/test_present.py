@@ -3,29 +3,33 @@
 It renders both widgets with no code on the page, in large type; a preset from the address is
 shown; a key press on a slider changes the picture; the console stays clean. And in JupyterLab,
 from a kernel that the lab's server started, `widgets.doctor()` says "all good".
+
+Without a browser (marked slow): `make present` hands a pasted share code to no shell; a bad code
+stops present/serve.py before Voila starts; the page needs the token the printed URL carries; a
+kernel no page is connected to is culled in seconds; SIGTERM and SIGHUP stop Voila and its kernels.
 """
 from __future__ import annotations
 
 import os
 import secrets
+import signal
+import socket
 import subprocess
 import sys
-import socket
 import time
-from pathlib import Path
+import urllib.error
+import urllib.request
 
 import nbformat
+import psutil
 import pytest
 
 from browser_support import CHROMIUM, CHROMIUM_ARGS, ROOT, LabPage, free_port, jupyterlab, stop
 
-pytestmark = pytest.mark.browser
-
-if not CHROMIUM.exists():
-    pytest.skip(f"{CHROMIUM} not found: the browser tests need Debian's chromium (apt-get install chromium; "
-                ".ci/run does it)", allow_module_level=True)
-sync_api = pytest.importorskip("playwright.sync_api", reason="the browser tests need the playwright package")
-pytest.importorskip("voila", reason="the projector view needs voila (requirements.txt)")
+try:
+    from playwright import sync_api
+except ImportError:
+    sync_api = None
 
 PAGE = "present/explorer.ipynb"
 ARTIFACTS = ROOT / "test-artifacts"
@@ -35,6 +39,7 @@ FONT_AWESOME = "https://cdn.jsdelivr.net/npm/@fortawesome/**"
 @pytest.fixture(scope="module")
 def voila(tmp_path_factory):
     """Voila serving the page on loopback with a token; yields the page's URL (with the token)."""
+    pytest.importorskip("voila", reason="the projector view needs voila (requirements.txt)")
     work = tmp_path_factory.mktemp("voila")
     port, token = free_port(), secrets.token_hex(16)
     env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(work / "runtime"), "LAB_PRESET": "", "LAB_STATE": ""}
@@ -61,6 +66,11 @@ def voila(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser():
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} not found: the browser tests need Debian's chromium (apt-get install chromium; "
+                    ".ci/run does it)")
+    if sync_api is None:
+        pytest.skip("the browser tests need the playwright package")
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_api.sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
@@ -84,6 +94,7 @@ def open_page(browser, url: str):
     return page, errors
 
 
+@pytest.mark.browser
 def test_the_page_renders_both_widgets_without_code_in_large_type(browser, voila):
     page, errors = open_page(browser, voila)
     try:
@@ -100,6 +111,7 @@ def test_the_page_renders_both_widgets_without_code_in_large_type(browser, voila
         page.close()
 
 
+@pytest.mark.browser
 def test_a_preset_in_the_address_is_shown_and_a_key_press_changes_the_picture(browser, voila):
     page, errors = open_page(browser, voila + "&preset=forgot-to-divide")
     try:
@@ -123,6 +135,7 @@ def test_a_preset_in_the_address_is_shown_and_a_key_press_changes_the_picture(br
         page.close()
 
 
+@pytest.mark.browser
 def test_a_bad_code_shows_the_default_and_says_why(browser, voila):
     page, errors = open_page(browser, voila + "&state=GA1-2004-WB")
     try:
@@ -133,6 +146,7 @@ def test_a_bad_code_shows_the_default_and_says_why(browser, voila):
         page.close()
 
 
+@pytest.mark.browser
 def test_doctor_says_all_good_in_a_kernel_started_by_jupyterlab(tmp_path, browser):
     """The start-here cell, run in JupyterLab in Chromium: the kernel's parent is the lab's server."""
     notebook = ROOT / "test-artifacts" / "doctor_check.ipynb"
@@ -156,3 +170,149 @@ def test_doctor_says_all_good_in_a_kernel_started_by_jupyterlab(tmp_path, browse
                 page.close()
     finally:
         notebook.unlink(missing_ok=True)
+
+
+# --- without a browser: the launcher ----------------------------------------------------------------
+
+PAYLOADS = ['GA1"; touch {m}; echo "', "GA1'; touch {m}; echo '", "GA1`touch {m}`", "GA1$(touch {m})",
+            "$(shell touch {m})", "GA1\\\"; touch {m}; echo \\\""]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variable", ["STATE", "PRESET"])
+@pytest.mark.parametrize("payload", PAYLOADS)
+def test_make_present_hands_a_pasted_code_to_no_shell(tmp_path, variable, payload):
+    """`make present STATE='<pasted>'`: the text arrives whole in $LAB_STATE and nothing in it runs.
+    (A stand-in for the venv's python records what it was given; `-o install` skips the install.)"""
+    marker = tmp_path / "ran"
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    for name in ("python", "voila"):  # voila: what the recipe called before it went through present/serve.py
+        (fake / name).write_text('#!/bin/sh\nprintf "%s" "$LAB_STATE" > "$RECORD.state"\n'
+                                 'printf "%s" "$LAB_PRESET" > "$RECORD.preset"\n')
+        (fake / name).chmod(0o755)
+    text = payload.format(m=marker)
+    env = {**os.environ, "RECORD": str(tmp_path / "got")}
+    done = subprocess.run(["make", "-s", "-o", "install", "present", f"BIN={fake}", f"{variable}={text}"], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert not marker.exists(), f"the pasted text ran a command: {done.stdout}{done.stderr}"
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / f"got.{variable.lower()}").read_text() == text
+
+
+def _serve(tmp_path, *args, **env) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "present/serve.py", *args], cwd=ROOT, text=True,
+                            env={**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"), "LAB_STATE": "",
+                                 "LAB_PRESET": "", **env},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _url(process: subprocess.Popen, timeout: float = 120) -> str:
+    """The token URL serve.py prints once Voila answers."""
+    deadline, seen = time.monotonic() + timeout, []
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        seen.append(line)
+        if line.startswith("    http://127.0.0.1:") and "token=" in line:  # ours; Voila's own hides the token
+            return line.strip()
+        assert line or process.poll() is None, "".join(seen)[-3000:]
+    raise AssertionError("no URL within the timeout:\n" + "".join(seen)[-3000:])
+
+
+def _kernels(process: subprocess.Popen) -> list[psutil.Process]:
+    try:
+        tree = psutil.Process(process.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    return [p for p in tree if "ipykernel" in " ".join(p.cmdline())]
+
+
+def _end(process: subprocess.Popen, tree: list[psutil.Process]) -> None:
+    """Whatever happened in the test: nothing it started stays (Voila runs in a session of its own,
+    so the launcher is asked first, then everything it started is killed)."""
+    if process.poll() is None:
+        tree = tree + psutil.Process(process.pid).children(recursive=True)
+        process.terminate()
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    for p in tree:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    process.stdout.close()
+
+
+@pytest.mark.slow
+def test_a_bad_code_stops_before_voila_starts(tmp_path):
+    process = _serve(tmp_path, LAB_STATE='GA1"; id; echo "')
+    try:
+        output, _ = process.communicate(timeout=60)
+        assert process.returncode != 0
+        assert "not a complete share code" in output and "Nothing was started" in output
+        assert "Voila" not in output and "Voilà" not in output
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None  # a 302 to the login page is the answer
+
+
+def _get(url: str) -> int:
+    """The status of one GET that runs no JavaScript (curl, an <img src>, a crawler)."""
+    try:
+        with urllib.request.build_opener(_NoRedirect).open(url, timeout=180) as response:
+            response.read()
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+@pytest.mark.slow
+def test_the_page_needs_its_token_and_kernels_no_page_uses_are_culled(tmp_path):
+    pytest.importorskip("voila", reason="the projector view needs voila (requirements.txt)")
+    process = _serve(tmp_path, "--cull-idle-s", "3", "--cull-interval-s", "1", LAB_PRESET="forgot-to-divide")
+    tree: list[psutil.Process] = []
+    try:
+        url = _url(process)
+        base = url.split("?")[0]
+        assert _get(base) in (302, 403) and _get(base + "?token=wrong") in (302, 403)
+        assert _kernels(process) == []  # no token, no kernel
+        assert _get(url) == 200 and _get(url) == 200  # two GETs that run no JavaScript: two kernels
+        tree = psutil.Process(process.pid).children(recursive=True)
+        assert 1 <= len(_kernels(process)) <= 2
+        deadline = time.monotonic() + 30
+        while _kernels(process):
+            assert time.monotonic() < deadline, "kernels no page is connected to were not culled within 30 s"
+            time.sleep(0.5)
+        process.send_signal(signal.SIGTERM)
+        process.wait(30)
+        gone, alive = psutil.wait_procs(tree, timeout=20)  # Voila, and any kernel it still had
+        assert alive == [], alive
+    finally:
+        _end(process, tree)
+
+
+@pytest.mark.slow
+def test_sighup_stops_voila(tmp_path):
+    """The terminal closed: the launcher stops Voila instead of leaving it serving."""
+    pytest.importorskip("voila", reason="the projector view needs voila (requirements.txt)")
+    process = _serve(tmp_path)
+    tree: list[psutil.Process] = []
+    try:
+        _url(process)
+        tree = psutil.Process(process.pid).children(recursive=True)
+        assert any("voila" in " ".join(p.cmdline()) for p in tree)
+        process.send_signal(signal.SIGHUP)
+        process.wait(30)
+        gone, alive = psutil.wait_procs(tree, timeout=20)
+        assert alive == [], alive
+    finally:
+        _end(process, tree)

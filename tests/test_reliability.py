@@ -23,9 +23,12 @@ import torch  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from widgets.controls import explorer  # noqa: E402
-from widgets.core import accumulation, config, loop_rules, symptoms, training  # noqa: E402
+from widgets.core import accumulation, config, loop, symptoms, training  # noqa: E402
 from widgets.draw import frames as figures, training_plots as plots  # noqa: E402
 from widgets.core.config import AccumulationConfig  # noqa: E402
+from widgets.research.ddp import DDPConfig  # noqa: E402
+from widgets.research.memory import TinyGPT, measure_memory_terms  # noqa: E402
+from widgets.lab import presets, progress  # noqa: E402
 
 
 @dataclass
@@ -88,7 +91,7 @@ CASES: dict[str, list[Case]] = {
         Case("flat_grad of a string", lambda: accumulation.flat_grad("model"), TypeError, "model"),
     ],
     "training": [
-        Case("loop_rules of an unknown bug", lambda: loop_rules.loop_rules(frozenset({"no_such_bug"})), ValueError, "bugs"),
+        Case("train_loop of an unknown bug", lambda: loop.train_loop(None, None, None, [], 2, bugs={"no_such_bug"}), ValueError, "bugs"),
         Case("warmup float", lambda: training.linear_warmup(2.0), TypeError, "warmup_updates"),
         Case("clip text", lambda: training.clip_flat(torch.ones(3), "1"), TypeError, "max_norm"),
         Case("clip negative", lambda: training.clip_flat(torch.ones(3), -1.0), ValueError, "max_norm"),
@@ -120,7 +123,24 @@ CASES: dict[str, list[Case]] = {
              "tail_micro_batches"),
         Case("readout of a string", lambda: explorer.readout_lines("record"), TypeError, "record"),
     ],
+    "progress": [
+        Case("read_records of a number", lambda: progress.read_records(5), TypeError, "path"),
+        Case("progress reset as text", lambda: progress.progress(reset="yes"), TypeError, "reset"),
+    ],
+    "presets": [
+        Case("share code of 10 MB", lambda: presets.decode_state("GA1-" + "0" * 10**7), ValueError, "share code"),
+    ],
 }
+
+# Sizes past the ceiling (widgets/core/budget.py) are refused before anything is allocated; the
+# message names the sizes and the variable that sets the limit.
+CASES["budget"] = [
+    Case("DDPConfig of ~38 GB", lambda: DDPConfig(8, 64, 1024, 100), ValueError, "LAB_MEMORY_LIMIT_MB"),
+    Case("TinyGPT of ~50 GB", lambda: TinyGPT(layers=64, hidden=4096, vocab=100_000), ValueError, "hidden=4096"),
+    Case("a seq 4096 x b 4096 micro-step", lambda: measure_memory_terms(TinyGPT(seq_len=4096), 4096), ValueError,
+         "micro_batch_size=4096"),
+    Case("DDP data of ~1.5 GB per process", lambda: DDPConfig(3, 64, 1024, 100), ValueError, "each of its 4 processes"),
+]
 
 
 def _params():
@@ -189,3 +209,17 @@ def test_a_diverging_run_is_reported_in_the_readout_not_raised():
     box.controls["loss_not_divided"].value = False
     box.controls["learning_rate"].value = 0.1
     assert "gradients allclose: True" in box.readout.value  # and it recovers
+
+
+# --- kernels recording progress at once ---------------------------------------------------------
+
+def test_the_progress_race_loses_nothing():
+    """The benchmark's race, small: 2 writer processes, 20 passes each (benchmarks/reliability.py runs 2 and 8 x 100)."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("reliability", Path(__file__).parents[1] / "benchmarks" / "reliability.py")
+    reliability = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(reliability)
+    result = reliability.progress_race(writers=(2,), checks=20)
+    assert result["passed"] and result["writers"]["2"]["passes_kept"] == 40, result

@@ -8,7 +8,9 @@ Run with the lab's Python (.venv/bin/python). It switches off JupyterLab's "Jupy
 for this environment only (the overrides file of the lab's own JupyterLab: it would cover the
 notebook's readouts), finds a server of this checkout from the runtime files Jupyter writes (and
 checks that it answers), else starts one on a free port with a fresh token, waits until it answers,
-and prints the direct URL of the start-here notebook and how to stop it. Ctrl+C stops the server.
+and prints the direct URL of the start-here notebook and how to stop it. Ctrl+C, SIGTERM and SIGHUP
+(the terminal closed) stop the server and its kernels. `--stop` stops only a process that is this
+checkout's JupyterLab (its command line and working folder say so), whatever a runtime file names.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -31,14 +34,45 @@ OVERRIDES = {"@jupyterlab/apputils-extension:notification": {"fetchNews": "false
 
 
 def configure(prefix: Path = Path(sys.prefix)) -> Path:
-    """Write (merge) the settings overrides of the JupyterLab installed under `prefix`."""
+    """Write (merge) the settings overrides of the JupyterLab installed under `prefix`.
+
+    A file that is not a JSON object is kept beside it (overrides.json.broken) and replaced; the new
+    file is written whole, then renamed over the old one, so an interrupted write leaves the old one."""
     path = prefix / "share" / "jupyter" / "lab" / "settings" / "overrides.json"
-    current = json.loads(path.read_text()) if path.exists() else {}
+    current = _read_json(path) if path.exists() else {}
+    if not isinstance(current, dict):
+        kept = path.with_name(path.name + ".broken")
+        path.replace(kept)
+        print(f"{path} was not a JSON object of settings: kept as {kept.name}, written again", file=sys.stderr)
+        current = {}
     for plugin, values in OVERRIDES.items():
-        current.setdefault(plugin, {}).update(values)
+        if not isinstance(current.get(plugin), dict):
+            current[plugin] = {}
+        current[plugin].update(values)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(current, indent=2) + "\n")
+    _write_atomically(path, json.dumps(current, indent=2) + "\n")
     return path
+
+
+def _read_json(path: Path) -> object:
+    """The file's JSON, or None where it cannot be read or parsed."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
 
 
 def running_servers() -> list[dict]:
@@ -47,14 +81,32 @@ def running_servers() -> list[dict]:
 
     found = []
     for info_file in sorted(Path(jupyter_runtime_dir()).glob("jpserver-*.json")):
-        try:
-            info = json.loads(info_file.read_text())
-        except (OSError, ValueError):
-            continue
-        if Path(info.get("root_dir", "")).resolve() != ROOT or not _answers(info):
-            continue
+        info = _read_json(info_file)
+        if not _well_formed(info) or Path(info["root_dir"]).resolve() != ROOT or not _answers(info):
+            continue  # unreadable, half-written, another checkout's, or a server that is gone
         found.append(info)
     return found
+
+
+def _well_formed(info: object) -> bool:
+    """A runtime file with what this script reads: a root folder, an http URL, a pid, a token."""
+    return (isinstance(info, dict) and isinstance(info.get("root_dir"), str) and isinstance(info.get("url"), str)
+            and info["url"].startswith(("http://", "https://")) and type(info.get("pid")) is int and info["pid"] > 1
+            and isinstance(info.get("token", ""), str))
+
+
+def is_this_lab(pid: int) -> bool:
+    """Whether process `pid` is a JupyterLab started from this checkout: its command line runs
+    jupyterlab (or jupyter-lab) and its working folder is the checkout."""
+    try:
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+        cwd = Path(os.readlink(f"/proc/{pid}/cwd")).resolve()
+    except OSError:
+        return False
+    names = [Path(a).name for a in args]
+    runs_lab = ("-m" in args and "jupyterlab" in args) or "jupyter-lab" in names or (
+        "jupyter" in names and "lab" in args)
+    return runs_lab and cwd == ROOT
 
 
 def _answers(info: dict) -> bool:
@@ -90,6 +142,10 @@ def banner(url: str, started_here: bool) -> str:
     return "\n".join(["", "=" * 78, head, "Open the start-here notebook:", f"    {url}", how_to_stop, "=" * 78, ""])
 
 
+def _stop_on(signum, frame):
+    raise SystemExit(128 + signum)  # unwinds to start()'s finally, which stops the server
+
+
 def start(extra: list[str]) -> int:
     port, token = free_port(), secrets.token_hex(24)
     command = [
@@ -101,6 +157,8 @@ def start(extra: list[str]) -> int:
     ]
     # Its own session: Ctrl+C reaches this script only, which then shuts the server down cleanly
     # (no "Shutdown this Jupyter server (y/[n])?" question half-hidden in the log).
+    for signum in (signal.SIGTERM, signal.SIGHUP):  # `kill`, a closed terminal: stop the server too
+        signal.signal(signum, _stop_on)
     process = subprocess.Popen(command, cwd=ROOT, start_new_session=True)
     info = {"url": f"http://127.0.0.1:{port}/", "token": token}
     try:
@@ -128,11 +186,18 @@ def start(extra: list[str]) -> int:
 
 
 def stop() -> int:
-    servers = running_servers()
-    for info in servers:
+    stopped = 0
+    for info in running_servers():
+        # A stale runtime file may name a pid reused by anything, and its URL may now be another
+        # server's: stop only a process that is this checkout's JupyterLab.
+        if not is_this_lab(info["pid"]):
+            print(f"not stopping pid {info['pid']} (named by a stale runtime file for {info['url']}): "
+                  "it is not this checkout's JupyterLab")
+            continue
         os.kill(info["pid"], signal.SIGTERM)
+        stopped += 1
         print(f"stopped the lab at {info['url']} (pid {info['pid']})")
-    if not servers:
+    if not stopped:
         print("no lab of this checkout is running")
     return 0
 

@@ -1,9 +1,15 @@
 """A real two-process gloo run: all-reduces counted, weights allclose to one process, nothing left running."""
+import multiprocessing.context
+import signal
 import socket
+import subprocess
+import sys
+import time
 
 import psutil
 import pytest
 
+from widgets.core.budget import BudgetError
 from widgets.research.ddp import (
     DDPConfig, DDPError, communication_per_update, make_model, ring_allreduce_bytes, run_ddp, sampler_shards,
     sharded_gradient_bytes,
@@ -75,3 +81,96 @@ def test_bad_input():
         run_ddp(fail_on_rank=5)
     with pytest.raises(ValueError, match="workers"):
         ring_allreduce_bytes(1.0, 0)
+
+
+# --- limits and processes ---------------------------------------------------------------------
+
+def test_sizes_past_the_ceiling_are_refused_before_any_tensor(monkeypatch):
+    monkeypatch.delenv("LAB_MEMORY_LIMIT_MB", raising=False)
+    with pytest.raises(BudgetError, match=r"about 3\.9 GB, over this lab's limit of 1\.0 GB per process") as caught:
+        DDPConfig(8, 64, 1024, 100)  # 52 million examples in each of 9 processes: about 38 GB in all
+    assert "LAB_MEMORY_LIMIT_MB" in str(caught.value)
+    monkeypatch.setenv("LAB_MEMORY_LIMIT_MB", "0.001")
+    with pytest.raises(BudgetError, match="limit of 0 MB"):
+        DDPConfig()
+    monkeypatch.setenv("LAB_MEMORY_LIMIT_MB", "lots")
+    with pytest.raises(ValueError, match="LAB_MEMORY_LIMIT_MB must be a positive number"):
+        DDPConfig()
+
+
+def test_a_run_past_the_time_ceiling_is_refused_before_any_process(monkeypatch):
+    monkeypatch.setenv("LAB_TIME_LIMIT_S", "5")
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    with pytest.raises(BudgetError, match=r"would run about \d+ s, over this lab's limit of 5 s"):
+        run_ddp(DDPConfig(num_updates=1))
+    assert [p for p in psutil.Process().children(recursive=True) if p.pid not in before] == []
+
+
+def test_a_worker_that_cannot_start_is_reported_and_the_started_ones_stopped(monkeypatch):
+    """Before: the finally's join hid the start failure behind 'can only join a started process'."""
+    original, calls = multiprocessing.context.SpawnProcess.start, []
+
+    def start_once(process):
+        calls.append(process)
+        if len(calls) == 2:
+            raise OSError(11, "Resource temporarily unavailable")
+        return original(process)
+
+    monkeypatch.setattr(multiprocessing.context.SpawnProcess, "start", start_once)
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    with pytest.raises(DDPError, match="worker 1 could not be started .*Resource temporarily unavailable.*1 started"):
+        run_ddp(DDPConfig(num_updates=1), timeout_s=120)
+    assert _workers_alive(before) == []
+
+
+KERNEL = """
+from widgets.research.ddp import DDPConfig, run_ddp
+run_ddp(DDPConfig(accumulation_steps=64, micro_batch_size=64, num_updates=100), timeout_s=600)
+"""
+
+
+def _spawned_workers(parent: psutil.Process) -> list[psutil.Process]:
+    try:
+        children = parent.children()
+    except psutil.NoSuchProcess:
+        return []
+    return [p for p in children if "multiprocessing.spawn" in " ".join(p.cmdline()) and "resource_tracker" not in
+            " ".join(p.cmdline())]
+
+
+def _joined(worker: psutil.Process) -> bool:
+    """The worker holds a TCP connection: it has joined the process group (the store on 127.0.0.1)."""
+    try:
+        return any(c.status == psutil.CONN_ESTABLISHED for c in worker.net_connections(kind="tcp"))
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_workers_exit_within_3_s_when_the_kernel_is_killed():
+    """A kernel killed for memory (SIGKILL: no finally runs) must not leave its workers training."""
+    kernel = subprocess.Popen([sys.executable, "-c", KERNEL], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    parent, workers = psutil.Process(kernel.pid), []
+    try:
+        deadline = time.monotonic() + 120
+        while len(workers) < 2:
+            assert kernel.poll() is None and time.monotonic() < deadline, "the workers never started"
+            time.sleep(0.2)
+            workers = _spawned_workers(parent)
+        while not all(_joined(w) for w in workers):  # past start-up (seconds on a busy machine): training
+            assert kernel.poll() is None and time.monotonic() < deadline, "the workers never joined the group"
+            time.sleep(0.2)
+        time.sleep(1)
+        assert all(w.is_running() for w in workers), "the run ended before the kernel was killed: make it longer"
+        kernel.send_signal(signal.SIGKILL)
+        kernel.wait()
+        gone, alive = psutil.wait_procs(workers, timeout=3)
+        assert alive == [], f"{len(alive)} DDP worker(s) still running 3 s after their kernel died"
+    finally:
+        if kernel.poll() is None:
+            kernel.kill()
+            kernel.wait()
+        for w in workers:
+            try:
+                w.kill()
+            except psutil.NoSuchProcess:
+                pass

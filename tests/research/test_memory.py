@@ -2,7 +2,11 @@
 import pytest
 import torch
 
-from widgets.research.memory import SavedTensorCounter, TinyGPT, measure_memory_terms, optimizer_state_bytes, tensor_bytes
+from widgets.core.budget import BudgetError
+from widgets.research.memory import (
+    SavedTensorCounter, TinyGPT, measure_memory_terms, micro_step_estimate, optimizer_state_bytes, tensor_bytes,
+    tiny_gpt_parameters,
+)
 from widgets.research.planner import activation_bytes_per_layer
 
 MODEL = TinyGPT(layers=1, hidden=32, heads=2, seq_len=16, vocab=64)
@@ -56,3 +60,35 @@ def test_helpers_and_bad_input():
         measure_memory_terms(torch.nn.Linear(2, 2), 1)
     with pytest.raises(ValueError, match="heads"):
         TinyGPT(hidden=10, heads=3)
+
+
+# --- the ceiling, checked on the sizes before any tensor exists ------------------------------------
+
+def test_parameter_count_on_paper_is_the_model_s():
+    for kw in (dict(layers=1, hidden=32, heads=2, seq_len=16, vocab=64), dict(layers=3, hidden=48, heads=4, seq_len=8, vocab=10)):
+        assert tiny_gpt_parameters(kw["layers"], kw["hidden"], kw["seq_len"], kw["vocab"]) == sum(
+            p.numel() for p in TinyGPT(**kw).parameters())
+
+
+def test_the_estimate_is_above_what_a_micro_step_holds():
+    kw = dict(layers=2, hidden=64, heads=4, seq_len=32, vocab=128)
+    terms = measure_memory_terms(TinyGPT(**kw), 8)
+    needs, seconds = micro_step_estimate(**kw, micro_batch_size=8)
+    assert terms.parameters + terms.total <= needs <= 2 * (terms.parameters + terms.total)  # the copy, then the terms
+    assert seconds > 0
+
+
+def test_sizes_past_the_ceiling_are_refused_with_the_estimate_and_the_limit(monkeypatch):
+    monkeypatch.delenv("LAB_MEMORY_LIMIT_MB", raising=False)
+    monkeypatch.delenv("LAB_TIME_LIMIT_S", raising=False)
+    with pytest.raises(BudgetError, match=r"TinyGPT\(layers=64, hidden=4096.*about 49\.5 GB, over this lab's limit of 1\.0 GB"):
+        TinyGPT(layers=64, hidden=4096, heads=4, vocab=100_000)
+    with pytest.raises(BudgetError, match=r"micro_batch_size=4096 would need about \d+\.\d GB.*LAB_MEMORY_LIMIT_MB"):
+        measure_memory_terms(TinyGPT(seq_len=4096), 4096)
+    monkeypatch.setenv("LAB_MEMORY_LIMIT_MB", "4")  # the ceiling is the environment's: 4 MB refuses a 6 MB step
+    with pytest.raises(BudgetError, match="limit of 4 MB"):
+        measure_memory_terms(TinyGPT(layers=2, dropout=0.0), 8)
+    monkeypatch.setenv("LAB_MEMORY_LIMIT_MB", "1024")
+    monkeypatch.setenv("LAB_TIME_LIMIT_S", "0.001")
+    with pytest.raises(BudgetError, match=r"would run about \d+ s, over this lab's limit of 0\.001 s"):
+        measure_memory_terms(MODEL, 2)

@@ -4,8 +4,13 @@
 which trains the same small model twice with gradient accumulation: once letting DDP all-reduce
 after every micro-step, once with `no_sync()` on all but the last micro-step of each update. A DDP
 communication hook counts the all-reduces and their bytes. The workers are always ended, also
-when one raises or the run times out. `_worker` lives here, not in a notebook, because spawned
-processes import it by name.
+when one raises or the run times out, and each one exits by itself within a second if the process
+that started it dies (a kernel killed for memory). `_worker` lives here, not in a notebook, because
+spawned processes import it by name.
+
+The rendezvous store listens on 127.0.0.1 without authentication: while a run lasts, any user of
+this machine can connect to its port. Run it on a machine you trust, never on one shared with
+strangers (the workers' data here are random numbers, but a peer could disturb the run).
 """
 from __future__ import annotations
 
@@ -15,7 +20,10 @@ import math
 import multiprocessing
 import os
 import queue as queue_module
+import signal
 import socket
+import sys
+import threading
 import time
 import traceback
 from dataclasses import dataclass
@@ -23,6 +31,7 @@ from dataclasses import dataclass
 import torch
 
 from widgets.core.accumulation import GRAD_ATOL, GRAD_RTOL, flat_weights  # GRAD_*: the lab's one allclose rule
+from widgets.core.budget import FLOAT32, check_memory, check_time
 from widgets.core.config import check_float, check_int
 
 INPUTS, OUTPUTS = 16, 4
@@ -75,6 +84,23 @@ class DDPConfig:
         check_int("num_updates", self.num_updates, 1, 100)
         check_float("learning_rate", self.learning_rate, 0.0, 10.0)
         check_int("seed", self.seed, 0, 2**31 - 1)
+        # every worker, and the parent for the reference, holds all W K b U examples: check before any exists
+        check_memory(f"DDPConfig(world_size={self.world_size}, accumulation_steps={self.accumulation_steps}, "
+                     f"micro_batch_size={self.micro_batch_size}, num_updates={self.num_updates}): each of its "
+                     f"{self.world_size + 1} processes holding the {self.examples_per_update * self.num_updates} examples",
+                     self.data_bytes)
+
+    @property
+    def data_bytes(self) -> int:
+        """Bytes of the examples each process makes: W K b U pairs of 16 inputs and 4 targets, float32."""
+        return self.examples_per_update * self.num_updates * (INPUTS + OUTPUTS) * FLOAT32
+
+    def seconds_estimate(self) -> float:
+        """A high estimate of `run_ddp`'s seconds: starting the workers (15 s for two on a busy 2-core
+        machine), then 2 trainings of U K micro-steps, each a forward, a backward and an all-reduce on
+        loopback (~2 ms measured; 5 ms taken), a little more per example."""
+        micro_steps = 2 * self.num_updates * self.accumulation_steps
+        return 10.0 + 4.0 * self.world_size + micro_steps * (5e-3 + 2e-6 * self.micro_batch_size)
 
     @property
     def examples_per_update(self) -> int:
@@ -123,8 +149,28 @@ def _train(config: DDPConfig, rank: int, use_no_sync: bool) -> dict:
     return {"allreduces_per_update": calls, "bytes_per_update": sent, "weights": weights.tolist()}
 
 
-def _worker(rank: int, config: DDPConfig, port: int, results, fail_on_rank: int | None, timeout_s: float) -> None:
+def _exit_with_parent(parent_pid: int, from_main_thread: bool, interval_s: float = 0.1) -> None:
+    """End this worker when `parent_pid` is no longer its parent (the kernel died, killed for memory).
+
+    A daemon thread polls os.getppid(). On a loaded machine it can wake seconds late, so where the
+    parent started us from its main thread, Linux's PR_SET_PDEATHSIG also asks for a SIGKILL the
+    moment that thread ends; from any other thread it would fire when that thread alone ends."""
+    if from_main_thread and sys.platform.startswith("linux"):
+        import ctypes
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+
+    def watch():
+        while os.getppid() == parent_pid:  # also true at once if the parent died before this line
+            time.sleep(interval_s)
+        os._exit(3)  # no clean-up to wait for: the group is gone with the parent
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
+def _worker(rank: int, config: DDPConfig, port: int, results, fail_on_rank: int | None, timeout_s: float,
+            parent_pid: int, from_main_thread: bool) -> None:
     """One process of the run: join the group, train without and with no_sync, report, leave."""
+    _exit_with_parent(parent_pid, from_main_thread)
     import torch.distributed as dist
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # stay on the loopback interface
     torch.set_num_threads(1)
@@ -197,18 +243,26 @@ def run_ddp(config: DDPConfig | None = None, timeout_s: float = 60.0, port: int 
                            "Try again with port=None to pick a free one; no process was started.") from None
     if fail_on_rank is not None:
         check_int("fail_on_rank", fail_on_rank, 0, config.world_size - 1)
+    check_time(f"run_ddp on {config}", config.seconds_estimate())
     import torch.distributed as dist
     if not dist.is_available() or not dist.is_gloo_available():
         raise DDPError("this torch build has no gloo backend (torch.distributed.is_gloo_available() is False)")
     ctx = multiprocessing.get_context("spawn")
     results = ctx.Queue()
-    procs = [ctx.Process(target=_worker, args=(r, config, port, results, fail_on_rank, timeout_s), daemon=True)
-             for r in range(config.world_size)]
+    parent = (os.getpid(), threading.current_thread() is threading.main_thread())
+    procs = [ctx.Process(target=_worker, args=(r, config, port, results, fail_on_rank, timeout_s, *parent),
+                         daemon=True) for r in range(config.world_size)]
+    started: list = []  # only a started process can be joined: a failed start must not hide behind that
     start = time.perf_counter()
     reports: dict[int, object] = {}
     try:
-        for p in procs:
-            p.start()
+        for rank, p in enumerate(procs):
+            try:
+                p.start()
+            except Exception as error:
+                raise DDPError(f"DDP worker {rank} could not be started ({type(error).__name__}: {error}); "
+                               f"the {len(started)} started before it were stopped") from error
+            started.append(p)
         while len(reports) < config.world_size:
             left = timeout_s - (time.perf_counter() - start)
             if left <= 0:
@@ -218,7 +272,7 @@ def run_ddp(config: DDPConfig | None = None, timeout_s: float = 60.0, port: int 
             except queue_module.Empty:
                 dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
                 if dead and results.empty():
-                    raise DDPError(f"a DDP worker died without reporting (exit code {dead[0]}); the others were stopped")
+                    raise DDPError(f"a DDP worker died without reporting (exit code {dead[0]}); the others were stopped") from None
                 continue
             if status == "no_backend":
                 raise DDPError(f"the gloo backend could not start on 127.0.0.1:{port} (rank {rank}): {payload}. "
@@ -227,7 +281,7 @@ def run_ddp(config: DDPConfig | None = None, timeout_s: float = 60.0, port: int 
                 raise DDPError(f"DDP worker {rank} raised; every worker was stopped.\n{payload}")
             reports[rank] = payload
     finally:
-        for p in procs:
+        for p in started:
             p.join(timeout=2)
             if p.is_alive():
                 p.terminate()

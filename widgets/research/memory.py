@@ -20,7 +20,9 @@ import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
+from widgets.core.budget import FLOAT32, FLOPS_PER_SECOND, check_memory, check_time
 from widgets.core.config import check_float, check_int
+from widgets.research.planner import activation_bytes_per_layer
 
 
 @dataclass(frozen=True)
@@ -110,6 +112,26 @@ class Block(torch.nn.Module):
         return x + F.dropout(self.fc2(F.gelu(self.fc1(self.ln2(x)))), self.dropout, self.training)
 
 
+def tiny_gpt_parameters(layers: int, hidden: int, seq_len: int, vocab: int) -> int:
+    """TinyGPT's parameter count: the two embeddings, `layers` blocks of 12 h^2 + 13 h, the last
+    LayerNorm (the head is the token embedding, tied)."""
+    return (vocab + seq_len) * hidden + layers * (12 * hidden * hidden + 13 * hidden) + 2 * hidden
+
+
+def micro_step_estimate(layers: int, hidden: int, heads: int, seq_len: int, vocab: int,
+                        micro_batch_size: int, checkpointing: bool = False) -> tuple[int, float]:
+    """(bytes, seconds) of `measure_memory_terms` on such a TinyGPT, on the high side: a copy of the
+    weights, their gradients and Adam's two states (5 x the parameters), what autograd saves (the
+    published formula at float32, x 1.5, plus the logits three times), and 3 x the forward's flops
+    (4 x with checkpointing) at `FLOPS_PER_SECOND`."""
+    b, s, h = micro_batch_size, seq_len, hidden
+    params = tiny_gpt_parameters(layers, h, s, vocab)
+    saved = layers * activation_bytes_per_layer(s, b, h, heads, element_bytes=FLOAT32, mask_bytes=1) * 3 // 2
+    logits = 3 * b * s * vocab * FLOAT32
+    forward_flops = 2 * b * s * (params - vocab * h - s * h) + 2 * b * s * vocab * h + 4 * layers * b * s * s * h
+    return 5 * params * FLOAT32 + saved + logits, (4 if checkpointing else 3) * forward_flops / FLOPS_PER_SECOND
+
+
 class TinyGPT(torch.nn.Module):
     """A small decoder-only transformer (token + position embeddings, `layers` blocks, tied head)."""
 
@@ -124,6 +146,9 @@ class TinyGPT(torch.nn.Module):
         self.seq_len = check_int("seq_len", seq_len, 1, 4096)
         self.vocab = check_int("vocab", vocab, 2, 100_000)
         check_float("dropout", dropout, 0.0, 0.99, low_inclusive=True)
+        check_memory(f"TinyGPT(layers={layers}, hidden={hidden}, seq_len={seq_len}, vocab={vocab}), float32 weights",
+                     tiny_gpt_parameters(layers, hidden, seq_len, vocab) * FLOAT32)  # before any tensor exists
+        self.heads = heads
         self.checkpoint_blocks = False
         self.block_forwards = 0
         with torch.random.fork_rng(devices=[]):
@@ -168,6 +193,13 @@ def measure_memory_terms(model: TinyGPT, micro_batch_size: int, optimizer: str =
     b = check_int("micro_batch_size", micro_batch_size, 1, 4096)
     if optimizer not in ("adam", "sgd"):
         raise ValueError(f"optimizer must be 'adam' or 'sgd', got {optimizer!r}")
+    # the ceiling is checked on the sizes, before the copy, the batch or any activation exists
+    shape = dict(layers=len(model.blocks), hidden=model.embed.embedding_dim, heads=model.heads, seq_len=model.seq_len,
+                 vocab=model.vocab)
+    needs, seconds = micro_step_estimate(**shape, micro_batch_size=b, checkpointing=bool(checkpointing))
+    what = f"measure_memory_terms on TinyGPT({', '.join(f'{k}={v}' for k, v in shape.items())}) with micro_batch_size={b}"
+    check_memory(what, needs)
+    check_time(what, seconds)
     net = copy.deepcopy(model)
     net.checkpoint_blocks, net.block_forwards = bool(checkpointing), 0
     tokens, targets = language_model_batch(net, b, seed)

@@ -1,0 +1,133 @@
+"""`make present`: the projector view (Voila on present/explorer.ipynb), safe to leave running in a room.
+
+    LAB_PRESET=forgot-to-divide python present/serve.py    # what `make present PRESET=...` runs
+    LAB_STATE=GA1-2002-NZ python present/serve.py           # ... and `make present STATE=<share code>`
+
+- A share code pasted from the chat reaches this script as an environment variable, never through
+  a shell; it is checked here (widgets.lab.presets) before Voila starts, and a bad one stops here
+  with the reason: nothing in it is ever run.
+- The page needs a token: the URL printed below carries it. Without it Voila answers 403 and
+  starts no kernel (a crawler, an `<img src>` on another page, a stray curl).
+- Each page view starts a kernel (~370 MB). One that no page is connected to (a GET that ran no
+  JavaScript, a closed tab) is shut down after --cull-idle-s seconds idle (default 30), checked
+  every --cull-interval-s (default 5); a projector tab stays connected and is never culled.
+- Voila listens on 127.0.0.1 only, in its own session: Ctrl+C, SIGTERM or SIGHUP (the terminal
+  closed) reach this script, which stops Voila, and Voila its kernels.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGE = "present/explorer.ipynb"
+
+
+def checked_settings(env: dict) -> str:
+    """The caption the page will show for $LAB_STATE / $LAB_PRESET; SystemExit(2) saying why if bad."""
+    from widgets.lab.presets import StateCodeError, decode_state, preset
+
+    state, name = env.get("LAB_STATE", "").strip(), env.get("LAB_PRESET", "").strip()
+    try:
+        if state:
+            decode_state(state)
+            return f"the share code {state}"
+        if name:
+            preset(name)
+            return f"the preset {name}"
+    except (StateCodeError, ValueError) as error:
+        raise SystemExit(f"make present: {error}\nNothing was started.") from None
+    return "the healthy default"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def voila_command(port: int, cull_idle_s: int, cull_interval_s: int) -> list[str]:
+    """Voila's arguments: loopback only, a token (from $JUPYTER_TOKEN, not the command line, which
+    every local user can read), and the cull of kernels no page is connected to."""
+    return [
+        sys.executable, "-m", "voila", PAGE, "--no-browser", f"--port={port}", "--Voila.ip=127.0.0.1",
+        "--Voila.auto_token=True",  # the identity provider then takes $JUPYTER_TOKEN
+        f"--MappingKernelManager.cull_idle_timeout={cull_idle_s}",
+        f"--MappingKernelManager.cull_interval={cull_interval_s}",
+        "--MappingKernelManager.cull_connected=False",  # the projector's own tab is connected: kept
+        "--MappingKernelManager.cull_busy=False",
+    ]
+
+
+def answers(url: str) -> bool:
+    """Voila's static files answer without starting a kernel (the page itself would start one)."""
+    try:
+        with urllib.request.urlopen(url, timeout=3):
+            return True
+    except urllib.error.HTTPError:
+        return True  # it answered
+    except OSError:
+        return False
+
+
+def _stop_on(signum, frame):
+    raise SystemExit(128 + signum)  # unwinds to the finally below, which stops Voila
+
+
+def serve(cull_idle_s: int, cull_interval_s: int, ready_timeout_s: float = 120) -> int:
+    what = checked_settings(os.environ)
+    port, token = free_port(), secrets.token_urlsafe(24)
+    env = {**os.environ, "JUPYTER_TOKEN": token}
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _stop_on)
+    process = subprocess.Popen(voila_command(port, cull_idle_s, cull_interval_s), cwd=ROOT, env=env,
+                               start_new_session=True)
+    try:
+        deadline = time.monotonic() + ready_timeout_s
+        while not answers(f"http://127.0.0.1:{port}/voila/static/"):
+            if process.poll() is not None:
+                return process.returncode
+            if time.monotonic() > deadline:
+                print(f"Voila did not answer within {ready_timeout_s:g} s; see its log above.", file=sys.stderr)
+                return 1
+            time.sleep(0.5)
+        url = f"http://127.0.0.1:{port}/?token={token}"
+        print("\n".join(["", "=" * 78, f"The projector view, showing {what}. Open (the token is the key):",
+                         f"    {url}", "Presets: add &preset=NAME; share codes: &state=CODE.",
+                         "Stop it: Ctrl+C in this terminal.", "=" * 78, ""]), flush=True)
+        return process.wait()
+    except KeyboardInterrupt:
+        print("\nStopping the projector view ...", flush=True)
+        return 0
+    finally:
+        if process.poll() is None:
+            process.terminate()  # Voila shuts its kernels down first
+            try:
+                process.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cull-idle-s", type=int, default=30, help="shut down a kernel no page uses after this long")
+    parser.add_argument("--cull-interval-s", type=int, default=5, help="how often idle kernels are looked for")
+    args = parser.parse_args(argv)
+    for name in ("cull_idle_s", "cull_interval_s"):
+        if not 1 <= getattr(args, name) <= 3600:
+            parser.error(f"--{name.replace('_', '-')} must be between 1 and 3600 seconds, got {getattr(args, name)}")
+    return serve(args.cull_idle_s, args.cull_interval_s)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
