@@ -230,8 +230,10 @@ def write_room(classroom: dict, install: dict) -> str:
               "`wheelhouse/`); copy the checkout with `wheelhouse/` to each machine (USB stick); there, "
               "`make lab WHEELS=wheelhouse` installs with no network. Voila's page links icons from a CDN: offline "
               "they are missing, nothing else." + offline_measured(), "",
-              "**Projector**: `make present` (or `make present PRESET=forgot-to-divide`); learners paste the share "
-              "code from `widgets.lab.presets.encode_state(...)` into `make_accumulation_explorer(**decode_state(code))`.", ""]
+              "**Projector**: `make present` (or `make present PRESET=forgot-to-divide`, or `STATE='GA1-…'` for a "
+              "share code: passed without a shell, a bad one stops before anything starts) prints the page's URL with "
+              "its token: open that URL; without the token the page is refused, and kernels no page is connected to "
+              "are shut down after 30 s. Learners paste a share code into `make_accumulation_explorer(state=code)`.", ""]
     return "\n".join(lines)
 
 
