@@ -137,7 +137,7 @@ def jupyterlab(work: Path, notebooks: list[Path], timeout: float = 90):
                 break
             except OSError:
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"JupyterLab did not answer in {timeout} s:\n{log.read_text()[-3000:]}")
+                    raise RuntimeError(f"JupyterLab did not answer in {timeout} s:\n{log.read_text()[-3000:]}") from None
                 time.sleep(0.3)
         yield server
     finally:
