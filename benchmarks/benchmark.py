@@ -1,13 +1,19 @@
 """Speed and memory of the lab, measured (never asserted in timed tests).
 
     python benchmarks/benchmark.py                 # explorer latency + every notebook
-    python benchmarks/benchmark.py --skip-notebooks
+    python benchmarks/benchmark.py --explorer-only  # (or --skip-notebooks)
 
 Prints, and writes to benchmarks/results.json:
 - slider change -> figure updated, in the kernel: the time from setting a control's value (what
   a slider move does) until the new PNG sits in the explorer's Image widget, over a scripted
-  sequence of changes that mixes first visits (cold: three regimes trained) and revisits
-  (cached record: only a redraw), next to bare redraws of the same figure in the same run;
+  sequence of changes that mixes first visits (settings never shown before) and revisits, next to
+  bare redraws of the same figure in the same run, and their ratios. Between two changes the
+  learner pauses (SWEEP_PAUSE_S between arrow-key presses on one slider, READ_PAUSE_S after a jump
+  or a switch), and the explorer works ahead in that time as it does in a kernel's idle time:
+  the next notch right away, the other moves once the learner has paused QUIET_S (`train_ahead`).
+  Work ahead still running when the next change comes delays it, and counts in its time. A first
+  visit not trained ahead (a jump, a pause too short) is trained on the slider's path; the first
+  visits are also given split by which of the two they were;
 - each notebook's run time from kernel start, and the peak memory of its kernel plus any worker
   processes it starts (see memory.py): the tree's resident pages, each counted once (the budget's
   reading), and the per-process RSS and PSS summed.
@@ -48,7 +54,13 @@ def percentile(values: list[float], q: float) -> float:
 
 def summary(seconds: list[float]) -> dict:
     ms = [s * 1000 for s in seconds]
+    if not ms:
+        return {"n": 0, "median_ms": None, "p95_ms": None}
     return {"n": len(ms), "median_ms": round(statistics.median(ms), 1), "p95_ms": round(percentile(ms, 95), 1)}
+
+
+SWEEP_PAUSE_S = 0.15  # between two arrow-key presses on one slider (the Chromium round trip alone is ~0.07 s)
+READ_PAUSE_S = 1.0  # after a jump, a bug or the optimizer switched: the learner reads the figure and readout
 
 
 def slider_script() -> list[tuple[str, object]]:
@@ -69,25 +81,56 @@ def slider_script() -> list[tuple[str, object]]:
     return steps
 
 
-def measure_explorer() -> dict:
+def learner_pause(change: tuple[str, object], last: tuple[str, object] | None, read: float = READ_PAUSE_S) -> float:
+    """The pause before `change`: short while one slider is swept a notch at a time, else time to read."""
+    sweep = last is not None and change[0] == last[0] and change[0] in ("accumulation_steps", "micro_batch_size") \
+        and abs(change[1] - last[1]) == 1
+    return SWEEP_PAUSE_S if sweep else read
+
+
+def work_ahead_while_paused(explorer, pause: float) -> tuple[int, float]:
+    """What the kernel's idle time does in `pause` after a change (see widgets.controls.explorer):
+    the next notch at once, the other moves from QUIET_S on. Returns the steps taken and how long
+    the work still runs past the pause (the next change waits that long)."""
+    from widgets.controls.explorer import QUIET_S
+
+    start = time.perf_counter()
+    steps = explorer.train_ahead(next_notch_only=True)
+    busy_until = time.perf_counter() - start
+    if pause > max(QUIET_S, busy_until):
+        quiet_start = max(QUIET_S, busy_until)
+        start = time.perf_counter()
+        steps += explorer.train_ahead(seconds=pause - quiet_start)
+        busy_until = quiet_start + time.perf_counter() - start
+    return steps, max(0.0, busy_until - pause)
+
+
+def measure_explorer(read_pause: float = READ_PAUSE_S) -> dict:
     from widgets.controls.explorer import make_accumulation_explorer
 
+    load_at_start = [round(x, 2) for x in psutil.getloadavg()]
     start = time.perf_counter()
     explorer = make_accumulation_explorer(accumulation_steps=4, micro_batch_size=8)
     build = time.perf_counter() - start
     seen = {explorer.current_config()}
-    changes, cold, warm = [], [], []
+    changes, cold, warm, ahead, on_path, steps_ahead, last = [], [], [], [], [], 0, None
     for name, value in slider_script():
+        steps, waited = work_ahead_while_paused(explorer, learner_pause((name, value), last, read_pause))
+        steps_ahead += steps
+        last = (name, value)
+        ready = explorer.trained_settings()
         before = explorer.image.value
         start = time.perf_counter()
         explorer.controls[name].value = value
-        elapsed = time.perf_counter() - start
+        elapsed = time.perf_counter() - start + waited
         if explorer.image.value is before:
             raise RuntimeError(f"setting {name}={value} did not update the figure")
         if explorer.errors.outputs:
             raise RuntimeError(f"setting {name}={value} raised: {explorer.errors.outputs}")
         config = explorer.current_config()
         (warm if config in seen else cold).append(elapsed)
+        if config not in seen:
+            (ahead if config in ready else on_path).append(elapsed)
         seen.add(config)
         changes.append(elapsed)
     blit, full = [], []
@@ -103,9 +146,17 @@ def measure_explorer() -> dict:
         "slider_change": summary(changes),
         "slider_change_cold": summary(cold),
         "slider_change_cached": summary(warm),
+        "slider_change_cold_trained_ahead": summary(ahead),
+        "slider_change_cold_trained_on_the_path": summary(on_path),
         "bare_redraw_blit": summary(blit),
         "bare_redraw_full": summary(full),
+        "learner_pause_s": {"sweep": SWEEP_PAUSE_S, "read": read_pause},
+        "steps_ahead": steps_ahead,
+        "load_average_1_5_15": {"start": load_at_start, "end": [round(x, 2) for x in psutil.getloadavg()]},
     }
+    for kind in ("slider_change_cold", "slider_change_cached"):
+        for stat in ("median_ms", "p95_ms"):
+            result[f"ratio_{kind[14:]}_{stat[:-3]}_to_bare_blit"] = round(result[kind][stat] / result["bare_redraw_blit"][stat], 2)
     result["ratio_median_to_bare_blit"] = round(result["slider_change"]["median_ms"] / result["bare_redraw_blit"]["median_ms"], 2)
     result["ratio_median_to_bare_full"] = round(result["slider_change"]["median_ms"] / result["bare_redraw_full"]["median_ms"], 2)
     return result
@@ -113,7 +164,9 @@ def measure_explorer() -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--skip-notebooks", action="store_true", help="measure only the explorer")
+    parser.add_argument("--skip-notebooks", "--explorer-only", action="store_true", help="measure only the explorer")
+    parser.add_argument("--read-pause", type=float, default=READ_PAUSE_S,
+                        help=f"the learner's pause after a jump or a switch, in seconds (default {READ_PAUSE_S})")
     args = parser.parse_args()
 
     results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
@@ -125,16 +178,22 @@ def main() -> None:
     # the map in start-here quotes "command" and "measured_on" for the notebook times: an explorer-only
     # run leaves them alone and records its own
     key = "explorer_command" if args.skip_notebooks else "command"
-    results[key] = "python benchmarks/benchmark.py" + (" --skip-notebooks" if args.skip_notebooks else "")
+    results[key] = " ".join(["python", "benchmarks/benchmark.py", *sys.argv[1:]])
     results["explorer_measured_on" if args.skip_notebooks else "measured_on"] = time.strftime("%Y-%m-%d")
-    explorer = measure_explorer()
+    explorer = measure_explorer(args.read_pause)
     results["explorer"] = explorer
     print("explorer, in the kernel (ms)      median    p95    n")
-    for key in ("slider_change", "slider_change_cold", "slider_change_cached", "bare_redraw_blit", "bare_redraw_full"):
+    for key in ("slider_change", "slider_change_cold", "slider_change_cold_trained_ahead",
+                "slider_change_cold_trained_on_the_path", "slider_change_cached", "bare_redraw_blit", "bare_redraw_full"):
         s = explorer[key]
-        print(f"  {key:<30} {s['median_ms']:7.1f} {s['p95_ms']:7.1f} {s['n']:4d}")
+        if s["n"]:
+            print(f"  {key:<40} {s['median_ms']:7.1f} {s['p95_ms']:7.1f} {s['n']:4d}")
+        else:
+            print(f"  {key:<40} {'-':>7} {'-':>7} {0:4d}")
     print(f"  median / bare blit redraw = {explorer['ratio_median_to_bare_blit']}x; "
           f"/ bare full redraw = {explorer['ratio_median_to_bare_full']}x")
+    print(f"  first visits / bare blit redraw: median {explorer['ratio_cold_median_to_bare_blit']}x, "
+          f"p95 {explorer['ratio_cold_p95_to_bare_blit']}x (pauses {explorer['learner_pause_s']} s, load {explorer['load_average_1_5_15']})")
 
     if not args.skip_notebooks:
         notebooks = {}

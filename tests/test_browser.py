@@ -236,6 +236,9 @@ def test_explorer_answers_the_keyboard_and_is_timed_against_the_floor(lab):
         "explorer_first_visit_ms": summary([ms for ms, c in zip(live, cold) if c]),
         "explorer_revisit_ms": summary([ms for ms, c in zip(live, cold) if not c]),
         "explorer_over_bare": ratio,
+        # the explorer's issue asks for <= 1.3 x on both, first visits (a run not kept) and revisits
+        "first_visit_over_bare": round(statistics.median([ms for ms, c in zip(live, cold) if c]) / statistics.median(bare), 2),
+        "revisit_over_bare": round(statistics.median([ms for ms, c in zip(live, cold) if not c]) / statistics.median(bare), 2),
         "budget": f"explorer median <= {LATENCY_BUDGET} x bare median",
         "within_budget": ratio <= LATENCY_BUDGET,
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
@@ -248,7 +251,7 @@ def test_explorer_answers_the_keyboard_and_is_timed_against_the_floor(lab):
     )
     # Timing on a shared 2-core machine is too noisy to fail the suite on; the budget is reported.
     if ratio > LATENCY_BUDGET:
-        warnings.warn(f"explorer latency is {ratio} x the bare round trip (budget {LATENCY_BUDGET} x)")
+        warnings.warn(f"explorer latency is {ratio} x the bare round trip (budget {LATENCY_BUDGET} x)", stacklevel=1)
 
 
 def summary(samples: list[float]) -> dict:

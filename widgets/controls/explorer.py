@@ -3,21 +3,34 @@
 The figure is a plain matplotlib `Figure` (never pyplot, so nothing leaks into the notebook)
 made once; each change moves its lines in place and sends a fresh PNG to an `Image` widget.
 Displayed without a kernel (GitHub, nbviewer) the explorer falls back to that PNG.
+
+Speed: a setting is trained once and its record kept. Right after a slider moves a notch, the next
+notch the same way is trained in the kernel's idle time (a learner pressing an arrow key again finds
+it ready); once the learner pauses (`QUIET_S`), the other settings one move away (K and b a notch
+either way, a main bug or the optimizer switched, the sliders' ends) are trained too, one per
+event-loop turn, with the backgrounds their axis limits need. Leaks: re-running the cell that
+built an explorer closes the one it built before.
 """
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import html
+import sys
+import time
+import weakref
 from collections import OrderedDict
 
 import ipywidgets as W
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from widgets.core.config import OPTIMIZER_NAMES, AccumulationConfig, check_float, check_int, unmet_bug_needs
+from widgets.core.config import OPTIMIZER_NAMES, AccumulationConfig, check_float, check_int, config_without_waiting_bugs
 from widgets.lab import presets
 from widgets.draw.frames import OKABE_ITO, FastCanvas, errors_shown_in, with_static_fallback
 from widgets.draw.training_plots import draw_gradient_pile, draw_loss_curves, update_gradient_pile, update_loss_curves
 from widgets.core.symptoms import bug_symptoms
+from widgets.core.torch_state import known_torch_state
 from widgets.core.training import DIVERGED_LOSS_FACTOR, RunRecord, run_regimes
 
 K_RANGE = (1, 16)
@@ -39,14 +52,26 @@ OPTIMIZER_LABELS = {"sgd": "SGD", "adamw": "AdamW"}
 MAIN_BUGS = ("loss_not_divided", "zero_grad_every_micro_step", "step_every_micro_step")
 CLIP_OPTIONS = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0)  # max_grad_norm choices; the gradients here are ~0.1-2
 SETTINGS = ("tail_micro_batches", "max_grad_norm", "warmup_updates")  # what some of those bugs need
-_RECORDS_KEPT = 64
+_RECORDS_KEPT = 64  # records of settings shown, each a few kB; as many again trained ahead, never shown
+AHEAD_PER_CHANGE = 12  # settings trained ahead after one change, at most (see `_moves_away`)
+IDLE_GAP_S = 0.02  # between two steps ahead: the kernel's event loop reads a waiting message first
+QUIET_S = 0.3  # no change for this long: the learner is reading, train the other moves ahead
+_LIVE: dict[str, weakref.ref] = {}  # the cell that built an explorer -> that explorer (see `_running_cell`)
 
 
 class AccumulationExplorer(W.VBox):
     """Use `make_accumulation_explorer`; `controls`, `record`, `figure` and `readout` are public."""
 
     def __init__(self, config: AccumulationConfig):
-        self._records: OrderedDict[AccumulationConfig, RunRecord] = OrderedDict()
+        self._records: OrderedDict[AccumulationConfig, RunRecord] = OrderedDict()  # shown
+        self._ahead_records: OrderedDict[AccumulationConfig, RunRecord] = OrderedDict()  # trained ahead
+        self._settings: OrderedDict[tuple, tuple[AccumulationConfig, list[str]]] = OrderedDict()
+        self._ahead: list[AccumulationConfig] = []  # settings one move away, to train while idle
+        self._plan: tuple | None = None  # (config, control values, values before): `_ahead` not listed yet
+        self._frames_ahead: list[RunRecord] = []  # trained ahead; their backgrounds drawn once all are trained
+        self._idle_call: asyncio.TimerHandle | None = None
+        self._quiet = False  # has the learner paused since the last change (see `_train_one_ahead`)?
+        self._notch: AccumulationConfig | None = None  # the next notch of the slider just moved, the same way
         self._base = config
         self.controls = {
             "accumulation_steps": W.IntSlider(
@@ -87,6 +112,8 @@ class AccumulationExplorer(W.VBox):
         self.image = W.Image(format="png", layout=W.Layout(width="720px"))
         self.render()
         self.readout.value = readout_html(self.record)
+        self._last_values = self._control_values()
+        self._config_and_notes()  # the starting values, checked once like any other setting
         for control in self.controls.values():
             control.observe(self._on_change, names="value")
         sliders = W.VBox([self.controls[n] for n in ("accumulation_steps", "micro_batch_size", "learning_rate", "optimizer")])
@@ -102,6 +129,14 @@ class AccumulationExplorer(W.VBox):
         self.share.on_click(self._show_share_code)
         super().__init__([W.HBox([sliders, bugs]), more, self.image, self.readout,
                           W.HBox([self.share, self.share_text]), self.errors])
+        self.closed = False  # `close()` sets it; until here there is nothing to close
+        self._plan_ahead(config, self._last_values)  # the first move, too, is likely one notch away
+        cell = _running_cell()
+        if cell is not None:  # the same cell run again: its previous explorer is closed
+            previous = _LIVE[cell]() if cell in _LIVE else None
+            if previous is not None and previous is not self:
+                previous.close()
+            _LIVE[cell] = weakref.ref(self)
 
     def share_code(self) -> str:
         """A short code for the current settings: `make_accumulation_explorer(state=code)` shows the
@@ -120,41 +155,52 @@ class AccumulationExplorer(W.VBox):
 
     def current_config(self) -> AccumulationConfig:
         """The configuration the controls describe now (raises ValueError if they are out of range)."""
+        return self._config_and_notes()[0]
+
+    def _control_values(self) -> tuple:
+        return tuple(control.value for control in self.controls.values())
+
+    def _config_and_notes(self) -> tuple[AccumulationConfig, list[str]]:
+        """The config the controls describe, and a note per ticked bug left out because it waits for
+        a setting. Checked once per new combination of control values, by the config; a revisit
+        checks nothing."""
+        values = self._control_values()
+        if values in self._settings:
+            self._settings.move_to_end(values)
+            return self._settings[values]
         c = self.controls
-        return AccumulationConfig(
+        config, waiting = config_without_waiting_bugs(
             accumulation_steps=c["accumulation_steps"].value,
             micro_batch_size=c["micro_batch_size"].value,
             learning_rate=float(c["learning_rate"].value),
             num_updates=self._base.num_updates,
             num_examples=self._base.num_examples,
             seed=self._base.seed,
-            bugs=self._ticked_bugs() - set(self._bugs_waiting_for_a_setting()),
+            bugs=frozenset(n for n in BUG_LABELS if c[n].value),
             tail_micro_batches=c["tail_micro_batches"].value,
             max_grad_norm=c["max_grad_norm"].value or None,
             warmup_updates=c["warmup_updates"].value,
             optimizer=c["optimizer"].value,
         )
+        notes = [f"'{BUG_LABELS[n]}' is not applied yet: it needs {need}" for n, need in waiting.items()]
+        self._settings[values] = (config, notes)
+        if len(self._settings) > _RECORDS_KEPT:
+            self._settings.popitem(last=False)
+        return config, notes
 
-    def _ticked_bugs(self) -> frozenset[str]:
-        return frozenset(n for n in BUG_LABELS if self.controls[n].value)
-
-    def _bugs_waiting_for_a_setting(self) -> dict[str, str]:
-        """Checked bugs the settings leave without effect (they are left out of the run, with a note)."""
-        c = self.controls
-        return unmet_bug_needs(
-            self._ticked_bugs(), tail_micro_batches=c["tail_micro_batches"].value,
-            max_grad_norm=c["max_grad_norm"].value or None, warmup_updates=c["warmup_updates"].value,
-        )
-
-    def _record_for(self, config: AccumulationConfig) -> RunRecord:
-        """Run (or reuse) the three regimes for `config`; keeps the last few records."""
+    def _record_for(self, config: AccumulationConfig, ahead: bool = False) -> RunRecord:
+        """Run (or reuse) the three regimes for `config`. Shown records and records trained `ahead`
+        are kept apart, each the last `_RECORDS_KEPT`, so training ahead never evicts a shown one."""
         if config in self._records:
             self._records.move_to_end(config)
             return self._records[config]
-        record = run_regimes(config)
-        self._records[config] = record
-        if len(self._records) > _RECORDS_KEPT:
-            self._records.popitem(last=False)
+        record = self._ahead_records.pop(config, None)
+        if record is None:
+            record = run_regimes(config)  # under known_torch_state: a learner's float16 changes no verdict
+        kept = self._ahead_records if ahead else self._records
+        kept[config] = record
+        if len(kept) > _RECORDS_KEPT:
+            kept.popitem(last=False)
         return record
 
     def _on_change(self, change: dict | None = None) -> None:
@@ -167,17 +213,114 @@ class AccumulationExplorer(W.VBox):
                 self.controls["tail_micro_batches"].max = max(0, self.controls["accumulation_steps"].value - 1)
             finally:
                 self._syncing = False
-            notes = [f"'{BUG_LABELS[n]}' is not applied yet: it needs {need}" for n, need in self._bugs_waiting_for_a_setting().items()]
-            self.show(self.current_config(), notes)
+            config, notes = self._config_and_notes()
+            self.show(config, notes)
+            before, self._last_values = self._last_values, self._control_values()
+            self._plan_ahead(config, before)
+
+    def _plan_ahead(self, config: AccumulationConfig, before: tuple) -> None:
+        """Drop what the last change planned; plan the moves from `config` (listed when idle)."""
+        self._plan, self._ahead, self._frames_ahead, self._quiet = (config, self._last_values, before), [], [], False
+        if self._idle_call is not None:
+            self._idle_call.cancel()
+            self._idle_call = None
+        self._train_ahead_when_idle(0.0)  # at the loop's next turn: the new frame is already on its way
+
+    def _train_ahead_when_idle(self, delay: float) -> None:
+        """In a kernel, queue one step ahead on its event loop (which runs widget callbacks too).
+        Outside one (a script, a test) nothing runs in the background: `train_ahead` does it on request."""
+        if self._idle_call is not None or self.closed or not (self._plan or self._ahead or self._frames_ahead):
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._idle_call = loop.call_later(delay, _train_one_ahead, weakref.ref(self))
+
+    def train_ahead(self, max_steps: int | None = None, seconds: float | None = None, *,
+                    next_notch_only: bool = False) -> int:
+        """Work ahead for the settings one move from the last change, until all is done, `max_steps`
+        were taken or `seconds` passed; returns the steps taken. A step trains one setting or, once
+        all are trained, draws the background one of them needs (new axis limits: a redraw of the
+        text). `next_notch_only`: only the next notch of the slider just moved, the same way (what
+        the kernel does before the learner pauses). The list is made here, off the slider's path.
+        A setting that fails is dropped (moving there shows why)."""
+        if self._plan is not None:
+            config, values, before = self._plan
+            self._plan = None
+            kept = self.trained_settings()
+            notch = _next_notch(config, values, before, list(self.controls))
+            self._ahead = [c for c in ([notch] if notch else []) + _moves_away(config) if c not in kept]
+            self._ahead = list(dict.fromkeys(self._ahead))[:AHEAD_PER_CHANGE]
+            self._notch = notch
+        if next_notch_only:
+            if not self._ahead or self._ahead[0] != self._notch:
+                return 0
+            max_steps = 1
+        start, steps = time.perf_counter(), 0
+        while (self._ahead or self._frames_ahead) and (max_steps is None or steps < max_steps) and not self.closed:
+            if seconds is not None and time.perf_counter() - start >= seconds:
+                break
+            try:
+                if self._ahead:
+                    config = self._ahead.pop(0)
+                    if config in self._records or config in self._ahead_records:
+                        continue
+                    self._frames_ahead.append(self._record_for(config, ahead=True))
+                else:
+                    self._prepare_frame(self._frames_ahead.pop(0))
+            except Exception:  # noqa: BLE001 - a neighbour that cannot run is simply not ready
+                continue
+            steps += 1
+        return steps
+
+    def trained_settings(self) -> frozenset[AccumulationConfig]:
+        """The settings whose runs are kept: showing one of them only redraws."""
+        return frozenset(self._records) | frozenset(self._ahead_records)
+
+    def close(self) -> None:
+        """Close the widgets (layouts and styles included), stop training ahead, free the figure and
+        the kept records: what re-running the cell does to the explorer it built before."""
+        if self.__dict__.get("closed", True):  # closed already, or never built
+            return super().close()
+        self.closed = True
+        self._ahead, self._plan, self._frames_ahead = [], None, []
+        if self._idle_call is not None:
+            self._idle_call.cancel()
+            self._idle_call = None
+        for child in self.children:
+            _close_tree(child)
+        if isinstance(self.layout, W.Widget):
+            self.layout.close()
+        self.figure = self.canvas = self._axes = self._pile_artists = self._loss_lines = None
+        self._records, self._ahead_records = OrderedDict(), OrderedDict()
+        self._settings = OrderedDict()
+        super().close()
 
     def show(self, config: AccumulationConfig, notes: list[str] | tuple[str, ...] = ()) -> None:
         """Show `config`: recompute, move the lines in place, redraw, refresh the readout (+ `notes`)."""
         self.notes = list(notes)
         self.record = self._record_for(config)
-        update_gradient_pile(self.record, self._axes[0], self._pile_artists, max_steps=K_RANGE[1])
-        update_loss_curves(self.record, self._axes[1], self._loss_lines)
+        self._move_lines(self.record)
         self.render()
         self.readout.value = readout_html(self.record, self.notes)
+
+    def _move_lines(self, record: RunRecord) -> None:
+        update_gradient_pile(record, self._axes[0], self._pile_artists, max_steps=K_RANGE[1])
+        update_loss_curves(record, self._axes[1], self._loss_lines)
+
+    def _prepare_frame(self, record: RunRecord) -> None:
+        """Draw ahead the background that showing `record` from here would need (new axis limits cost
+        a redraw of the text), then put the lines and the limits back as they were."""
+        limits = [(ax.get_xlim(), ax.get_ylim()) for ax in self._axes]
+        try:
+            self._move_lines(record)
+            self.canvas.prepare()
+        finally:
+            self._move_lines(self.record)
+            for ax, (x, y) in zip(self._axes, limits):
+                ax.set_xlim(x)
+                ax.set_ylim(y)
 
     def render(self, full: bool = False) -> None:
         """Redraw the figure into the image widget (the bare redraw the benchmark compares with)."""
@@ -193,6 +336,11 @@ def readout_lines(record: RunRecord, notes: list[str] | tuple[str, ...] = ()) ->
     """The explorer's readout as plain sentences, computed from `record`, then any `notes`."""
     if not isinstance(record, RunRecord):
         raise TypeError(f"record must be a RunRecord (from run_regimes), got {type(record).__name__}")
+    with known_torch_state(threads=None):  # the symptoms compute with torch: float32, grad on
+        return _readout_lines(record, notes)
+
+
+def _readout_lines(record: RunRecord, notes: list[str] | tuple[str, ...]) -> list[str]:
     c = record.config
     K, b = c.accumulation_steps, c.micro_batch_size
     lines = [f"effective_batch_size = K x b = {K} x {b} = {c.effective_batch_size}", _gradient_line(record)]
@@ -303,6 +451,93 @@ def make_accumulation_explorer(
         max_grad_norm=max_grad_norm, warmup_updates=warmup_updates, optimizer=optimizer,
     )
     return AccumulationExplorer(config)
+
+
+def _next_notch(config: AccumulationConfig, values: tuple, before: tuple, names: list[str]) -> AccumulationConfig | None:
+    """The next notch, the same way, of the K or b slider that just moved (None: neither moved,
+    or the config refuses it)."""
+    moved = {n: (v, old) for n, v, old in zip(names, values, before) if v != old}
+    for name in ("accumulation_steps", "micro_batch_size"):
+        if name in moved:
+            new, old = moved[name]
+            found = _settings_from(config, [{name: new + (1 if new > old else -1)}])
+            return found[0] if found else None
+    return None
+
+
+def _moves_away(config: AccumulationConfig) -> list[AccumulationConfig]:
+    """The settings one move from `config`, likeliest first: K and b one notch either way; a main bug
+    or the optimizer switched; K's and b's ends."""
+    K, b = config.accumulation_steps, config.micro_batch_size
+    steps = [{"accumulation_steps": K + 1}, {"accumulation_steps": K - 1},
+             {"micro_batch_size": b + 1}, {"micro_batch_size": b - 1}]
+    steps += [{"bugs": config.bugs ^ {bug}} for bug in MAIN_BUGS]
+    steps += [{"optimizer": name} for name in OPTIMIZER_NAMES if name != config.optimizer]
+    steps += [{"accumulation_steps": k} for k in K_RANGE] + [{"micro_batch_size": m} for m in B_RANGE]
+    return _settings_from(config, steps)
+
+
+def _settings_from(config: AccumulationConfig, steps: list[dict]) -> list[AccumulationConfig]:
+    """`config` with each change in `steps` made, in order, without repeats or `config` itself;
+    settings the sliders or the config refuse (K x b over the examples, a tail >= K) are left out."""
+    K, b = config.accumulation_steps, config.micro_batch_size
+    found: list[AccumulationConfig] = []
+    for change in steps:
+        k = change.get("accumulation_steps", K)
+        if not (K_RANGE[0] <= k <= K_RANGE[1] and B_RANGE[0] <= change.get("micro_batch_size", b) <= B_RANGE[1]):
+            continue
+        try:  # the tail slider's max follows K, which clamps the tail
+            neighbour = dataclasses.replace(config, tail_micro_batches=min(config.tail_micro_batches, k - 1), **change)
+        except ValueError:
+            continue
+        if neighbour != config and neighbour not in found:
+            found.append(neighbour)
+    return found
+
+
+def _train_one_ahead(ref: weakref.ref) -> None:
+    """One step ahead in the kernel's event loop, then the next one queued after a short gap, so that
+    a message waiting (the learner's next move) is read in between. Holds the explorer weakly."""
+    explorer = ref()
+    if explorer is None:
+        return
+    explorer._idle_call = None
+    try:
+        if explorer._quiet:
+            explorer.train_ahead(max_steps=1)
+            explorer._train_ahead_when_idle(IDLE_GAP_S)
+        else:  # right after a change: only the next notch; the rest once the learner pauses
+            explorer.train_ahead(next_notch_only=True)
+            explorer._quiet = True
+            explorer._train_ahead_when_idle(QUIET_S)
+    except Exception:  # noqa: BLE001 - work ahead is optional; an error would print in a later cell
+        explorer._plan, explorer._ahead, explorer._frames_ahead = None, [], []
+
+
+def _running_cell() -> str | None:
+    """The id of the notebook cell running now, as JupyterLab and Notebook 7 send it; None outside a
+    kernel or without an id (then nothing is closed: two cells may hold the same code)."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    kernel = getattr(shell, "kernel", None)
+    if kernel is None:
+        return None
+    try:
+        parent = kernel.get_parent("shell")
+    except Exception:  # noqa: BLE001 - an older or unusual kernel: no registry, nothing closed
+        return None
+    cell = (parent.get("metadata") or {}).get("cellId")
+    return str(cell) if cell else None
+
+
+def _close_tree(widget: W.Widget) -> None:
+    """Close a widget, its children, and the Layout and Style widgets it holds."""
+    for child in getattr(widget, "children", ()):
+        _close_tree(child)
+    for part in (getattr(widget, "layout", None), getattr(widget, "style", None)):
+        if isinstance(part, W.Widget):
+            part.close()
+    widget.close()
 
 
 def _slider_options(label_width: int = 170, width: int = 420) -> dict:

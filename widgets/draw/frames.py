@@ -50,10 +50,11 @@ class FastCanvas:
 
     This is matplotlib's blitting recipe on the Agg canvas. Text is what costs most to draw;
     while the axis limits are ones seen recently, a frame only pastes the background cached for
-    them and draws the moving lines. New limits (or `full=True`) redraw everything and cache it.
+    them and draws the moving lines. New limits (or `full=True`) redraw everything and cache it;
+    `prepare` does that ahead of time, while a widget is idle, for limits it expects to need.
     """
 
-    CACHED_BACKGROUNDS = 6  # one per set of axis limits recently seen; each is one RGBA frame
+    CACHED_BACKGROUNDS = 10  # one per set of axis limits recently seen or prepared; each is one RGBA frame
 
     def __init__(self, figure: matplotlib.figure.Figure, moving: list[matplotlib.artist.Artist]):
         if not isinstance(figure, matplotlib.figure.Figure):
@@ -77,22 +78,36 @@ class FastCanvas:
         limits = self._current_limits()
         background = None if full else self._backgrounds.get(limits)
         if background is None:
-            background = None if full else self._redraw_one_axes(limits)
-            if background is None:
-                self.canvas.draw()
-                background = self.canvas.copy_from_bbox(self.figure.bbox)
-                renderer = self.canvas.get_renderer()
-                self._remember_boxes(limits, {i: ax.get_tightbbox(renderer) for i, ax in enumerate(self.figure.axes)})
-                self.full_redraws += 1
-            self._backgrounds[limits] = background
-            if len(self._backgrounds) > self.CACHED_BACKGROUNDS:
-                self._backgrounds.popitem(last=False)
+            self._draw_background(limits, full)
         else:
             self._backgrounds.move_to_end(limits)
             self.canvas.restore_region(background)
         for artist in self.moving:
             artist.axes.draw_artist(artist)
         return self._encode()
+
+    def prepare(self) -> bool:
+        """Draw and cache the background for the current axis limits, unless cached: what a frame
+        at these limits would otherwise draw first. No frame is made. Returns whether it drew."""
+        limits = self._current_limits()
+        if limits in self._backgrounds:
+            return False
+        self._draw_background(limits, full=False)
+        return True
+
+    def _draw_background(self, limits: tuple, full: bool) -> None:
+        """Draw everything but the moving artists into the canvas (one Axes, or all) and cache it."""
+        background = None if full else self._redraw_one_axes(limits)
+        if background is None:
+            self.canvas.draw()
+            background = self.canvas.copy_from_bbox(self.figure.bbox)
+            renderer = self.canvas.get_renderer()
+            self._remember_boxes(limits, {i: ax.get_tightbbox(renderer) for i, ax in enumerate(self.figure.axes)})
+            self.full_redraws += 1
+        self._backgrounds[limits] = background
+        self._backgrounds.move_to_end(limits)
+        if len(self._backgrounds) > self.CACHED_BACKGROUNDS:
+            self._backgrounds.popitem(last=False)
 
     def _redraw_one_axes(self, limits: tuple):
         """When only one Axes has new limits (a slider moved one panel's scale), start from a cached
@@ -101,7 +116,7 @@ class FastCanvas:
         axes = self.figure.axes
         if self.figure.texts or self.figure.legends or self.figure.images or not self._one_row(axes):
             return None  # figure-level artists, or a grid, could overlap any region
-        for old_limits, old_background in reversed(self._backgrounds.items()):
+        for old_limits in reversed(self._backgrounds):
             changed = [i for i, (a, b) in enumerate(zip(old_limits, limits)) if a != b]
             if len(old_limits) == len(limits) and len(changed) == 1 and old_limits in self._tight_boxes:
                 break
@@ -116,7 +131,7 @@ class FastCanvas:
         if left > boxes[i].x0 - 2 or right < boxes[i].x1 + 2:
             return None  # the panels nearly touch: their anti-aliased edges would mix, draw them all
         region = Bbox([[left, 0], [right + 1, math.ceil(self.figure.bbox.y1)]])  # whole pixels, both ends in
-        self.canvas.restore_region(old_background)
+        self.canvas.restore_region(self._backgrounds[old_limits])
         renderer = self.canvas.get_renderer()
         blank = matplotlib.patches.Rectangle(region.p0, region.width, region.height, transform=None,
                                              facecolor=self.figure.get_facecolor(), edgecolor="none",
