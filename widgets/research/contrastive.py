@@ -95,23 +95,32 @@ class ContrastiveRun:
     peak_saved_bytes: int
 
 
+class _Held:
+    """A tensor autograd saved for backward, counted while its graph holds it: autograd drops this
+    holder when backward frees the graph, and the count goes down with it."""
+
+    def __init__(self, tensor: torch.Tensor, counter: "_SavedBytes") -> None:
+        self.tensor, self.counter = tensor, counter
+        self.nbytes = tensor.numel() * tensor.element_size()
+        counter.add(self.nbytes)
+
+    def __del__(self) -> None:
+        self.counter.add(-self.nbytes)
+
+
 class _SavedBytes:
-    """Counts the bytes autograd saves for backward while a graph is built (saved_tensors_hooks)."""
+    """The bytes of tensors autograd holds for backward right now, and their peak (saved_tensors_hooks)."""
 
     def __init__(self) -> None:
         self.current = 0
         self.peak = 0
 
-    def pack(self, tensor: torch.Tensor) -> torch.Tensor:
-        self.current += tensor.numel() * tensor.element_size()
+    def add(self, nbytes: int) -> None:
+        self.current += nbytes
         self.peak = max(self.peak, self.current)
-        return tensor
-
-    def graph_freed(self) -> None:  # called after each backward, when its graph is released
-        self.current = 0
 
     def hooks(self):
-        return torch.autograd.graph.saved_tensors_hooks(self.pack, lambda t: t)
+        return torch.autograd.graph.saved_tensors_hooks(lambda t: _Held(t, self), lambda held: held.tensor)
 
 
 class _Watch:
@@ -146,9 +155,8 @@ def full_batch_contrastive(encoders: torch.nn.ModuleDict, a: torch.Tensor, b: to
                            temperature: float = 0.1) -> ContrastiveRun:
     """The reference: all n pairs in one pass, each with n - 1 negatives."""
     _check_inputs(encoders, a, b)
-    with _watched(encoders) as watch:
-        with watch.saved.hooks():
-            loss = info_nce(encoders["a"](a), encoders["b"](b), temperature)
+    with _watched(encoders) as watch, watch.saved.hooks():
+        loss = info_nce(encoders["a"](a), encoders["b"](b), temperature)
         loss.backward()
         return watch.run(float(loss.detach()), encoders)
 
@@ -157,38 +165,41 @@ def naive_accumulated_contrastive(encoders: torch.nn.ModuleDict, a: torch.Tensor
                                   accumulation_steps: int, temperature: float = 0.1) -> ContrastiveRun:
     """Plain accumulation: each micro-batch's own InfoNCE (b - 1 negatives), divided by K."""
     slices = _check_inputs(encoders, a, b, accumulation_steps)
-    with _watched(encoders) as watch:
+    with _watched(encoders) as watch, watch.saved.hooks():
         logged = 0.0
         for part in slices:
-            with watch.saved.hooks():
-                loss = info_nce(encoders["a"](a[part]), encoders["b"](b[part]), temperature) / accumulation_steps
+            loss = info_nce(encoders["a"](a[part]), encoders["b"](b[part]), temperature) / accumulation_steps
             loss.backward()  # adds into .grad, but of a different loss: fewer negatives per example
-            watch.saved.graph_freed()
             logged += float(loss.detach())
         return watch.run(logged, encoders)
 
 
 def gradient_cache_contrastive(encoders: torch.nn.ModuleDict, a: torch.Tensor, b: torch.Tensor,
                                accumulation_steps: int, temperature: float = 0.1) -> ContrastiveRun:
-    """Gradient caching (Gao et al., 2021): the full-batch loss with micro-batch activation memory."""
+    """Gradient caching (Gao et al., 2021): the full-batch loss with micro-batch activation memory.
+
+    The algorithm is `gradient_cache`, the function notebook researcher_2 shows in a cell; this
+    checks the inputs and measures what it costs."""
     slices = _check_inputs(encoders, a, b, accumulation_steps)
-    with _watched(encoders) as watch:
-        # 1. Embed everything without a graph: no activations kept.
-        with torch.no_grad():
-            za = torch.cat([encoders["a"](a[part]) for part in slices])
-            zb = torch.cat([encoders["b"](b[part]) for part in slices])
-        # 2. The full-batch loss on the cached embeddings; its gradient w.r.t. them is the cache.
-        za.requires_grad_(True)
-        zb.requires_grad_(True)
-        with watch.saved.hooks():
-            loss = info_nce(za, zb, temperature)
-        loss.backward()
-        watch.saved.graph_freed()
-        cache_a, cache_b = za.grad, zb.grad
-        # 3. Re-run each micro-batch with a graph; backpropagate its slice of the cached gradient.
-        for part in slices:
-            with watch.saved.hooks():
-                out_a, out_b = encoders["a"](a[part]), encoders["b"](b[part])
-            torch.autograd.backward([out_a, out_b], [cache_a[part], cache_b[part]])  # adds into .grad
-            watch.saved.graph_freed()
+    with _watched(encoders) as watch, watch.saved.hooks():
+        loss = gradient_cache(encoders, a, b, slices, temperature)
         return watch.run(float(loss.detach()), encoders)
+
+
+def gradient_cache(encoders: torch.nn.ModuleDict, a: torch.Tensor, b: torch.Tensor, micro_batches: list[slice],
+                   temperature: float = 0.1) -> torch.Tensor:
+    """Leave in .grad the full-batch info_nce gradient, running the encoders on one micro-batch at a time."""
+    # 1. Embed every micro-batch without a graph: no activations kept.
+    with torch.no_grad():
+        za = torch.cat([encoders["a"](a[part]) for part in micro_batches])
+        zb = torch.cat([encoders["b"](b[part]) for part in micro_batches])
+    # 2. The full-batch loss on the cached embeddings; its gradient w.r.t. them is the cache.
+    za.requires_grad_(True)
+    zb.requires_grad_(True)
+    loss = info_nce(za, zb, temperature)
+    loss.backward()
+    # 3. Re-run each micro-batch with a graph; backpropagate its slice of the cached gradient.
+    for part in micro_batches:
+        out_a, out_b = encoders["a"](a[part]), encoders["b"](b[part])
+        torch.autograd.backward([out_a, out_b], [za.grad[part], zb.grad[part]])  # adds into .grad
+    return loss.detach()

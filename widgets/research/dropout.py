@@ -62,7 +62,8 @@ class DropoutMLP(torch.nn.Module):
             if per_example:
                 h = h * masks[:, depth] / (1 - self.p)  # the mask depends on the example, not on the pass
             elif self.training and self.p > 0:
-                h = torch.nn.functional.dropout(h, self.p, training=True)
+                # torch.nn.Dropout's masks, drawn with torch.rand: bernoulli draws differ on MKL hosts
+                h = h * (torch.rand(h.shape, dtype=DTYPE) >= self.p) / (1 - self.p)
         return self.last(h)
 
 

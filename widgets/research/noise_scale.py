@@ -39,6 +39,21 @@ def _ratio(trace: float, grad_sq: float) -> float:
     return trace / grad_sq if grad_sq > 0 else math.inf
 
 
+def window_noise(micro_grads: torch.Tensor, micro_batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Unbiased |G|^2 and tr(Sigma) of each accumulation window (McCandlish et al., 2018, appendix A).
+
+    micro_grads: (windows, K, P), the mean gradient of each of a window's K micro-batches of b examples.
+    Returns two (windows,) tensors; their means' ratio tr(Sigma) / |G|^2 is B_simple, in examples.
+    """
+    K = micro_grads.shape[1]
+    small_sq = micro_grads.pow(2).sum(-1).mean(-1)  # mean |G_b|^2 over the K micro-batches
+    big_sq = micro_grads.mean(1).pow(2).sum(-1)     # |G_Kb|^2 of their mean: the accumulated gradient
+    b_small, b_big = micro_batch_size, K * micro_batch_size
+    grad_sq = (b_big * big_sq - b_small * small_sq) / (b_big - b_small)
+    trace_sigma = (small_sq - big_sq) / (1 / b_small - 1 / b_big)
+    return grad_sq, trace_sigma
+
+
 def estimate_noise_scale(micro_grads: torch.Tensor, micro_batch_size: int) -> NoiseScale:
     """B_simple = tr(Sigma) / |G|^2 from the micro-batch gradients of accumulation windows.
 
@@ -73,12 +88,7 @@ def estimate_noise_scale(micro_grads: torch.Tensor, micro_batch_size: int) -> No
     if not micro_grads.is_floating_point() or not torch.isfinite(micro_grads).all():
         raise ValueError("micro_grads must be finite floating-point gradients")
     b = check_int("micro_batch_size", micro_batch_size, 1)
-    g = micro_grads.detach().double()
-    small_sq = g.pow(2).sum(-1).mean(-1)           # (windows,): mean |G_b|^2 over the K micro-batches
-    big_sq = g.mean(1).pow(2).sum(-1)              # (windows,): |G_Kb|^2 of the accumulated gradient
-    b_small, b_big = b, k * b
-    grad_sq = (b_big * big_sq - b_small * small_sq) / (b_big - b_small)
-    trace = (small_sq - big_sq) / (1 / b_small - 1 / b_big)
+    grad_sq, trace = window_noise(micro_grads.detach().double(), b)
     mean_grad_sq, mean_trace = float(grad_sq.mean()), float(trace.mean())
     per_window = tuple(_ratio(float(t), float(s)) for t, s in zip(trace, grad_sq))
     return NoiseScale(_ratio(mean_trace, mean_grad_sq), mean_grad_sq, mean_trace, windows, k, b, per_window)

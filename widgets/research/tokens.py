@@ -123,6 +123,12 @@ def real_tokens(labels: torch.Tensor) -> int:
     return int((labels != IGNORE_INDEX).sum())
 
 
+def token_weights(labels: torch.Tensor, class_weights: torch.Tensor | None = None) -> torch.Tensor:
+    """What each token weighs in the loss, flat (n*T,): 0 for padding, 1 (or its class weight) otherwise."""
+    real = (labels.reshape(-1) != IGNORE_INDEX).to(DTYPE)
+    return real if class_weights is None else real * class_weights[labels.reshape(-1).clamp(min=0)]
+
+
 def token_loss_sum(model: torch.nn.Module, inputs: torch.Tensor, labels: torch.Tensor,
                    class_weights: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """The summed (weighted) token loss of a batch and the summed weight of its real tokens.
@@ -134,9 +140,30 @@ def token_loss_sum(model: torch.nn.Module, inputs: torch.Tensor, labels: torch.T
     logits = model(inputs)
     flat = torch.nn.functional.cross_entropy(
         logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=IGNORE_INDEX, reduction="none")
-    real = (labels.reshape(-1) != IGNORE_INDEX).to(DTYPE)
-    weight = real if class_weights is None else real * class_weights[labels.reshape(-1).clamp(min=0)]
+    weight = token_weights(labels, class_weights)
     return (flat * weight).sum(), weight.sum()
+
+
+def accumulate_window(model: torch.nn.Module, micro_batches: list[tuple[torch.Tensor, torch.Tensor]], normaliser: str,
+                      class_weights: torch.Tensor | None = None) -> float:
+    """Backward over one window's micro-batches [(inputs, labels), ...]; returns the loss to log.
+
+    "per_micro_batch": each micro-batch's token mean, divided by K (the 2024 bug);
+    "window": each micro-batch's token-loss sum, divided by the real tokens of the whole window.
+    """
+    K = len(micro_batches)
+    # The window's denominator must be known before the first backward: count it from the labels.
+    window_weight = sum(token_weights(labels, class_weights).sum() for _, labels in micro_batches)
+    logged = 0.0
+    for inputs, labels in micro_batches:
+        total, count = token_loss_sum(model, inputs, labels, class_weights)
+        if normaliser == "window":
+            loss = total / window_weight  # every real token weighs 1 / (real tokens of the window)
+        else:
+            loss = (total / count) / K  # a token mean per micro-batch, then 1/K: not the window mean
+        loss.backward()  # backward adds into .grad: this is the accumulation
+        logged += float(loss.detach())
+    return logged
 
 
 @dataclass(frozen=True)
@@ -168,25 +195,16 @@ def accumulated_token_gradient(model: torch.nn.Module, batch: TokenBatch, accumu
     - "per_micro_batch": each micro-batch's token mean, divided by K (the 2024 bug);
     - "window": each micro-batch's token-loss *sum*, divided by the real tokens of the whole
       window, counted before the first backward (the fix).
+
+    The loop itself is `accumulate_window`, the function notebook researcher_1 shows in a cell.
     """
     batch = _check_batch(batch)
     if normaliser not in NORMALISERS:
         raise ValueError(f"normaliser must be one of {NORMALISERS}, got {normaliser!r}")
     weights = _check_class_weights(class_weights, model.head.out_features)
-    slices = split_window(batch, accumulation_steps)
-    # The window's denominator must be known before the first backward: count it from the labels.
-    real = (batch.labels != IGNORE_INDEX).to(DTYPE)
-    window_weight = real.sum() if weights is None else (real * weights[batch.labels.clamp(min=0)]).sum()
+    micro_batches = [(batch.inputs[part], batch.labels[part]) for part in split_window(batch, accumulation_steps)]
     model.zero_grad(set_to_none=True)
-    logged = 0.0
-    for part in slices:
-        total, count = token_loss_sum(model, batch.inputs[part], batch.labels[part], weights)
-        if normaliser == "window":
-            loss = total / window_weight  # the one place the loss is scaled: by the window's token count
-        else:
-            loss = (total / count) / accumulation_steps  # a token mean per micro-batch, then 1/K: not the window mean
-        loss.backward()  # backward adds into .grad: this is the accumulation
-        logged += float(loss.detach())
+    logged = accumulate_window(model, micro_batches, normaliser, weights)
     grad = flat_grad(model)
     model.zero_grad(set_to_none=True)
     return TokenGradient(logged, grad)
