@@ -52,7 +52,8 @@ import gc, json, random
 import psutil
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
-from widgets.controls.explorer import K_RANGE, B_RANGE, MAIN_BUGS, make_accumulation_explorer
+from widgets.controls.explorer import MAIN_BUGS, make_accumulation_explorer
+from widgets.core.shared import B_RANGE, K_RANGE
 
 box = make_accumulation_explorer()
 display(box)  # as in a notebook: the widget has a comm and sends its updates

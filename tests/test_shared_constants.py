@@ -12,7 +12,6 @@ import re
 import tokenize
 from pathlib import Path
 
-import pytest
 
 import widgets
 
@@ -60,9 +59,6 @@ def test_the_patterns_find_copies_and_leave_prose_alone():
                                  "3: ignore_index=-100 (use IGNORE_INDEX)", "4: a slider range defined"]
 
 
-@pytest.mark.xfail(strict=False, reason="others are switching their modules to widgets.core.shared right now: "
-                                        "research/tokens.py, audit/frameworks.py, controls/explorer.py, "
-                                        "exercises/researcher_1.py still held copies")
 def test_no_module_outside_shared_holds_a_copy():
     found = {str(path.relative_to(PACKAGE_DIR.parent)): hits for path in sorted(PACKAGE_DIR.rglob("*.py"))
              if path != HOME and (hits := copies_in(path.read_text()))}

@@ -272,3 +272,24 @@ def test_watching_calls_puts_the_previous_profiler_back():
         assert sys.getprofile() is profiler and seen == ["reference_four"]
     finally:
         sys.setprofile(None)
+
+
+def test_a_check_runs_under_a_known_torch_state_and_gives_the_learners_back():
+    import torch
+
+    seen = []
+
+    def checker(answer):
+        seen.append((torch.is_grad_enabled(), torch.get_default_dtype()))
+        raise RuntimeError("the learner's function failed")  # the state comes back on error too
+
+    exercise = Exercise("state", "State", "Any answer.", checker, ["A hint."], "answer = 1", "Any.")
+    dtype = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float16)
+    try:
+        with torch.no_grad():
+            assert exercise.check(1).status is Status.INCORRECT
+            assert not torch.is_grad_enabled() and torch.get_default_dtype() == torch.float16
+    finally:
+        torch.set_default_dtype(dtype)
+    assert seen == [(True, torch.float32)]

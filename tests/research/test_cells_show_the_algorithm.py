@@ -227,6 +227,8 @@ USED_BY = [
     ("widgets.research.contrastive", "gradient_cache_contrastive", "gradient_cache("),
     ("widgets.research.noise_scale", "estimate_noise_scale", "window_noise("),
     ("widgets.research.batchnorm", "make_norm_model", "GhostBatchNorm1d("),
+    ("widgets.research.ddp", "_train", "accumulate_micro_steps("),
+    ("widgets.research.memory", "measure_memory_terms", "SavedTensorCounter("),
 ]
 
 

@@ -25,6 +25,7 @@ import ipywidgets as W
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from widgets.core.shared import B_RANGE, K_RANGE, LR_RANGE  # the slider ranges, shared with share codes
 from widgets.core.config import OPTIMIZER_NAMES, AccumulationConfig, check_float, check_int, config_without_waiting_bugs
 from widgets.lab import presets
 from widgets.draw.frames import OKABE_ITO, FastCanvas, errors_shown_in, with_static_fallback
@@ -33,9 +34,6 @@ from widgets.core.symptoms import bug_symptoms
 from widgets.core.torch_state import known_torch_state
 from widgets.core.training import DIVERGED_LOSS_FACTOR, RunRecord, run_regimes
 
-K_RANGE = (1, 16)
-B_RANGE = (1, 64)
-LR_RANGE = (0.001, 10.0)
 BUG_LABELS = {
     "loss_not_divided": "loss not divided by K",
     "zero_grad_every_micro_step": "zero_grad every micro-step",

@@ -15,11 +15,12 @@ import ipywidgets as W
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from widgets.core.floor import below
+from widgets.core.shared import real_tokens
 from widgets.core.config import check_float, check_int
 from widgets.draw.frames import OKABE_ITO, FastCanvas, errors_shown_in, with_static_fallback
 from widgets.draw.research_plots import FLOOR, draw_spread_gap
 from widgets.research.tokens import (
-    IGNORE_INDEX,
     NORMALISERS,
     TinyCausalLM,
     accumulated_token_gradient,
@@ -44,7 +45,7 @@ def spread_readout(length_spread: float, accumulation_steps: int, seed: int = 0)
     batch = make_token_batch(NUM_SEQUENCES, MAX_LEN, length_spread, seed=seed)
     model = TinyCausalLM(seed=seed)
     reference = big_batch_token_gradient(model, batch)
-    tokens = [int((batch.labels[s] != IGNORE_INDEX).sum()) for s in split_window(batch, accumulation_steps)]
+    tokens = [real_tokens(batch.labels[s]) for s in split_window(batch, accumulation_steps)]
     out = {"tokens": tokens, "big_batch_loss": reference.loss}
     for name in NORMALISERS:
         run = accumulated_token_gradient(model, batch, accumulation_steps, name)
@@ -59,7 +60,8 @@ def readout_lines(length_spread: float, accumulation_steps: int, r: Mapping) -> 
              f"big-batch loss {r['big_batch_loss']:.6f}"]
     for name, label in (("per_micro_batch", "per micro-batch mean / K"), ("window", "window token count")):
         verdict = "allclose: True" if r[name]["allclose"] else "allclose: False"
-        lines.append(f"{label}: loss {r[name]['loss']:.6f}, gradient gap {r[name]['grad_gap']:.1e} -> {verdict}")
+        gap = below(r[name]["grad_gap"], 1e-14) if r[name]["allclose"] else f"{r[name]['grad_gap']:.1e}"
+        lines.append(f"{label}: loss {r[name]['loss']:.6f}, gradient gap {gap} -> {verdict}")
     return lines
 
 

@@ -10,11 +10,13 @@ Pure Python: the checkers that need torch live in `widgets.exercises.developer`.
 """
 from __future__ import annotations
 
+import contextlib
 import enum
 import html
 import inspect
 import math
 import numbers
+import sys
 import textwrap
 from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Sequence
@@ -142,6 +144,15 @@ def is_placeholder(value: object) -> bool:
     return value is None or value is Ellipsis
 
 
+def _known_torch_state() -> contextlib.AbstractContextManager:
+    """`widgets.core.torch_state.known_torch_state`, if torch is loaded at all: a learner who never
+    imported torch cannot have changed its state, and this module stays pure Python."""
+    if "torch" not in sys.modules:
+        return contextlib.nullcontext()
+    from widgets.core.torch_state import known_torch_state
+    return known_torch_state(threads=None)
+
+
 class Exercise:
     """One question with its checker, graded hints and solution.
 
@@ -201,7 +212,10 @@ class Exercise:
             if copied:
                 return incorrect(copied + ".")
         try:
-            with provenance.calls_to(self.references if functions else (), Exercise._judge.__code__) as called:
+            # under a known torch state (a learner's earlier set_grad_enabled(False) or float16 default
+            # must not flip a verdict), given back afterwards, also when the answer raises
+            with _known_torch_state(), \
+                    provenance.calls_to(self.references if functions else (), Exercise._judge.__code__) as called:
                 feedback = self._checker(*answers)
         except NameError as error:  # a name an earlier cell defines: say what to run first
             return run_earlier_cells(_shown(error.name) if error.name else _shown(error))

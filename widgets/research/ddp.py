@@ -14,7 +14,6 @@ strangers (the workers' data here are random numbers, but a peer could disturb t
 """
 from __future__ import annotations
 
-import contextlib
 import datetime
 import math
 import multiprocessing
@@ -33,6 +32,7 @@ import torch
 from widgets.core.accumulation import GRAD_ATOL, GRAD_RTOL, flat_weights  # GRAD_*: the lab's one allclose rule
 from widgets.core.budget import FLOAT32, check_memory, check_time
 from widgets.core.config import check_float, check_int
+from widgets.research.no_sync import accumulate_micro_steps
 
 INPUTS, OUTPUTS = 16, 4
 
@@ -134,13 +134,8 @@ def _train(config: DDPConfig, rank: int, use_no_sync: bool) -> dict:
     calls, sent = [], []
     for update in range(config.num_updates):
         before_calls, before_bytes = counter.calls, counter.bytes
-        for i in range(K):
-            part = rank_micro_batch(update, rank, i, config.world_size, K, config.micro_batch_size)
-            is_last = i == K - 1  # the update boundary: only here must the workers agree on the gradient
-            sync = contextlib.nullcontext() if (is_last or not use_no_sync) else model.no_sync()
-            with sync:
-                loss = torch.nn.functional.mse_loss(model(x[part]), y[part]) / K  # mean over b, then / K
-                loss.backward()
+        micro = [rank_micro_batch(update, rank, i, config.world_size, K, config.micro_batch_size) for i in range(K)]
+        accumulate_micro_steps(model, [(x[part], y[part]) for part in micro], use_no_sync)  # researcher_5's cell
         opt.step()
         opt.zero_grad()
         calls.append(counter.calls - before_calls)

@@ -23,6 +23,7 @@ from torch.utils.checkpoint import checkpoint
 from widgets.core.budget import FLOAT32, FLOPS_PER_SECOND, check_memory, check_time
 from widgets.core.config import check_float, check_int
 from widgets.research.planner import activation_bytes_per_layer
+from widgets.research.saved_bytes import SavedTensorCounter  # researcher_4's cell shows it
 
 
 @dataclass(frozen=True)
@@ -58,37 +59,6 @@ def optimizer_state_bytes(optimizer: torch.optim.Optimizer) -> int:
         raise TypeError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
     return tensor_bytes(v for state in optimizer.state.values() for v in state.values()
                         if isinstance(v, torch.Tensor) and v.dim() > 0)
-
-
-class SavedTensorCounter:
-    """Context manager: bytes of the distinct storages autograd saves while it is open.
-
-    `parameter_bytes` is the part that is parameter storage (weights saved for backward)."""
-
-    def __init__(self, model: torch.nn.Module):
-        self._param_ptrs = {p.untyped_storage().data_ptr() for p in model.parameters()}
-        self._seen: dict[int, int] = {}
-
-    def _pack(self, tensor: torch.Tensor) -> torch.Tensor:
-        storage = tensor.untyped_storage()
-        self._seen[storage.data_ptr()] = storage.nbytes()
-        return tensor
-
-    def __enter__(self):
-        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, lambda t: t)
-        self._hooks.__enter__()
-        return self
-
-    def __exit__(self, *exc):
-        self._hooks.__exit__(*exc)
-
-    @property
-    def total(self) -> int:
-        return sum(self._seen.values())
-
-    @property
-    def parameter_bytes(self) -> int:
-        return sum(n for ptr, n in self._seen.items() if ptr in self._param_ptrs)
 
 
 class Block(torch.nn.Module):

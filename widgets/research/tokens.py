@@ -15,10 +15,11 @@ from typing import Callable, Iterable, Sequence
 
 import torch
 
+from widgets.core import shared
+from widgets.core.shared import IGNORE_INDEX  # the label PyTorch's cross_entropy skips (padding, prompts)
 from widgets.core.accumulation import flat_grad
 from widgets.core.config import check_float, check_int
 
-IGNORE_INDEX = -100  # the label PyTorch's cross_entropy skips (padding, prompts)
 NORMALISERS = ("per_micro_batch", "window")
 DTYPE = torch.float64
 
@@ -120,7 +121,7 @@ def real_tokens(labels: torch.Tensor) -> int:
     """Tokens that count in the loss: labels that are not IGNORE_INDEX."""
     if not isinstance(labels, torch.Tensor) or labels.dtype != torch.long:
         raise TypeError(f"labels must be a tensor of token ids (torch.long), got {type(labels).__name__}")
-    return int((labels != IGNORE_INDEX).sum())
+    return shared.real_tokens(labels)
 
 
 def token_weights(labels: torch.Tensor, class_weights: torch.Tensor | None = None) -> torch.Tensor:
