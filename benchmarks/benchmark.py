@@ -92,7 +92,7 @@ def work_ahead_while_paused(explorer, pause: float) -> tuple[int, float]:
     """What the kernel's idle time does in `pause` after a change (see widgets.controls.explorer):
     the next notch at once, the other moves from QUIET_S on. Returns the steps taken and how long
     the work still runs past the pause (the next change waits that long)."""
-    from widgets.controls.explorer import QUIET_S
+    from widgets.controls.explorer_ahead import QUIET_S
 
     start = time.perf_counter()
     steps = explorer.train_ahead(next_notch_only=True)

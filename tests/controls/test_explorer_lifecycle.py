@@ -16,6 +16,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from PIL import Image  # noqa: E402
 
 import widgets.controls.explorer as explorer_module  # noqa: E402
+import widgets.controls.explorer_ahead as ahead_module  # noqa: E402
 import widgets.core.config as config_module  # noqa: E402
 from widgets.controls.explorer import make_accumulation_explorer  # noqa: E402
 from widgets.core.config import AccumulationConfig  # noqa: E402
@@ -47,8 +48,8 @@ def test_the_next_notch_is_trained_ahead_and_then_only_redrawn(explorer, monkeyp
     assert int(np.abs(_pixels(shown) - _pixels(explorer.image.value)).max()) == 0
 
     runs = []
-    original = explorer_module.run_regimes
-    monkeypatch.setattr(explorer_module, "run_regimes", lambda config: runs.append(config) or original(config))
+    original = ahead_module.run_regimes
+    monkeypatch.setattr(ahead_module, "run_regimes", lambda config: runs.append(config) or original(config))
     for name, value in (("accumulation_steps", 6), ("loss_not_divided", True), ("loss_not_divided", False)):
         explorer.train_ahead()  # the learner's pause
         before = len(runs)
@@ -66,7 +67,7 @@ def test_a_new_change_replaces_the_plan_and_training_ahead_is_bounded(explorer):
     explorer.controls["micro_batch_size"].value = 9
     explorer.train_ahead()
     assert _settings(5, 10) in explorer.trained_settings()
-    assert len(explorer._ahead_records) <= explorer_module._RECORDS_KEPT
+    assert len(explorer._ahead_records) <= ahead_module._RECORDS_KEPT
     assert explorer.train_ahead() == 0  # nothing left: training ahead is idempotent
 
 

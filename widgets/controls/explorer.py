@@ -4,20 +4,14 @@ The figure is a plain matplotlib `Figure` (never pyplot, so nothing leaks into t
 made once; each change moves its lines in place and sends a fresh PNG to an `Image` widget.
 Displayed without a kernel (GitHub, nbviewer) the explorer falls back to that PNG.
 
-Speed: a setting is trained once and its record kept. Right after a slider moves a notch, the next
-notch the same way is trained in the kernel's idle time (a learner pressing an arrow key again finds
-it ready); once the learner pauses (`QUIET_S`), the other settings one move away (K and b a notch
-either way, a main bug or the optimizer switched, the sliders' ends) are trained too, one per
-event-loop turn, with the backgrounds their axis limits need. Leaks: re-running the cell that
-built an explorer closes the one it built before.
+Speed: a setting is trained once and its record kept, and the settings one move away are trained
+while the kernel is idle (`widgets.controls.explorer_ahead`); a setting trained before only
+redraws. Leaks: re-running the cell that built an explorer closes the one it built before.
 """
 from __future__ import annotations
 
-import asyncio
-import dataclasses
 import html
 import sys
-import time
 import weakref
 from collections import OrderedDict
 
@@ -25,6 +19,7 @@ import ipywidgets as W
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from widgets.core.accumulation import GRAD_ATOL, GRAD_RTOL
 from widgets.core.shared import B_RANGE, K_RANGE, LR_RANGE  # the slider ranges, shared with share codes
 from widgets.core.config import OPTIMIZER_NAMES, AccumulationConfig, check_float, check_int, config_without_waiting_bugs
 from widgets.lab import presets
@@ -32,7 +27,8 @@ from widgets.draw.frames import OKABE_ITO, FastCanvas, errors_shown_in, with_sta
 from widgets.draw.training_plots import draw_gradient_pile, draw_loss_curves, update_gradient_pile, update_loss_curves
 from widgets.core.symptoms import bug_symptoms
 from widgets.core.torch_state import known_torch_state
-from widgets.core.training import DIVERGED_LOSS_FACTOR, RunRecord, run_regimes
+from widgets.core.training import DIVERGED_LOSS_FACTOR, RunRecord
+from widgets.controls.explorer_ahead import TrainsAhead
 
 BUG_LABELS = {
     "loss_not_divided": "loss not divided by K",
@@ -50,26 +46,17 @@ OPTIMIZER_LABELS = {"sgd": "SGD", "adamw": "AdamW"}
 MAIN_BUGS = ("loss_not_divided", "zero_grad_every_micro_step", "step_every_micro_step")
 CLIP_OPTIONS = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0)  # max_grad_norm choices; the gradients here are ~0.1-2
 SETTINGS = ("tail_micro_batches", "max_grad_norm", "warmup_updates")  # what some of those bugs need
-_RECORDS_KEPT = 64  # records of settings shown, each a few kB; as many again trained ahead, never shown
-AHEAD_PER_CHANGE = 12  # settings trained ahead after one change, at most (see `_moves_away`)
-IDLE_GAP_S = 0.02  # between two steps ahead: the kernel's event loop reads a waiting message first
-QUIET_S = 0.3  # no change for this long: the learner is reading, train the other moves ahead
+_SETTINGS_KEPT = 64  # combinations of control values checked, with their config (a revisit checks nothing)
 _LIVE: dict[str, weakref.ref] = {}  # the cell that built an explorer -> that explorer (see `_running_cell`)
 
 
-class AccumulationExplorer(W.VBox):
-    """Use `make_accumulation_explorer`; `controls`, `record`, `figure` and `readout` are public."""
+class AccumulationExplorer(TrainsAhead, W.VBox):
+    """Use `make_accumulation_explorer`; `controls`, `record`, `figure` and `readout` are public.
+    `train_ahead` and `trained_settings` come from `TrainsAhead` (the records kept, the work ahead)."""
 
     def __init__(self, config: AccumulationConfig):
-        self._records: OrderedDict[AccumulationConfig, RunRecord] = OrderedDict()  # shown
-        self._ahead_records: OrderedDict[AccumulationConfig, RunRecord] = OrderedDict()  # trained ahead
+        self._start_ahead(MAIN_BUGS)
         self._settings: OrderedDict[tuple, tuple[AccumulationConfig, list[str]]] = OrderedDict()
-        self._ahead: list[AccumulationConfig] = []  # settings one move away, to train while idle
-        self._plan: tuple | None = None  # (config, control values, values before): `_ahead` not listed yet
-        self._frames_ahead: list[RunRecord] = []  # trained ahead; their backgrounds drawn once all are trained
-        self._idle_call: asyncio.TimerHandle | None = None
-        self._quiet = False  # has the learner paused since the last change (see `_train_one_ahead`)?
-        self._notch: AccumulationConfig | None = None  # the next notch of the slider just moved, the same way
         self._base = config
         self.controls = {
             "accumulation_steps": W.IntSlider(
@@ -128,7 +115,7 @@ class AccumulationExplorer(W.VBox):
         super().__init__([W.HBox([sliders, bugs]), more, self.image, self.readout,
                           W.HBox([self.share, self.share_text]), self.errors])
         self.closed = False  # `close()` sets it; until here there is nothing to close
-        self._plan_ahead(config, self._last_values)  # the first move, too, is likely one notch away
+        self._plan_ahead(config, self._last_values, self._last_values)  # the first move, too, is likely one notch away
         cell = _running_cell()
         if cell is not None:  # the same cell run again: its previous explorer is closed
             previous = _LIVE[cell]() if cell in _LIVE else None
@@ -182,24 +169,9 @@ class AccumulationExplorer(W.VBox):
         )
         notes = [f"'{BUG_LABELS[n]}' is not applied yet: it needs {need}" for n, need in waiting.items()]
         self._settings[values] = (config, notes)
-        if len(self._settings) > _RECORDS_KEPT:
+        if len(self._settings) > _SETTINGS_KEPT:
             self._settings.popitem(last=False)
         return config, notes
-
-    def _record_for(self, config: AccumulationConfig, ahead: bool = False) -> RunRecord:
-        """Run (or reuse) the three regimes for `config`. Shown records and records trained `ahead`
-        are kept apart, each the last `_RECORDS_KEPT`, so training ahead never evicts a shown one."""
-        if config in self._records:
-            self._records.move_to_end(config)
-            return self._records[config]
-        record = self._ahead_records.pop(config, None)
-        if record is None:
-            record = run_regimes(config)  # under known_torch_state: a learner's float16 changes no verdict
-        kept = self._ahead_records if ahead else self._records
-        kept[config] = record
-        if len(kept) > _RECORDS_KEPT:
-            kept.popitem(last=False)
-        return record
 
     def _on_change(self, change: dict | None = None) -> None:
         """Recompute and redraw; an error is shown under the figure and the explorer stays live."""
@@ -214,67 +186,7 @@ class AccumulationExplorer(W.VBox):
             config, notes = self._config_and_notes()
             self.show(config, notes)
             before, self._last_values = self._last_values, self._control_values()
-            self._plan_ahead(config, before)
-
-    def _plan_ahead(self, config: AccumulationConfig, before: tuple) -> None:
-        """Drop what the last change planned; plan the moves from `config` (listed when idle)."""
-        self._plan, self._ahead, self._frames_ahead, self._quiet = (config, self._last_values, before), [], [], False
-        if self._idle_call is not None:
-            self._idle_call.cancel()
-            self._idle_call = None
-        self._train_ahead_when_idle(0.0)  # at the loop's next turn: the new frame is already on its way
-
-    def _train_ahead_when_idle(self, delay: float) -> None:
-        """In a kernel, queue one step ahead on its event loop (which runs widget callbacks too).
-        Outside one (a script, a test) nothing runs in the background: `train_ahead` does it on request."""
-        if self._idle_call is not None or self.closed or not (self._plan or self._ahead or self._frames_ahead):
-            return
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return
-        self._idle_call = loop.call_later(delay, _train_one_ahead, weakref.ref(self))
-
-    def train_ahead(self, max_steps: int | None = None, seconds: float | None = None, *,
-                    next_notch_only: bool = False) -> int:
-        """Work ahead for the settings one move from the last change, until all is done, `max_steps`
-        were taken or `seconds` passed; returns the steps taken. A step trains one setting or, once
-        all are trained, draws the background one of them needs (new axis limits: a redraw of the
-        text). `next_notch_only`: only the next notch of the slider just moved, the same way (what
-        the kernel does before the learner pauses). The list is made here, off the slider's path.
-        A setting that fails is dropped (moving there shows why)."""
-        if self._plan is not None:
-            config, values, before = self._plan
-            self._plan = None
-            kept = self.trained_settings()
-            notch = _next_notch(config, values, before, list(self.controls))
-            self._ahead = [c for c in ([notch] if notch else []) + _moves_away(config) if c not in kept]
-            self._ahead = list(dict.fromkeys(self._ahead))[:AHEAD_PER_CHANGE]
-            self._notch = notch
-        if next_notch_only:
-            if not self._ahead or self._ahead[0] != self._notch:
-                return 0
-            max_steps = 1
-        start, steps = time.perf_counter(), 0
-        while (self._ahead or self._frames_ahead) and (max_steps is None or steps < max_steps) and not self.closed:
-            if seconds is not None and time.perf_counter() - start >= seconds:
-                break
-            try:
-                if self._ahead:
-                    config = self._ahead.pop(0)
-                    if config in self._records or config in self._ahead_records:
-                        continue
-                    self._frames_ahead.append(self._record_for(config, ahead=True))
-                else:
-                    self._prepare_frame(self._frames_ahead.pop(0))
-            except Exception:  # noqa: BLE001 - a neighbour that cannot run is simply not ready
-                continue
-            steps += 1
-        return steps
-
-    def trained_settings(self) -> frozenset[AccumulationConfig]:
-        """The settings whose runs are kept: showing one of them only redraws."""
-        return frozenset(self._records) | frozenset(self._ahead_records)
+            self._plan_ahead(config, self._last_values, before)
 
     def close(self) -> None:
         """Close the widgets (layouts and styles included), stop training ahead, free the figure and
@@ -282,16 +194,12 @@ class AccumulationExplorer(W.VBox):
         if self.__dict__.get("closed", True):  # closed already, or never built
             return super().close()
         self.closed = True
-        self._ahead, self._plan, self._frames_ahead = [], None, []
-        if self._idle_call is not None:
-            self._idle_call.cancel()
-            self._idle_call = None
+        self._stop_ahead()
         for child in self.children:
             _close_tree(child)
         if isinstance(self.layout, W.Widget):
             self.layout.close()
         self.figure = self.canvas = self._axes = self._pile_artists = self._loss_lines = None
-        self._records, self._ahead_records = OrderedDict(), OrderedDict()
         self._settings = OrderedDict()
         super().close()
 
@@ -373,7 +281,10 @@ def _gradient_line(record: RunRecord) -> str:
     if record.both_diverged:
         first = min(record.diverged_at["accumulated"], record.diverged_at["big_batch"])
         return said + f"no verdict: both runs diverged (from update {first})"
-    return said + f"gradients allclose: {record.grads_allclose}"
+    if record.grads_allclose:  # rounding only: its last digits differ from one CPU to the next, so none are printed
+        return (f"max |accumulated - big-batch gradient|: rounding only, within the lab's tolerance (rtol {GRAD_RTOL:g}, "
+                f"atol {GRAD_ATOL:g}) -> gradients allclose: True")
+    return said + "gradients allclose: False"
 
 
 def _learning_rate_line(record: RunRecord) -> str:
@@ -449,67 +360,6 @@ def make_accumulation_explorer(
         max_grad_norm=max_grad_norm, warmup_updates=warmup_updates, optimizer=optimizer,
     )
     return AccumulationExplorer(config)
-
-
-def _next_notch(config: AccumulationConfig, values: tuple, before: tuple, names: list[str]) -> AccumulationConfig | None:
-    """The next notch, the same way, of the K or b slider that just moved (None: neither moved,
-    or the config refuses it)."""
-    moved = {n: (v, old) for n, v, old in zip(names, values, before) if v != old}
-    for name in ("accumulation_steps", "micro_batch_size"):
-        if name in moved:
-            new, old = moved[name]
-            found = _settings_from(config, [{name: new + (1 if new > old else -1)}])
-            return found[0] if found else None
-    return None
-
-
-def _moves_away(config: AccumulationConfig) -> list[AccumulationConfig]:
-    """The settings one move from `config`, likeliest first: K and b one notch either way; a main bug
-    or the optimizer switched; K's and b's ends."""
-    K, b = config.accumulation_steps, config.micro_batch_size
-    steps = [{"accumulation_steps": K + 1}, {"accumulation_steps": K - 1},
-             {"micro_batch_size": b + 1}, {"micro_batch_size": b - 1}]
-    steps += [{"bugs": config.bugs ^ {bug}} for bug in MAIN_BUGS]
-    steps += [{"optimizer": name} for name in OPTIMIZER_NAMES if name != config.optimizer]
-    steps += [{"accumulation_steps": k} for k in K_RANGE] + [{"micro_batch_size": m} for m in B_RANGE]
-    return _settings_from(config, steps)
-
-
-def _settings_from(config: AccumulationConfig, steps: list[dict]) -> list[AccumulationConfig]:
-    """`config` with each change in `steps` made, in order, without repeats or `config` itself;
-    settings the sliders or the config refuse (K x b over the examples, a tail >= K) are left out."""
-    K, b = config.accumulation_steps, config.micro_batch_size
-    found: list[AccumulationConfig] = []
-    for change in steps:
-        k = change.get("accumulation_steps", K)
-        if not (K_RANGE[0] <= k <= K_RANGE[1] and B_RANGE[0] <= change.get("micro_batch_size", b) <= B_RANGE[1]):
-            continue
-        try:  # the tail slider's max follows K, which clamps the tail
-            neighbour = dataclasses.replace(config, tail_micro_batches=min(config.tail_micro_batches, k - 1), **change)
-        except ValueError:
-            continue
-        if neighbour != config and neighbour not in found:
-            found.append(neighbour)
-    return found
-
-
-def _train_one_ahead(ref: weakref.ref) -> None:
-    """One step ahead in the kernel's event loop, then the next one queued after a short gap, so that
-    a message waiting (the learner's next move) is read in between. Holds the explorer weakly."""
-    explorer = ref()
-    if explorer is None:
-        return
-    explorer._idle_call = None
-    try:
-        if explorer._quiet:
-            explorer.train_ahead(max_steps=1)
-            explorer._train_ahead_when_idle(IDLE_GAP_S)
-        else:  # right after a change: only the next notch; the rest once the learner pauses
-            explorer.train_ahead(next_notch_only=True)
-            explorer._quiet = True
-            explorer._train_ahead_when_idle(QUIET_S)
-    except Exception:  # noqa: BLE001 - work ahead is optional; an error would print in a later cell
-        explorer._plan, explorer._ahead, explorer._frames_ahead = None, [], []
 
 
 def _running_cell() -> str | None:

@@ -8,12 +8,14 @@ Every regime is the lab's one loop, `widgets.core.loop.train_loop` (the big and 
 K = 1); the accumulated one gets the config's bugs, so the explorer's checkbox for a bug runs the
 very `if` developer_3 shows. All three clip once per update (`max_grad_norm`) and step the warmup
 once per update (`warmup_updates`). What a `RunRecord` holds is measured from outside the loop,
-by hooks on the model, its parameters and the optimizer (`_Watch`), which never change `.grad`
-or the weights. `widgets.core.symptoms` reads a record back as sentences;
-`widgets.core.equal_examples` races the regimes at equal examples.
+by the loss function handed to it (`mse`, noted as the loop computes it) and hooks on the
+parameters and the optimizer (`_Watch`), which never change `.grad` or the weights.
+`widgets.core.symptoms` reads a record back as sentences; `widgets.core.equal_examples` races the
+regimes at equal examples.
 """
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from dataclasses import dataclass
@@ -87,7 +89,7 @@ class RegimeRun:
     diverged_at: int | None  # the first update whose loss was not finite or over DIVERGED_LOSS_FACTOR x its start
     final_weights: torch.Tensor  # all parameters, flat, when the run ended (or diverged); (P,)
     update_flags: list[bool]  # per micro-step: did the update's own step happen there?
-    first_pile: GradientPile | None  # .grad after each backward pass of the first update
+    first_pile: GradientPile | None  # .grad after each backward pass of the first update (with references only)
     first_target: torch.Tensor | None  # the big-batch gradient the first pile should reach; (P,)
     first_applied: torch.Tensor | None  # the gradient update 0's optimizer.step() used (after any clip); (P,)
     start_loss: float  # the loss on all examples before training
@@ -100,74 +102,71 @@ class RegimeRun:
 # --- the watch: measurements taken from outside the loop ----------------------------------------------
 
 class _Watch:
-    """Hooks on a model, its parameters and its optimizer that measure one `train_loop` run.
+    """Measures one `train_loop` run from outside: the loss function it hands the loop, and hooks on
+    the parameters and the optimizer.
 
-    Forward hooks count micro-steps and take each micro-batch's loss; post-accumulate-grad hooks
-    copy the pile after each backward pass; the optimizer's step hook records the update that the
-    step at a boundary micro-step made. With `references` (one big batch per update) it also takes,
-    before each update's first micro-step, the big-batch gradient at the weights the update starts
-    from (a buggy loop may step inside the update) and compares it with what the step applied.
-    The watch's own forward and backward passes (`_measuring`) are invisible to it.
+    `loss` (the loop's `loss_fn`: `mse`, noted as the loop computes it) counts micro-steps and takes
+    each micro-batch's loss; post-accumulate-grad hooks copy the pile where it is read (an update's
+    last backward pass, every pass of the first update); the optimizer's step hook records the
+    update that the step at a boundary micro-step made. With `references` (one big batch per update)
+    it also takes, as each update's first micro-step begins, the big-batch gradient at the weights
+    the update starts from (a buggy loop may step inside the update) and compares it with what the
+    step applied. Its own passes (`_reference`, `_loss_on_all`) touch no `.grad`, so no hook sees them.
     """
 
-    def __init__(self, model, optimizer, batches, accumulation_steps, x, y, max_norm, references=None):
+    def __init__(self, model, optimizer, batches, accumulation_steps, x, y, max_norm, start_loss, references=None):
         self.model, self.optimizer, self.x, self.y, self.max_norm = model, optimizer, x, y, max_norm
         self.targets, self.K, self.references = [t for _, t in batches], accumulation_steps, references
         total, K = len(batches), accumulation_steps
-        self.ends = [min(start + K, total) - 1 for start in range(0, total, K)]  # each update's last micro-step
+        self.ends = {min(start + K, total) - 1 for start in range(0, total, K)}  # each update's last micro-step
         window_items = [sum(len(t) for t in self.targets[s : s + K]) for s in range(0, total, K)]
         self.weights = [len(t) / window_items[i // K] for i, t in enumerate(self.targets)]  # n_i / n
-        self.micro_step, self.backward_hooks, self.measuring, self.stopped = 0, 0, False, False
+        self.micro_step, self.backward_hooks, self.stopped = 0, 0, False
         self.params = list(model.parameters())
         self.steps, self.stepped_at, self.diverged_at, self.final_weights = 0, [], None, None
         self.eval_loss, self.grad_norm, self.learning_rates, self.true_train_loss = [], [], [], []
         self.grad_diff, self.grads_match, self.grad_scale, self.snapshots = [], [], [], []
         self.first_applied, self.pile, self.true_sum = None, None, 0.0
-        self.start_loss = self._loss_on_all()
-        self.handles = [model.register_forward_pre_hook(self._before_forward),
-                        model.register_forward_hook(self._after_forward),
-                        optimizer.register_step_post_hook(self._after_step)]
+        self.start_loss = start_loss  # the loss on all examples at the seeded weights, the same for every regime
+        self.handles = [optimizer.register_step_post_hook(self._after_step)]
         self.handles += [p.register_post_accumulate_grad_hook(self._after_accumulate) for p in self.params]
 
     def _loss_on_all(self) -> float:
-        self.measuring = True
         with torch.no_grad():
-            loss = mse(self.model(self.x), self.y).item()
-        self.measuring = False
-        return loss
+            return mse(self.model(self.x), self.y).item()
 
     def _reference(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """The big-batch gradient at the current weights, leaving `.grad` as the loop left it."""
-        self.measuring = True
         grads = torch.autograd.grad(mse(self.model(inputs), targets), self.params)  # not into .grad
-        self.measuring = False
         return _flat(grads)
 
-    def _before_forward(self, module, args) -> None:
-        if self.measuring or self.stopped:
-            return
+    def loss(self, output: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """`mse` for the loop, noted as it computes it: one call per micro-step, after its forward
+        pass and before its backward pass, so the weights are still those the micro-step began with."""
+        loss = mse(output, targets)
+        if self.stopped:
+            return loss
         if self.micro_step % self.K == 0:  # an update begins: what it must reach, from these weights
             self.true_sum = 0.0
             if self.references is not None:
                 self.reference = self._reference(*self.references[self.micro_step // self.K])
                 if self.micro_step == 0:
                     self.first_target = self.reference
-
-    def _after_forward(self, module, args, output) -> None:
-        if self.measuring or self.stopped:
-            return
-        loss = mse(output.detach(), self.targets[self.micro_step]).item()
-        self.true_sum += loss * self.weights[self.micro_step]  # the update's mean loss, whatever is logged
+        self.true_sum += loss.item() * self.weights[self.micro_step]  # the update's mean loss, whatever is logged
         self.micro_step += 1
+        return loss
 
     def _after_accumulate(self, parameter) -> None:
-        if self.measuring or self.stopped:
+        if self.stopped:
             return
         self.backward_hooks += 1
         if self.backward_hooks == len(self.params):  # every parameter has its .grad: the pile after this backward
             self.backward_hooks = 0
-            self.pile = _flat(p.grad for p in self.params)
-            if self.micro_step <= self.K:
+            # copied only where read: at an update's end (its norm) and, for the record's first pile, in update 0
+            first = self.references is not None and self.micro_step <= self.K
+            if first or self.micro_step - 1 in self.ends:
+                self.pile = _flat(p.grad for p in self.params)
+            if first:
                 self.snapshots.append(self.pile)
 
     def _after_step(self, optimizer, args, kwargs) -> None:
@@ -229,17 +228,18 @@ OPTIMIZERS: dict[str, Callable[..., torch.optim.Optimizer]] = {
 }
 
 
-def _train(config: AccumulationConfig, batches: list, accumulation_steps: int, x: torch.Tensor, y: torch.Tensor,
-           *, bugs: frozenset[str] = frozenset(), references: list | None = None) -> RegimeRun:
-    """One regime: `train_loop` from the seeded weights with the config's optimizer, warmup and clip,
-    watched from outside."""
+def _train(config: AccumulationConfig, start_loss: float, batches: list, accumulation_steps: int,
+           x: torch.Tensor, y: torch.Tensor, *, bugs: frozenset[str] = frozenset(),
+           references: list | None = None) -> RegimeRun:
+    """One regime: `train_loop` from the seeded weights (`start_loss` on all examples) with the config's
+    optimizer, warmup and clip, watched from outside."""
     model = make_model(config.seed)
     optimizer = OPTIMIZERS[config.optimizer](model.parameters(), config.learning_rate)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, linear_warmup(config.warmup_updates))
-    watch = _Watch(model, optimizer, batches, accumulation_steps, x, y, config.max_grad_norm, references)
+    watch = _Watch(model, optimizer, batches, accumulation_steps, x, y, config.max_grad_norm, start_loss, references)
     with warnings.catch_warnings():  # scheduler_every_micro_step steps the warmup before the first
         warnings.filterwarnings("ignore", "Detected call of `lr_scheduler.step", UserWarning)  # update: the bug
-        logged = train_loop(model, optimizer, mse, batches, accumulation_steps, scheduler,
+        logged = train_loop(model, optimizer, watch.loss, batches, accumulation_steps, scheduler,
                             max_grad_norm=config.max_grad_norm, bugs=bugs)
     return watch.finish(logged)
 
@@ -363,16 +363,28 @@ def run_regimes(config: AccumulationConfig) -> RunRecord:
         return _run_regimes(config)
 
 
+@functools.lru_cache(maxsize=1)
+def _plotted_indices() -> tuple[tuple[str, int], ...]:
+    """Where `PLOTTED_ENTRIES` sit in the flat gradients: the model's shape, not its seed, decides."""
+    return tuple(flat_parameter_indices(make_model(0), PLOTTED_ENTRIES).items())
+
+
+def _plotted_parameters() -> dict[str, int]:
+    return dict(_plotted_indices())  # a fresh dict per record: a caller may change its own
+
+
 def _run_regimes(config: AccumulationConfig) -> RunRecord:
     x, y = make_regression_data(config.num_examples, config.seed)
     order, K, b = _example_order(config), config.accumulation_steps, config.micro_batch_size
-    micro = [(x[idx], y[idx]) for idx in order.split(b)]  # micro-step i draws examples order[i*b : (i+1)*b]
-    big = [(torch.cat([i for i, _ in micro[s : s + K]]), torch.cat([t for _, t in micro[s : s + K]]))
-           for s in range(0, len(micro), K)]  # each update's examples in one batch
+    drawn_x, drawn_y = x[order], y[order]  # every draw in order: views of these are the batches
+    micro = list(zip(drawn_x.split(b), drawn_y.split(b)))  # micro-step i draws examples order[i*b : (i+1)*b]
+    big = list(zip(drawn_x.split(K * b), drawn_y.split(K * b)))  # each update's K micro-batches in one batch
+    with torch.no_grad():
+        start_loss = mse(make_model(config.seed)(x), y).item()  # every regime starts there: measured once
     runs: dict[str, RegimeRun] = {
-        "accumulated": _train(config, micro, K, x, y, bugs=config.bugs, references=big),
-        "big_batch": _train(config, big, 1, x, y),
-        "small_batch": _train(config, micro[::K], 1, x, y),  # the first micro-batch of each update
+        "accumulated": _train(config, start_loss, micro, K, x, y, bugs=config.bugs, references=big),
+        "big_batch": _train(config, start_loss, big, 1, x, y),
+        "small_batch": _train(config, start_loss, micro[::K], 1, x, y),  # the first micro-batch of each update
     }
     accumulated = runs["accumulated"]
     return RunRecord(
@@ -393,6 +405,6 @@ def _run_regimes(config: AccumulationConfig) -> RunRecord:
         grads_match=accumulated.grads_match,
         grad_scale=accumulated.grad_scale,
         true_train_loss=accumulated.true_train_loss,
-        plotted_parameters=flat_parameter_indices(make_model(config.seed), PLOTTED_ENTRIES),
+        plotted_parameters=_plotted_parameters(),
         final_weights={r: run.final_weights for r, run in runs.items()},
     )
