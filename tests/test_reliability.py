@@ -27,6 +27,9 @@ from widgets.core import accumulation, config, loop, symptoms, training  # noqa:
 from widgets.draw import frames as figures, training_plots as plots  # noqa: E402
 from widgets.core.config import AccumulationConfig  # noqa: E402
 from widgets.research.ddp import DDPConfig  # noqa: E402
+from widgets.research import (  # noqa: E402
+    batchnorm, contrastive, critical_batch, dropout, noise_scale, once_per_update, precision, tokens,
+)
 from widgets.research.memory import TinyGPT, measure_memory_terms  # noqa: E402
 from widgets.lab import presets, progress  # noqa: E402
 
@@ -140,6 +143,31 @@ CASES["budget"] = [
     Case("a seq 4096 x b 4096 micro-step", lambda: measure_memory_terms(TinyGPT(seq_len=4096), 4096), ValueError,
          "micro_batch_size=4096"),
     Case("DDP data of ~1.5 GB per process", lambda: DDPConfig(3, 64, 1024, 100), ValueError, "each of its 4 processes"),
+    Case("norm data of ~6 GB", lambda: batchnorm.make_norm_data(100_000, 4096), ValueError, "features=4096"),
+    Case("dropout data of ~3 GB", lambda: dropout.make_dropout_data(100_000, 4096), ValueError, "features=4096"),
+    Case("DropoutMLP of ~1.5 GB", lambda: dropout.DropoutMLP(4096, 4096, dropout_layers=8), ValueError, "hidden=4096"),
+    Case("pairs of ~15 GB", lambda: contrastive.make_pairs(100_000, 4096), ValueError, "num_pairs=100000"),
+    Case("20,000 x 20,000 InfoNCE scores", lambda: contrastive.full_batch_contrastive(
+        contrastive.make_encoders(1, 1, 1), torch.ones(20_000, 1, dtype=torch.float64),
+        torch.ones(20_000, 1, dtype=torch.float64)), ValueError, "20000 x 20000"),
+    Case("precision problem of ~13 GB", lambda: precision.make_precision_problem(100_000, 8192, 8192), ValueError,
+         "in_features=8192"),
+    Case("512 kept gradients of 2.1M parameters", lambda: precision.summation_orders(
+        precision.make_precision_problem(512, 8192, 256), 512), ValueError, "accumulation_steps=512"),
+    Case("micro-grads of ~40 GB", lambda: noise_scale.linear_regression_micro_grads(1000, 1.0, 1.0, 10_000, 8, 64),
+         ValueError, "windows=10000"),
+    Case("noise-scale training of ~2 days", lambda: critical_batch.train_with_noise_scale(
+        critical_batch.make_problem(512), 8, 1024, 100_000), ValueError, "num_updates=100000"),
+    Case("a micro-batch of 10^9 examples", lambda: critical_batch.steps_to_target(
+        critical_batch.make_problem(512), 10**9, 1, 0.1, 0.5), ValueError, "micro_batch_size=1000000000"),
+    Case("a sweep of 60 x 10,000 updates", lambda: critical_batch.sweep_effective_batch(
+        critical_batch.make_problem(512), 4, [1, 2, 4, 8, 16, 32], {"sgd": [0.1] * 10}, 0.5, max_updates=10_000),
+         ValueError, "60 runs"),
+    Case("1000 updates of 1024 micro-steps", lambda: critical_batch.same_update_any_split(
+        critical_batch.make_problem(512), 1024, [1], num_updates=1000), ValueError, "LAB_TIME_LIMIT_S"),
+    Case("once-per-update data of ~78 GB", lambda: once_per_update.run_once_per_update(1024, 1024, 1000), ValueError,
+         "num_updates=1000"),
+    Case("TinyCausalLM of ~2.4 GB", lambda: tokens.TinyCausalLM(100_000, 1024), ValueError, "vocab_size=100000"),
 ]
 
 

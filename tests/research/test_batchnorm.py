@@ -99,3 +99,19 @@ def test_bad_input_names_the_parameter(call, match):
 
 def test_every_norm_is_described():
     assert set(NORMS) == {"batch", "ghost_batch", "layer", "group", "batch_frozen"}
+
+
+def test_sizes_past_the_ceiling_are_refused_before_allocating(before_allocating, monkeypatch):
+    from widgets.core.budget import BudgetError
+    with before_allocating(), pytest.raises(BudgetError, match=r"make_norm_data\(num_examples=100000, features=4096\), "
+                                            r"float64 would need about 6\.1 GB, over this lab's limit of 1\.0 GB"):
+        make_norm_data(100_000, 4096)
+    monkeypatch.setenv("LAB_MEMORY_LIMIT_MB", "100")  # the widest model (192 MB) fits the default ceiling only
+    with before_allocating(), pytest.raises(BudgetError, match=r"make_norm_model\(features=4096, hidden=4096\) "
+                                            r"would need about 192 MB, over this lab's limit of 100 MB"):
+        make_norm_model("batch", features=4096, hidden=4096)
+
+
+def test_notebook_sizes_pass_the_ceiling(before_allocating):
+    x, y = make_norm_data(64, seed=0)  # notebook researcher_2's sizes, under the default ceiling
+    assert x.shape == (64, 6) and compare_norm("batch", 4, num_examples=64, seed=0).norm == "batch"

@@ -97,3 +97,32 @@ def test_bad_input_names_the_parameter(call, exc, match):
     a, b = make_pairs(8, seed=0)
     with pytest.raises(exc, match=match):
         call(make_encoders(seed=0), a, b)
+
+
+def test_sizes_past_the_ceiling_are_refused_before_allocating(before_allocating, monkeypatch):
+    from widgets.core.budget import BudgetError
+    with before_allocating(), pytest.raises(BudgetError, match=r"make_pairs\(num_pairs=100000, dim=4096\), float64 "
+                                            r"would need about 15\.4 GB, over this lab's limit of 1\.0 GB"):
+        make_pairs(100_000, 4096)
+    monkeypatch.setenv("LAB_MEMORY_LIMIT_MB", "100")  # the widest towers (768 MB) fit the default ceiling only
+    with before_allocating(), pytest.raises(BudgetError, match=r"make_encoders\(dim=4096, embed_dim=4096, hidden=4096\) "
+                                            r"would need about 768 MB, over this lab's limit of 100 MB"):
+        make_encoders(4096, 4096, 4096)
+
+
+def test_a_similarity_matrix_past_the_ceiling_is_refused_before_the_forward_pass(before_allocating):
+    from widgets.core.budget import BudgetError
+    encoders = make_encoders(dim=1, embed_dim=1, hidden=1)
+    a = b = torch.ones(20_000, 1, dtype=torch.float64)  # 20,000 pairs: the scores alone are 20,000 x 20,000
+    for run in (lambda: full_batch_contrastive(encoders, a, b), lambda: gradient_cache_contrastive(encoders, a, b, 100)):
+        with before_allocating(), pytest.raises(BudgetError, match=r"InfoNCE over 20000 pairs at once, 20000 x 20000 "
+                                                r"float64 scores would need about 17\.9 GB, over this lab's limit of 1\.0 GB"):
+            run()
+    # plain accumulation scores each micro-batch of 200 on its own: 2 MB, allowed
+    assert naive_accumulated_contrastive(encoders, a, b, 100).forward_examples == 20_000
+
+
+def test_notebook_sizes_pass_the_ceiling(before_allocating):
+    a, b = make_pairs(num_pairs=64, dim=8, seed=0)  # notebook researcher_2's sizes, under the default ceiling
+    encoders = make_encoders(dim=8, embed_dim=8, hidden=512, seed=0)
+    assert torch.allclose(full_batch_contrastive(encoders, a, b).grad, gradient_cache_contrastive(encoders, a, b, 4).grad)

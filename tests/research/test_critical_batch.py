@@ -76,3 +76,39 @@ def test_bad_input_names_the_parameter():
         same_update_any_split(PROBLEM, 32, [3])
     with pytest.raises(ValueError, match="micro_batch_size"):
         sweep_effective_batch(PROBLEM, 0, [1], {"sgd": [0.1]}, 1.0)
+
+
+def test_sizes_past_the_ceiling_are_refused_before_allocating(before_allocating, monkeypatch):
+    from widgets.core.budget import BudgetError
+    with before_allocating(), pytest.raises(BudgetError, match=r"train_with_noise_scale\(micro_batch_size=8, "
+                                            r"accumulation_steps=1024, num_updates=100000\) on 512 examples would run "
+                                            r"about 206\d{3} s, over this lab's limit of 300 s"):
+        train_with_noise_scale(PROBLEM, 8, 1024, 100_000)
+    with before_allocating(), pytest.raises(BudgetError, match=r"steps_to_target\(micro_batch_size=1000000000, "
+                                            r"accumulation_steps=1, max_updates=400\) on 512 examples would need about "
+                                            r"573\.7 GB, over this lab's limit of 1\.0 GB"):
+        steps_to_target(PROBLEM, 10**9, 1, 0.1, 0.5)
+    with before_allocating(), pytest.raises(BudgetError, match=r"sweep_effective_batch of 60 runs of up to 10000 "
+                                            r"updates would run about \d+ s, over this lab's limit of 300 s"):
+        sweep_effective_batch(PROBLEM, 4, [1, 2, 4, 8, 16, 32], {"sgd": [0.1] * 10}, 0.5, max_updates=10_000)
+    with before_allocating(), pytest.raises(BudgetError, match=r"same_update_any_split\(effective_batch_size=1024, "
+                                            r"micro_batch_sizes=\[1\], num_updates=1000\) would run about 2050 s"):
+        same_update_any_split(PROBLEM, 1024, [1], num_updates=1000)
+    monkeypatch.setenv("LAB_MEMORY_LIMIT_MB", "100")  # the largest problem (192 MB) fits the default ceiling only
+    with before_allocating(), pytest.raises(BudgetError, match=r"make_problem\(num_examples=1000000\) would need "
+                                            r"about 192 MB, over this lab's limit of 100 MB"):
+        make_problem(1_000_000)
+
+
+def test_notebook_sizes_pass_the_ceiling(before_allocating, monkeypatch):
+    """researcher_3's calls, checked without training: the sweep's runs are replaced by a stub."""
+    from widgets.research import critical_batch
+    problem = make_problem(2048, seed=0)
+    record = train_with_noise_scale(problem, micro_batch_size=8, accumulation_steps=8, num_updates=2)
+    assert len(record.losses) == 2
+    assert critical_batch.training_estimate(2048, 8, 8, 150)[1] < 10  # the notebook's 150 updates: ~3 s estimated
+    monkeypatch.setattr(critical_batch, "steps_to_target", lambda *args, **kwargs: 1)
+    sweep = sweep_effective_batch(problem, micro_batch_size=4, accumulation_steps=[1, 2, 4, 8, 16, 32],
+                                  learning_rates={"sgd": [0.25, 0.5, 1.0, 2.0], "adam": [0.01, 0.03, 0.1]},
+                                  target_loss=0.85, max_updates=120)
+    assert set(sweep.steps.values()) == {1}

@@ -61,3 +61,30 @@ def test_means_over_draws_approach_each_other():
 def test_bad_input_names_the_parameter(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_sizes_past_the_ceiling_are_refused_before_allocating(before_allocating):
+    from widgets.core.budget import BudgetError
+    from widgets.research.dropout import make_dropout_data
+    with before_allocating(), pytest.raises(BudgetError, match=r"make_dropout_data\(num_examples=100000, features=4096\), "
+                                            r"float64 would need about 3\.1 GB, over this lab's limit of 1\.0 GB"):
+        make_dropout_data(100_000, 4096)
+    with before_allocating(), pytest.raises(BudgetError, match=r"DropoutMLP\(features=4096, hidden=4096, dropout_layers=8\) "
+                                            r"would need about 1\.5 GB, over this lab's limit of 1\.0 GB"):
+        DropoutMLP(features=4096, hidden=4096, dropout_layers=8)
+
+
+def test_notebook_sizes_pass_the_ceiling(before_allocating):
+    big, accumulated = dropout_gradients("global", 4, num_examples=32, seed=0, rng_seed=0, dropout_layers=2)
+    assert big.shape == accumulated.shape  # notebook researcher_2's sizes, under the default ceiling
+
+
+def test_too_many_draws_are_refused_before_the_first(before_allocating, monkeypatch):
+    from widgets.core.budget import BudgetError
+    from widgets.research import dropout
+    with monkeypatch.context() as patch, pytest.raises(
+            BudgetError, match=r"mean_gap_over_draws\(accumulation_steps=4, draws=100000, num_examples=32\) "
+                               r"would run about 1013 s, over this lab's limit of 300 s"):
+        patch.setattr(dropout, "_update", lambda *args: pytest.fail("a draw ran before the time check"))
+        mean_gap_over_draws(4, 100_000, num_examples=32)
+    assert mean_gap_over_draws(4, 100, num_examples=32, seed=0) < 1  # notebook researcher_2's largest: 1 s estimated

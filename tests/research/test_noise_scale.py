@@ -103,3 +103,18 @@ def test_bad_settings_name_the_parameter():
         b_simple_from_norms(1.0, 0.5, 2, 1)
     with pytest.raises(ValueError, match="dim"):
         linear_regression_micro_grads(0, 1.0, 1.0, 1, 2, 2)
+
+
+def test_sizes_past_the_ceiling_are_refused_before_allocating(before_allocating):
+    from widgets.core.budget import BudgetError
+    with before_allocating(), pytest.raises(
+            BudgetError, match=r"linear_regression_micro_grads\(dim=1000, windows=10000, accumulation_steps=8, "
+                               r"micro_batch_size=64\) would need about 39\.5 GB, over this lab's limit of 1\.0 GB"):
+        linear_regression_micro_grads(1000, 1.0, 1.0, windows=10_000, accumulation_steps=8, micro_batch_size=64)
+
+
+def test_notebook_sizes_pass_the_ceiling(before_allocating):
+    for dim, noise_std, distance, K, b in SETTINGS:  # notebook researcher_3's sizes
+        grads = linear_regression_micro_grads(dim, noise_std, distance, windows=2000, accumulation_steps=K,
+                                              micro_batch_size=b, seed=3)
+        assert grads.shape == (2000, K, dim)

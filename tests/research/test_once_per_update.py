@@ -76,3 +76,21 @@ def test_same_run_refuses_other_types():
     with pytest.raises(TypeError, match="a must be"):
         same_run(None, run_once_per_update(num_updates=1))
     assert set(MISTAKES) == {"ema_every_micro_step", "decay_every_micro_step", "loss_not_divided"}
+
+
+def test_sizes_past_the_ceiling_are_refused_before_allocating(before_allocating, monkeypatch):
+    from widgets.core.budget import BudgetError
+    with before_allocating(), pytest.raises(BudgetError, match=r"run_once_per_update\(accumulation_steps=1024, "
+                                            r"micro_batch_size=1024, num_updates=1000\) would need about 78\.1 GB, "
+                                            r"over this lab's limit of 1\.0 GB"):
+        run_once_per_update(1024, 1024, 1000)
+    monkeypatch.setenv("LAB_TIME_LIMIT_S", "10")  # 99,328 micro-steps fit the data's range; 10 s refuses them
+    with before_allocating(), pytest.raises(BudgetError, match=r"run_once_per_update\(accumulation_steps=1024, "
+                                            r"micro_batch_size=1, num_updates=97\) would run about 199 s, "
+                                            r"over this lab's limit of 10 s"):
+        run_once_per_update(1024, 1, 97)
+
+
+def test_notebook_sizes_pass_the_ceiling(before_allocating):
+    run = run_once_per_update(weight_decay=0.1, max_grad_norm=0.05)  # researcher_2's sizes: the defaults
+    assert len(run.grad_norms) == 5

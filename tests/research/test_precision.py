@@ -64,3 +64,17 @@ def test_bad_input_names_the_parameter(call, exc, match):
 
 def test_modes_are_described():
     assert set(MODES) == {"float64", "float32", "bf16_autocast", "bf16_params", "bf16_params_fp32_master"}
+
+
+def test_sizes_past_the_ceiling_are_refused_before_allocating(before_allocating, monkeypatch):
+    from widgets.core.budget import BudgetError
+    with before_allocating(), pytest.raises(
+            BudgetError, match=r"make_precision_problem\(num_examples=100000, in_features=8192, out_features=8192\), "
+                               r"float64 would need about 12\.7 GB, over this lab's limit of 1\.0 GB"):
+        make_precision_problem(100_000, 8192, 8192)
+    problem = make_precision_problem(num_examples=256, in_features=64, out_features=128, seed=0)  # researcher_1's
+    monkeypatch.setenv("LAB_MEMORY_LIMIT_MB", "8")  # K gradients kept at once: K = 256 needs 16 MB, the notebook's 16 1 MB
+    with before_allocating(), pytest.raises(BudgetError, match=r"summation_orders with accumulation_steps=256 on 8320 "
+                                            r"parameters would need about 16 MB, over this lab's limit of 8 MB"):
+        summation_orders(problem, accumulation_steps=256)
+    assert summation_orders(problem, accumulation_steps=16)["forwards"] < 1e-5

@@ -138,3 +138,19 @@ def test_wrong_types_are_refused_by_name():
     from widgets.research.tokens import token_loss_sum
     with pytest.raises(ValueError, match="labels must have the shape"):
         token_loss_sum(TinyCausalLM(), batch.inputs, batch.labels[:, :3])
+
+
+def test_sizes_past_the_ceiling_are_refused_before_allocating(before_allocating, monkeypatch):
+    from widgets.core.budget import BudgetError
+    with before_allocating(), pytest.raises(BudgetError, match=r"TinyCausalLM\(vocab_size=100000, dim=1024\) would "
+                                            r"need about 2\.4 GB, over this lab's limit of 1\.0 GB"):
+        TinyCausalLM(vocab_size=100_000, dim=1024)
+    monkeypatch.setenv("LAB_MEMORY_LIMIT_MB", "100")  # the largest batch (384 MB) fits the default ceiling only
+    with before_allocating(), pytest.raises(BudgetError, match=r"make_token_batch\(num_sequences=4096, max_len=4096\) "
+                                            r"would need about 384 MB, over this lab's limit of 100 MB"):
+        make_token_batch(num_sequences=4096, max_len=4096)
+
+
+def test_notebook_sizes_pass_the_ceiling(before_allocating):
+    batch = make_token_batch(num_sequences=16, max_len=24, length_spread=0.8, seed=0)  # researcher_1's sizes
+    assert batch.inputs.shape == (16, 24) and TinyCausalLM(seed=0).vocab_size == 12

@@ -50,6 +50,7 @@ def time_limit_s() -> float:
 
 
 def _size(n: float) -> str:
+    n = float(min(n, 2**100))  # a size with no upper bound (windows=10**400) must not overflow the message
     return f"{n / 2**30:.1f} GB" if n >= 2**30 else f"{n / 2**20:.0f} MB"
 
 

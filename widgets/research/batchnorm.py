@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from widgets.core.accumulation import flat_grad
+from widgets.core.budget import check_memory
 from widgets.core.config import check_int
 
 NORMS = {
@@ -50,6 +51,9 @@ def make_norm_model(norm: str, features: int = 6, hidden: int = 16, seed: int = 
     check_int("features", features, 1, 4096)
     check_int("hidden", hidden, 4, 4096)
     check_int("seed", seed, 0, 2**31 - 1)
+    params = features * hidden + 4 * hidden + 1  # two Linear layers and the norm's scale and shift
+    # built in float32, then copied to float64: 4 + 8 bytes a parameter at the peak
+    check_memory(f"make_norm_model(features={features}, hidden={hidden})", params * (4 + DTYPE.itemsize))
     layer = {
         "batch": lambda: torch.nn.BatchNorm1d(hidden),
         "batch_frozen": lambda: torch.nn.BatchNorm1d(hidden),
@@ -74,6 +78,9 @@ def make_norm_data(num_examples: int = 64, features: int = 6, seed: int = 0) -> 
     check_int("num_examples", num_examples, 2, 100_000)
     check_int("features", features, 1, 4096)
     check_int("seed", seed, 0, 2**31 - 1)
+    # x is drawn, then scaled into a second (n, features) tensor; y and its temporaries are (n, 1)
+    check_memory(f"make_norm_data(num_examples={num_examples}, features={features}), float64",
+                 num_examples * (2 * features + 3) * DTYPE.itemsize)
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(num_examples, features, generator=g, dtype=DTYPE) * torch.linspace(0.5, 3.0, features, dtype=DTYPE)
     y = torch.tanh(x[:, :1]) + 0.1 * torch.randn(num_examples, 1, generator=g, dtype=DTYPE)

@@ -17,6 +17,7 @@ from typing import Iterator
 import torch
 
 from widgets.core.accumulation import flat_grad
+from widgets.core.budget import check_memory
 from widgets.core.config import check_float, check_int
 
 DTYPE = torch.float64
@@ -27,6 +28,9 @@ def make_pairs(num_pairs: int = 32, dim: int = 8, seed: int = 0) -> tuple[torch.
     check_int("num_pairs", num_pairs, 2, 100_000)
     check_int("dim", dim, 1, 4096)
     check_int("seed", seed, 0, 2**31 - 1)
+    # hidden, a, and b's three (n, dim) temporaries (hidden @ mix, the noise, the scaled noise), and mix
+    check_memory(f"make_pairs(num_pairs={num_pairs}, dim={dim}), float64",
+                 (5 * num_pairs * dim + dim * dim) * DTYPE.itemsize)
     g = torch.Generator().manual_seed(seed)
     hidden = torch.randn(num_pairs, dim, generator=g, dtype=DTYPE)
     mix = torch.randn(dim, dim, generator=g, dtype=DTYPE) / dim**0.5
@@ -41,6 +45,9 @@ def make_encoders(dim: int = 8, embed_dim: int = 8, hidden: int = 32, seed: int 
     check_int("embed_dim", embed_dim, 1, 4096)
     check_int("hidden", hidden, 1, 4096)
     check_int("seed", seed, 0, 2**31 - 1)
+    params = 2 * ((dim + 1) * hidden + (hidden + 1) * embed_dim)  # two towers of two Linear layers
+    # built in float32, then copied to float64: 4 + 8 bytes a parameter at the peak
+    check_memory(f"make_encoders(dim={dim}, embed_dim={embed_dim}, hidden={hidden})", params * (4 + DTYPE.itemsize))
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         towers = {side: torch.nn.Sequential(torch.nn.Linear(dim, hidden), torch.nn.Tanh(), torch.nn.Linear(hidden, embed_dim))
@@ -79,6 +86,13 @@ def _check_inputs(encoders: object, a: torch.Tensor, b: torch.Tensor, accumulati
                          f"got {accumulation_steps}")
     size = n // accumulation_steps
     return [slice(i, i + size) for i in range(0, n, size)]
+
+
+def _check_scores(what: str, scored: int) -> None:
+    """Refuse an InfoNCE over `scored` pairs at once whose (scored x scored) similarity matrix would
+    not fit: the logits, two log-softmaxes and their gradients, about six float64 matrices."""
+    check_memory(f"{what}: InfoNCE over {scored} pairs at once, {scored} x {scored} float64 scores",
+                 6 * scored * scored * DTYPE.itemsize)
 
 
 @dataclass(frozen=True)
@@ -155,6 +169,7 @@ def full_batch_contrastive(encoders: torch.nn.ModuleDict, a: torch.Tensor, b: to
                            temperature: float = 0.1) -> ContrastiveRun:
     """The reference: all n pairs in one pass, each with n - 1 negatives."""
     _check_inputs(encoders, a, b)
+    _check_scores("full_batch_contrastive", a.shape[0])
     with _watched(encoders) as watch, watch.saved.hooks():
         loss = info_nce(encoders["a"](a), encoders["b"](b), temperature)
         loss.backward()
@@ -165,6 +180,7 @@ def naive_accumulated_contrastive(encoders: torch.nn.ModuleDict, a: torch.Tensor
                                   accumulation_steps: int, temperature: float = 0.1) -> ContrastiveRun:
     """Plain accumulation: each micro-batch's own InfoNCE (b - 1 negatives), divided by K."""
     slices = _check_inputs(encoders, a, b, accumulation_steps)
+    _check_scores("naive_accumulated_contrastive", a.shape[0] // accumulation_steps)  # each micro-batch's own
     with _watched(encoders) as watch, watch.saved.hooks():
         logged = 0.0
         for part in slices:
@@ -181,6 +197,7 @@ def gradient_cache_contrastive(encoders: torch.nn.ModuleDict, a: torch.Tensor, b
     The algorithm is `gradient_cache`, the function notebook researcher_2 shows in a cell; this
     checks the inputs and measures what it costs."""
     slices = _check_inputs(encoders, a, b, accumulation_steps)
+    _check_scores("gradient_cache_contrastive", a.shape[0])  # the cache is the full batch's scores
     with _watched(encoders) as watch, watch.saved.hooks():
         loss = gradient_cache(encoders, a, b, slices, temperature)
         return watch.run(float(loss.detach()), encoders)

@@ -17,11 +17,41 @@ from typing import Callable, Iterable, Sequence
 import torch
 
 from widgets.core.accumulation import flat_weights
+from widgets.core.budget import FLOAT32, check_memory, check_time
 from widgets.core.config import check_float, check_int
 from widgets.research.noise_scale import estimate_noise_scale, smoothed_b_simple
 
 INPUTS, CLASSES, HIDDEN = 8, 4, 32
 OPTIMIZERS = ("sgd", "adam")
+# High estimates for the budget checks: a micro-step of this MLP costs 0.3-1 ms on an idle CPU thread
+# and up to 3.5 ms on a busy shared one (measured), plus about 0.7 us per example forward and backward.
+MICRO_STEP_S, EXAMPLE_S = 2e-3, 2e-6
+# Bytes per example: the full-data loss (hidden, tanh, logits, log-softmax, float32) and one
+# micro-batch with its graph and gradients (index, inputs, activations and their gradients).
+LOSS_BYTES = (2 * HIDDEN + 2 * CLASSES) * FLOAT32
+GRAPH_BYTES = 8 + (INPUTS + 4 * HIDDEN + 4 * CLASSES) * FLOAT32
+
+
+def training_estimate(num_examples: int, micro_batch_size: int, accumulation_steps: int,
+                      num_updates: int) -> tuple[int, float]:
+    """(bytes, seconds), high estimates, of `num_updates` updates of K micro-batches of b on a
+    problem of n examples, the full-data loss taken before each update."""
+    n, b, k = num_examples, micro_batch_size, accumulation_steps
+    seconds = num_updates * (k * (MICRO_STEP_S + b * EXAMPLE_S) + n * EXAMPLE_S)
+    return n * LOSS_BYTES + b * GRAPH_BYTES, seconds
+
+
+def _examples(problem: object) -> int:
+    if not isinstance(problem, Problem):
+        raise TypeError(f"problem must be a Problem (from make_problem), got {type(problem).__name__}")
+    return problem.x.shape[0]
+
+
+def _check_training(what: str, num_examples: int, micro_batch_size: int, accumulation_steps: int,
+                    num_updates: int) -> None:
+    memory, seconds = training_estimate(num_examples, micro_batch_size, accumulation_steps, num_updates)
+    check_memory(what, memory)
+    check_time(what, seconds)
 
 
 @dataclass(frozen=True)
@@ -36,7 +66,10 @@ class Problem:
 def make_problem(num_examples: int = 4096, seed: int = 0) -> Problem:
     """The classification problem of notebook researcher_3, fixed by `seed`."""
     n = check_int("num_examples", num_examples, 16, 1_000_000)
-    g = torch.Generator().manual_seed(check_int("seed", seed, 0, 2**31 - 1))
+    seed = check_int("seed", seed, 0, 2**31 - 1)
+    # float32 x (n, 8), the teacher's two (n, 16) hiddens and (n, 4) scores; int64 labels, draws and result; the flips
+    check_memory(f"make_problem(num_examples={n})", n * ((INPUTS + 2 * 16 + CLASSES) * FLOAT32 + 3 * 8 + 1))
+    g = torch.Generator().manual_seed(seed)
     x = torch.randn(n, INPUTS, generator=g)
     teacher = torch.randn(INPUTS, 16, generator=g), torch.randn(16, CLASSES, generator=g)
     y = (torch.tanh(x @ teacher[0]) @ teacher[1]).argmax(1)
@@ -88,6 +121,8 @@ def train_with_noise_scale(
     k = check_int("accumulation_steps", accumulation_steps, 2, 1024)
     n_updates = check_int("num_updates", num_updates, 1, 100_000)
     lr = check_float("learning_rate", learning_rate, 0.0, 100.0)
+    _check_training(f"train_with_noise_scale(micro_batch_size={b}, accumulation_steps={k}, num_updates={n_updates}) "
+                    f"on {problem.x.shape[0]} examples", problem.x.shape[0], b, k, n_updates)
     model = make_classifier(seed)
     params = list(model.parameters())
     opt = torch.optim.SGD(params, lr=lr)
@@ -125,11 +160,14 @@ def steps_to_target(
     lr = check_float("learning_rate", learning_rate, 0.0, 1e3)
     target = check_float("target_loss", target_loss, 0.0, math.inf)
     warm = check_int("warmup_updates", warmup_updates, 0)
+    updates = check_int("max_updates", max_updates, 1)
+    _check_training(f"steps_to_target(micro_batch_size={b}, accumulation_steps={k}, max_updates={updates}) "
+                    f"on {_examples(problem)} examples", _examples(problem), b, k, updates)
     model = make_classifier(seed)
     opt = _optimizer(optimizer, model.parameters(), lr)
     g = torch.Generator().manual_seed(seed + 1)
     first = None
-    for update in range(check_int("max_updates", max_updates, 1)):
+    for update in range(updates):
         with torch.no_grad():
             loss = float(_loss(model, problem.x, problem.y))
         if loss <= target:
@@ -183,6 +221,10 @@ def sweep_effective_batch(
         _optimizer(name, [torch.zeros(1, requires_grad=True)], 1.0)  # checks the name
     seeds = tuple(seeds)
     jobs = [(o, k, lr) for o, lrs in learning_rates.items() for k in ks for lr in lrs]
+    # every run may last max_updates: the sweep's time is the sum of theirs
+    updates = check_int("max_updates", max_updates, 1)
+    seconds = sum(training_estimate(_examples(problem), b, k, updates)[1] for _, k, _ in jobs) * len(seeds)
+    check_time(f"sweep_effective_batch of {len(jobs) * len(seeds)} runs of up to {updates} updates", seconds)
     steps = {}
     for o, k, lr in (progress or (lambda r: r))(jobs):
         runs = [steps_to_target(problem, b, k, lr, target_loss, o, max_updates, seed=s) for s in seeds]
@@ -231,15 +273,19 @@ def same_update_any_split(problem: Problem, effective_batch_size: int, micro_bat
     """Train num_updates SGD updates on the same K*b examples per update, split as b x K for each b
     in `micro_batch_sizes`; returns b -> final flat weights (they agree to float32 rounding)."""
     n = check_int("effective_batch_size", effective_batch_size, 1)
-    out = {}
-    for b in micro_batch_sizes:
-        b = check_int("micro_batch_sizes", b, 1, n)
+    sizes = [check_int("micro_batch_sizes", b, 1, n) for b in micro_batch_sizes]
+    for b in sizes:
         if n % b:
             raise ValueError(f"micro_batch_sizes: {b} does not divide effective_batch_size = {n}")
+    updates = check_int("num_updates", num_updates, 1)
+    check_time(f"same_update_any_split(effective_batch_size={n}, micro_batch_sizes={sizes}, num_updates={updates})",
+               sum(training_estimate(0, b, n // b, updates)[1] for b in sizes))  # no full-data loss here
+    out = {}
+    for b in sizes:
         k = n // b
         model = make_classifier(0)
         opt = torch.optim.SGD(model.parameters(), lr=learning_rate)
-        for u in range(check_int("num_updates", num_updates, 1)):
+        for u in range(updates):
             batch = slice(u * n, (u + 1) * n)
             x, y = problem.x[batch], problem.y[batch]
             for i in range(k):

@@ -11,10 +11,14 @@ from __future__ import annotations
 import torch
 
 from widgets.core.accumulation import flat_grad
+from widgets.core.budget import check_memory, check_time
 from widgets.core.config import check_float, check_int
 
 DTYPE = torch.float64
 MASK_SOURCES = ("global", "per_example")
+# High estimate for the time check: a forward and backward pass of the small MLP takes well under
+# 1 ms on one idle CPU thread (measured); take 2 ms, plus 2 us an example, for a busy shared one.
+PASS_S, EXAMPLE_S = 2e-3, 2e-6
 
 
 class DropoutMLP(torch.nn.Module):
@@ -34,6 +38,10 @@ class DropoutMLP(torch.nn.Module):
         self.mask_source = mask_source
         self.mask_seed = check_int("mask_seed", mask_seed, 0, 2**40)
         check_int("seed", seed, 0, 2**31 - 1)
+        params = (features + 1) * hidden + (dropout_layers - 1) * (hidden + 1) * hidden + hidden + 1
+        # built in float32, then copied to float64: 4 + 8 bytes a parameter at the peak
+        check_memory(f"DropoutMLP(features={features}, hidden={hidden}, dropout_layers={dropout_layers})",
+                     params * (4 + DTYPE.itemsize))
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             sizes = [features] + [hidden] * dropout_layers
@@ -71,7 +79,11 @@ def make_dropout_data(num_examples: int = 32, features: int = 4, seed: int = 0) 
     """x (n, features), y (n, 1): a noisy linear target, float64."""
     check_int("num_examples", num_examples, 1, 100_000)
     check_int("features", features, 1, 4096)
-    g = torch.Generator().manual_seed(check_int("seed", seed, 0, 2**31 - 1))
+    seed = check_int("seed", seed, 0, 2**31 - 1)
+    # x (n, features), and y with its three (n, 1) temporaries (the sum, the noise, the scaled noise)
+    check_memory(f"make_dropout_data(num_examples={num_examples}, features={features}), float64",
+                 num_examples * (features + 4) * DTYPE.itemsize)
+    g = torch.Generator().manual_seed(seed)
     x = torch.randn(num_examples, features, generator=g, dtype=DTYPE)
     return x, x.sum(dim=1, keepdim=True) + 0.1 * torch.randn(num_examples, 1, generator=g, dtype=DTYPE)
 
@@ -120,6 +132,9 @@ def mean_gap_over_draws(accumulation_steps: int, draws: int, num_examples: int =
     """
     check_int("draws", draws, 1, 100_000)
     model, x, y = _setup("global", accumulation_steps, num_examples, seed, 2)
+    # each draw is one big-batch pass and K micro-batch passes over the same n examples
+    check_time(f"mean_gap_over_draws(accumulation_steps={accumulation_steps}, draws={draws}, num_examples={num_examples})",
+               draws * ((accumulation_steps + 1) * PASS_S + 2 * num_examples * EXAMPLE_S))
     big_sum = acc_sum = 0
     for r in range(draws):
         big, acc = _update(model, x, y, accumulation_steps, r)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
+from widgets.core.budget import check_memory
 from widgets.core.config import check_float, check_int
 
 
@@ -136,7 +137,11 @@ def linear_regression_micro_grads(
     n_w = check_int("windows", windows, 1)
     k = check_int("accumulation_steps", accumulation_steps, 2)
     b = check_int("micro_batch_size", micro_batch_size, 1)
-    g = torch.Generator().manual_seed(check_int("seed", seed, 0))
+    seed = check_int("seed", seed, 0)
+    # float64: x (windows, K, b, dim); eps, its noise and the residual (windows, K, b); the result (windows, K, dim)
+    check_memory(f"linear_regression_micro_grads(dim={d}, windows={n_w}, accumulation_steps={k}, "
+                 f"micro_batch_size={b})", n_w * k * (b * (d + 4) + 2 * d) * 8)
+    g = torch.Generator().manual_seed(seed)
     delta = torch.randn(d, generator=g, dtype=torch.float64)
     delta *= r / delta.norm()
     x = torch.randn(n_w, k, b, d, generator=g, dtype=torch.float64)

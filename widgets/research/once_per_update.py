@@ -12,7 +12,12 @@ from dataclasses import dataclass
 import torch
 
 from widgets.core.accumulation import GRAD_ATOL, GRAD_RTOL, flat_grad, is_update_step, make_model, make_regression_data
+from widgets.core.budget import FLOAT32, check_memory, check_time
 from widgets.core.config import check_float, check_int
+
+# High estimates for the budget checks: a micro-step of the 1 -> 16 -> 1 model costs ~0.4 ms on an
+# idle CPU thread (measured; take 2 ms for a busy shared one), plus a little per example.
+MICRO_STEP_S, EXAMPLE_S = 2e-3, 2e-6
 
 MISTAKES = {
     "ema_every_micro_step": "the weight EMA is updated after every micro-step instead of every update",
@@ -37,7 +42,7 @@ def run_once_per_update(accumulation_steps: int = 4, micro_batch_size: int = 8, 
     """Train with K micro-batches per update; `mistakes` (names from MISTAKES) move a step to the wrong place."""
     K = check_int("accumulation_steps", accumulation_steps, 1, 1024)
     b = check_int("micro_batch_size", micro_batch_size, 1, 1024)
-    check_int("num_updates", num_updates, 1, 1000)
+    U = check_int("num_updates", num_updates, 1, 1000)
     check_float("learning_rate", learning_rate, 0.0, 10.0)
     check_float("ema_decay", ema_decay, 0.0, 1.0, low_inclusive=True)
     check_float("weight_decay", weight_decay, 0.0, 1.0, low_inclusive=True)
@@ -46,6 +51,10 @@ def run_once_per_update(accumulation_steps: int = 4, micro_batch_size: int = 8, 
     unknown = sorted(set(mistakes) - set(MISTAKES))
     if unknown:
         raise ValueError(f"mistakes: unknown name(s) {unknown}; allowed: {sorted(MISTAKES)}")
+    what = f"run_once_per_update(accumulation_steps={K}, micro_batch_size={b}, num_updates={U})"
+    # the K b U examples (x, y and the temporaries that make y), then one micro-batch's graph: 20 floats an example
+    check_memory(what, K * b * U * 20 * FLOAT32)
+    check_time(what, K * U * (MICRO_STEP_S + b * EXAMPLE_S))
     x, y = make_regression_data(K * b * num_updates, seed=seed)
     model = make_model(seed=seed)
     ema = [p.detach().clone() for p in model.parameters()]

@@ -13,6 +13,7 @@ from typing import Callable, Iterable, Sequence
 
 import torch
 
+from widgets.core.budget import FLOAT32, check_memory
 from widgets.core.config import check_int
 
 MODES = {
@@ -45,6 +46,9 @@ def make_precision_problem(num_examples: int = 256, in_features: int = 64, out_f
     check_int("in_features", in_features, 1, 8192)
     check_int("out_features", out_features, 1, 8192)
     check_int("seed", seed, 0, 2**31 - 1)
+    check_memory(f"make_precision_problem(num_examples={num_examples}, in_features={in_features}, "
+                 f"out_features={out_features}), float64",  # x, y, weight and bias
+                 (num_examples * (in_features + out_features) + (in_features + 1) * out_features) * 8)
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(num_examples, in_features, generator=g, dtype=torch.float64)
     y = torch.randn(num_examples, out_features, generator=g, dtype=torch.float64)
@@ -133,12 +137,16 @@ def summation_orders(problem: PrecisionProblem, accumulation_steps: int = 16) ->
     orders: nonzero, because float addition is not associative, and about float32's 1e-7.
     """
     problem = _check_problem(problem)
-    reference = reference_gradient(problem)
     n = problem.num_examples
     check_int("accumulation_steps", accumulation_steps, 2, n)
     if n % accumulation_steps:
         raise ValueError(f"accumulation_steps must divide num_examples = {n}, got {accumulation_steps}")
     b = n // accumulation_steps
+    params = problem.weight.numel() + problem.bias.numel()
+    # K float32 gradients kept to be added in three orders; the pairwise levels add at most K more
+    check_memory(f"summation_orders with accumulation_steps={accumulation_steps} on {params} parameters",
+                 (2 * accumulation_steps + 3) * params * FLOAT32)
+    reference = reference_gradient(problem)
     parts = []
     for i in range(0, n, b):
         layer = _linear(problem, torch.float32)

@@ -18,6 +18,7 @@ import torch
 from widgets.core import shared
 from widgets.core.shared import IGNORE_INDEX  # the label PyTorch's cross_entropy skips (padding, prompts)
 from widgets.core.accumulation import flat_grad
+from widgets.core.budget import check_memory
 from widgets.core.config import check_float, check_int
 
 NORMALISERS = ("per_micro_batch", "window")
@@ -52,6 +53,9 @@ def make_token_batch(
     length_spread = check_float("length_spread", length_spread, 0.0, 1.0, low_inclusive=True)
     check_int("vocab_size", vocab_size, 2, 100_000)
     check_int("seed", seed, 0, 2**31 - 1)
+    # int64 tokens (n, max_len + 1) and the inputs and labels copied out of them
+    check_memory(f"make_token_batch(num_sequences={num_sequences}, max_len={max_len})",
+                 3 * num_sequences * (max_len + 1) * 8)
     g = torch.Generator().manual_seed(seed)
     lengths = [max_len - math.floor(length_spread * (max_len - 2) * float(torch.rand((), generator=g)))
                for _ in range(num_sequences)]
@@ -76,6 +80,9 @@ class TinyCausalLM(torch.nn.Module):
         check_int("vocab_size", vocab_size, 2, 100_000)
         check_int("dim", dim, 1, 1024)
         check_int("seed", seed, 0, 2**31 - 1)
+        params = 2 * vocab_size * dim + vocab_size + 3 * (2 * dim + 2) * dim  # embedding, head, GRU's three gates
+        # built in float32, then copied to float64: 4 + 8 bytes a parameter at the peak
+        check_memory(f"TinyCausalLM(vocab_size={vocab_size}, dim={dim})", params * (4 + DTYPE.itemsize))
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             self.embed = torch.nn.Embedding(vocab_size, dim)
