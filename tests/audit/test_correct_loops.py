@@ -12,19 +12,31 @@ from widgets.audit import audit_training_loop
 from widgets.core.shared import IGNORE_INDEX
 
 
+def share_of(batches, i, K):
+    """n_i / n: micro-batch i's share of its update's examples (1/K for K equal micro-batches; the
+    auditor's last micro-batch holds fewer, as a DataLoader with drop_last=False leaves it)."""
+    start = i // K * K
+    return len(batches[i][1]) / sum(len(y) for _, y in batches[start : start + K])
+
+
+def examples_so_far(batches, i, K):
+    """The examples of i's update up to and including micro-batch i."""
+    return sum(len(y) for _, y in batches[i // K * K : i + 1])
+
+
 def plain(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
     n, logged, losses = len(batches), [], []
     for i, (x, y) in enumerate(batches):
-        group_size = min(accumulation_steps, n - i // accumulation_steps * accumulation_steps)
+        share = share_of(batches, i, accumulation_steps)
         loss = loss_fn(model(x), y)
-        (loss / group_size).backward()
-        losses.append(loss.item())
+        (loss * share).backward()
+        losses.append(loss.item() * share)
         if (i + 1) % accumulation_steps == 0 or i + 1 == n:
             optimizer.step()
             if scheduler is not None:
                 scheduler.step()
             optimizer.zero_grad()
-            logged.append(sum(losses) / len(losses))
+            logged.append(sum(losses))  # the update's mean loss: each micro-batch's weighted n_i/n
             losses = []
     return logged
 
@@ -34,8 +46,7 @@ def zero_grad_at_group_start(model, optimizer, loss_fn, batches, accumulation_st
     for i, (x, y) in enumerate(batches):
         if i % accumulation_steps == 0:
             model.zero_grad(set_to_none=False)  # empty the pile before the group, not after the step
-        group_size = min(accumulation_steps, n - i // accumulation_steps * accumulation_steps)
-        (loss_fn(model(x), y) / group_size).backward()
+        (loss_fn(model(x), y) * share_of(batches, i, accumulation_steps)).backward()
         if (i + 1) % accumulation_steps == 0 or i + 1 == n:
             optimizer.step()
 
@@ -43,10 +54,10 @@ def zero_grad_at_group_start(model, optimizer, loss_fn, batches, accumulation_st
 def rescales_grad(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
     n = len(batches)
     for i, (x, y) in enumerate(batches):
-        loss_fn(model(x), y).backward()  # undivided: the pile is a sum ...
+        (loss_fn(model(x), y) * len(y)).backward()  # the summed loss: the pile is a sum ...
         if (i + 1) % accumulation_steps == 0 or i + 1 == n:
             for p in model.parameters():
-                p.grad /= i % accumulation_steps + 1  # ... divided once, at the boundary, by the group's size
+                p.grad /= examples_so_far(batches, i, accumulation_steps)  # ... divided once, by the examples
             optimizer.step()
             optimizer.zero_grad()
 
@@ -54,8 +65,7 @@ def rescales_grad(model, optimizer, loss_fn, batches, accumulation_steps, schedu
 def clips_once(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
     n = len(batches)
     for i, (x, y) in enumerate(batches):
-        group_size = min(accumulation_steps, n - i // accumulation_steps * accumulation_steps)
-        (loss_fn(model(x), y) / group_size).backward()
+        (loss_fn(model(x), y) * share_of(batches, i, accumulation_steps)).backward()
         if (i + 1) % accumulation_steps == 0 or i + 1 == n:
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
@@ -67,9 +77,9 @@ def clips_once(model, optimizer, loss_fn, batches, accumulation_steps, scheduler
 def rescales_grad_then_clips(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
     n = len(batches)
     for i, (x, y) in enumerate(batches):
-        loss_fn(model(x), y).backward()
+        (loss_fn(model(x), y) * len(y)).backward()
         if (i + 1) % accumulation_steps == 0 or i + 1 == n:
-            model.weight.grad = model.weight.grad / (i % accumulation_steps + 1)  # a new tensor, assigned
+            model.weight.grad = model.weight.grad / examples_so_far(batches, i, accumulation_steps)  # assigned
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)  # then clipped, once, on the mean
             optimizer.step()
             optimizer.zero_grad()
@@ -80,14 +90,14 @@ def streams_by_groups(model, optimizer, loss_fn, batches, accumulation_steps, sc
     logged, group = [], []
 
     def update(group):
-        total = 0.0
+        total, examples = 0.0, sum(len(y) for _, y in group)
         for x, y in group:
             loss = loss_fn(model(x), y)
-            (loss / len(group)).backward()
-            total += loss.item()
+            (loss * len(y) / examples).backward()
+            total += loss.item() * len(y)
         optimizer.step()
         optimizer.zero_grad()
-        logged.append(total / len(group))
+        logged.append(total / examples)
 
     for batch in batches:
         group.append(batch)
@@ -100,21 +110,21 @@ def streams_by_groups(model, optimizer, loss_fn, batches, accumulation_steps, sc
 
 
 def streams_one_ahead(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
-    """No len(): backward as the batches come, undivided; look one batch ahead to know the last,
-    and divide the pile by the number of micro-batches it holds when the update ends."""
-    stream, in_group = iter(batches), 0
+    """No len(): backward as the batches come, summed over examples; look one batch ahead to know the
+    last, and divide the pile by the examples it holds when the update ends."""
+    stream, in_group, examples = iter(batches), 0, 0
     current = next(stream, None)
     while current is not None:
         following = next(stream, None)
         x, y = current
-        loss_fn(model(x), y).backward()
-        in_group += 1
+        (loss_fn(model(x), y) * len(y)).backward()
+        in_group, examples = in_group + 1, examples + len(y)
         if in_group == accumulation_steps or following is None:
             for p in model.parameters():
-                p.grad /= in_group
+                p.grad /= examples
             optimizer.step()
             optimizer.zero_grad()
-            in_group = 0
+            in_group, examples = 0, 0
         current = following
 
 
@@ -167,11 +177,41 @@ def token_mean_reweighted(model, optimizer, loss_fn, batches, accumulation_steps
             optimizer.zero_grad()
 
 
+def summed_over_the_window(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    """Sum the squared errors and divide by the window's examples, counted before the first backward."""
+    logged = []
+    for start in range(0, len(batches), accumulation_steps):
+        window = batches[start : start + accumulation_steps]
+        examples, total = sum(len(y) for _, y in window), 0.0
+        for x, y in window:
+            loss = torch.nn.functional.mse_loss(model(x), y, reduction="sum")
+            (loss / examples).backward()
+            total += loss.item()
+        optimizer.step()
+        optimizer.zero_grad()
+        logged.append(total / examples)
+    return logged
+
+
+def forwards_around_the_module(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    """The model run as model.forward(x), F.linear(x, model.weight) and x @ model.weight.T in turn."""
+    n, logged, total = len(batches), [], 0.0
+    ways = [lambda x: model.forward(x), lambda x: torch.nn.functional.linear(x, model.weight),
+            lambda x: x @ model.weight.T]
+    for i, (x, y) in enumerate(batches):
+        loss = loss_fn(ways[i % 3](x), y)
+        share = share_of(batches, i, accumulation_steps)
+        (loss * share).backward()
+        total += loss.item() * share
+        if (i + 1) % accumulation_steps == 0 or i + 1 == n:
+            optimizer.step()
+            optimizer.zero_grad()
+            logged.append(total)
+            total = 0.0
+    return logged
+
+
 # ----------------------------------------------------------------------------- other ways to build the pile
-
-
-def group_of(i, K, n):
-    return min(K, n - i // K * K)
 
 
 def ends_update(i, K, n):
@@ -182,7 +222,7 @@ def amp_unscale_clip_step(model, optimizer, loss_fn, batches, accumulation_steps
     """GradScaler: scale, backward; at the boundary unscale_, clip, step, update."""
     scaler, n = torch.amp.GradScaler("cpu"), len(batches)
     for i, (x, y) in enumerate(batches):
-        scaler.scale(loss_fn(model(x), y) / group_of(i, accumulation_steps, n)).backward()
+        scaler.scale(loss_fn(model(x), y) * share_of(batches, i, accumulation_steps)).backward()
         if ends_update(i, accumulation_steps, n):
             scaler.unscale_(optimizer)  # clip the true gradient, not the scaled one
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -194,7 +234,7 @@ def amp_unscale_clip_step(model, optimizer, loss_fn, batches, accumulation_steps
 def amp_without_clipping(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
     scaler, n = torch.amp.GradScaler("cpu"), len(batches)
     for i, (x, y) in enumerate(batches):
-        scaler.scale(loss_fn(model(x), y) / group_of(i, accumulation_steps, n)).backward()
+        scaler.scale(loss_fn(model(x), y) * share_of(batches, i, accumulation_steps)).backward()
         if ends_update(i, accumulation_steps, n):
             scaler.step(optimizer)  # unscales, then steps
             scaler.update()
@@ -202,15 +242,16 @@ def amp_without_clipping(model, optimizer, loss_fn, batches, accumulation_steps,
 
 
 def running_mean_of_the_pile(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
-    """After j micro-batches .grad holds their mean: shrink it by j/(j+1), add the next one / (j+1)."""
+    """.grad holds the mean over the examples seen so far in the update: shrink it by seen/(seen + n_i),
+    add the next micro-batch's mean x n_i/(seen + n_i)."""
     n = len(batches)
     for i, (x, y) in enumerate(batches):
-        j = i % accumulation_steps
-        if j > 0:
+        seen = examples_so_far(batches, i, accumulation_steps) - len(y)
+        if seen > 0:
             with torch.no_grad():
                 for p in model.parameters():
-                    p.grad.mul_(j / (j + 1))
-        (loss_fn(model(x), y) / (j + 1)).backward()
+                    p.grad.mul_(seen / (seen + len(y)))
+        (loss_fn(model(x), y) * len(y) / (seen + len(y))).backward()
         if ends_update(i, accumulation_steps, n):
             optimizer.step()
             optimizer.zero_grad()
@@ -221,7 +262,7 @@ def fp64_main_grad_buffer(model, optimizer, loss_fn, batches, accumulation_steps
     n, params = len(batches), list(model.parameters())
     main = [torch.zeros_like(p, dtype=torch.float64) for p in params]
     for i, (x, y) in enumerate(batches):
-        (loss_fn(model(x), y) / group_of(i, accumulation_steps, n)).backward()
+        (loss_fn(model(x), y) * share_of(batches, i, accumulation_steps)).backward()
         for buffer, p in zip(main, params):
             buffer += p.grad
             p.grad = None
@@ -236,7 +277,7 @@ def fp64_main_grad_buffer(model, optimizer, loss_fn, batches, accumulation_steps
 def autograd_grad_into_a_pile(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
     n, params, pile = len(batches), list(model.parameters()), None
     for i, (x, y) in enumerate(batches):
-        grads = torch.autograd.grad(loss_fn(model(x), y) / group_of(i, accumulation_steps, n), params)
+        grads = torch.autograd.grad(loss_fn(model(x), y) * share_of(batches, i, accumulation_steps), params)
         pile = list(grads) if pile is None else [a + g for a, g in zip(pile, grads)]
         if ends_update(i, accumulation_steps, n):
             for p, g in zip(params, pile):
@@ -255,7 +296,7 @@ def torch_func_grad_into_a_pile(model, optimizer, loss_fn, batches, accumulation
     for i, (x, y) in enumerate(batches):
         params = {name: p.detach() for name, p in model.named_parameters()}
         grads = torch.func.grad(loss_of)(params, x, y)
-        share = {k: g / group_of(i, accumulation_steps, n) for k, g in grads.items()}
+        share = {k: g * share_of(batches, i, accumulation_steps) for k, g in grads.items()}
         pile = share if pile is None else {k: pile[k] + share[k] for k in pile}
         if ends_update(i, accumulation_steps, n):
             for name, p in model.named_parameters():
@@ -276,7 +317,7 @@ def torch_func_vmap_per_example(model, optimizer, loss_fn, batches, accumulation
         params = {name: p.detach() for name, p in model.named_parameters()}
         per_example = torch.func.vmap(torch.func.grad(example_loss), in_dims=(None, 0, 0))(params, x, y)
         for name, p in model.named_parameters():
-            g = per_example[name].mean(0) / group_of(i, accumulation_steps, n)
+            g = per_example[name].mean(0) * share_of(batches, i, accumulation_steps)
             p.grad = g if p.grad is None else p.grad + g
         if ends_update(i, accumulation_steps, n):
             optimizer.step()
@@ -286,10 +327,10 @@ def torch_func_vmap_per_example(model, optimizer, loss_fn, batches, accumulation
 def grad_rescaled_with_foreach(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
     n = len(batches)
     for i, (x, y) in enumerate(batches):
-        loss_fn(model(x), y).backward()  # the pile is a sum ...
+        (loss_fn(model(x), y) * len(y)).backward()  # the pile is a sum over examples ...
         if ends_update(i, accumulation_steps, n):
             grads = [p.grad for p in model.parameters()]
-            torch._foreach_mul_(grads, 1 / group_of(i, accumulation_steps, n))  # ... made a mean at the boundary
+            torch._foreach_mul_(grads, 1 / examples_so_far(batches, i, accumulation_steps))  # ... made a mean
             optimizer.step()
             optimizer.zero_grad()
 
@@ -300,7 +341,7 @@ def no_sync_style_context(model, optimizer, loss_fn, batches, accumulation_steps
     no_sync = getattr(model, "no_sync", contextlib.nullcontext)  # a plain module has none: nothing to skip
     for i, (x, y) in enumerate(batches):
         with contextlib.nullcontext() if ends_update(i, accumulation_steps, n) else no_sync():
-            (loss_fn(model(x), y) / group_of(i, accumulation_steps, n)).backward()
+            (loss_fn(model(x), y) * share_of(batches, i, accumulation_steps)).backward()
         if ends_update(i, accumulation_steps, n):
             optimizer.step()
             optimizer.zero_grad()
@@ -309,7 +350,7 @@ def no_sync_style_context(model, optimizer, loss_fn, batches, accumulation_steps
 def steps_under_no_grad(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
     n, logged, total = len(batches), [], 0.0
     for i, (x, y) in enumerate(batches):
-        loss = loss_fn(model(x), y) / group_of(i, accumulation_steps, n)
+        loss = loss_fn(model(x), y) * share_of(batches, i, accumulation_steps)
         loss.backward()
         total = total + loss  # not detached, but backward freed what its graph saved: no memory kept
         if ends_update(i, accumulation_steps, n):
@@ -363,6 +404,8 @@ VARIANTS = [
     (token_window, dict(problem="tokens")),
     (token_window_streamed, dict(problem="tokens", streaming=True)),
     (token_mean_reweighted, dict(problem="tokens")),
+    (summed_over_the_window, {}),
+    (forwards_around_the_module, {}),
 ]
 
 
@@ -378,6 +421,24 @@ def test_a_right_loop_gets_no_finding(loop, options, K):
 def test_with_or_without_an_uneven_final_group(num_batches):
     assert audit_training_loop(streams_by_groups, 4, num_batches=num_batches, streaming=True).matches_reference
     assert audit_training_loop(token_window, 4, num_batches=num_batches, problem="tokens").matches_reference
+
+
+@pytest.mark.parametrize("K", [4, 3])
+@pytest.mark.parametrize("num_batches", [None, "multiple"])
+def test_the_lab_loop_passes_with_the_short_last_micro_batch_anywhere(K, num_batches):
+    from widgets.core.loop import train_loop
+
+    N = 2 * K if num_batches == "multiple" else None  # short micro-batch in a full update, or in the tail
+    for problem, loop in (("regression", train_loop), ("tokens", _token_train_loop)):
+        report = audit_training_loop(loop, K, num_batches=N, problem=problem)
+        assert report.matches_reference and report.log_checked, str(report)
+
+
+def _token_train_loop(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    from widgets.core.loop import train_loop
+    from widgets.core.shared import real_tokens
+
+    return train_loop(model, optimizer, loss_fn, batches, accumulation_steps, scheduler, items=real_tokens)
 
 
 def test_rescaling_grad_instead_of_the_loss_gets_a_note():

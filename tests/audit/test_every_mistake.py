@@ -22,6 +22,13 @@ def group_size(i, K, n):
     return min(K, n - i // K * K)
 
 
+def example_share(batches, i, K):
+    """n_i / n: micro-batch i's share of its update's examples (1/K for K equal micro-batches; the
+    auditor's last micro-batch holds fewer, as a DataLoader with drop_last=False leaves it)."""
+    start = i // K * K
+    return len(batches[i][1]) / sum(len(y) for _, y in batches[start : start + K])
+
+
 # ----------------------------------------------------------------------------- the loss scale
 
 
@@ -37,8 +44,8 @@ def loss_not_divided(model, optimizer, loss_fn, batches, accumulation_steps, sch
 def loss_divided_twice(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
     n = len(batches)
     for i, (x, y) in enumerate(batches):
-        size = group_size(i, accumulation_steps, n)
-        (loss_fn(model(x), y) / size / size).backward()  # BUG
+        share = example_share(batches, i, accumulation_steps)
+        (loss_fn(model(x), y) * share * share).backward()  # BUG
         if ends_update(i, accumulation_steps, n):
             optimizer.step()
             optimizer.zero_grad()
@@ -48,7 +55,7 @@ def loss_sum_reduction(model, optimizer, loss_fn, batches, accumulation_steps, s
     n = len(batches)
     for i, (x, y) in enumerate(batches):
         loss = torch.nn.functional.mse_loss(model(x), y, reduction="sum")  # BUG
-        (loss / group_size(i, accumulation_steps, n)).backward()
+        (loss * example_share(batches, i, accumulation_steps)).backward()
         if ends_update(i, accumulation_steps, n):
             optimizer.step()
             optimizer.zero_grad()
@@ -57,7 +64,7 @@ def loss_sum_reduction(model, optimizer, loss_fn, batches, accumulation_steps, s
 def wrong_loss_scale(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
     n = len(batches)
     for i, (x, y) in enumerate(batches):
-        (loss_fn(model(x), y) / (group_size(i, accumulation_steps, n) + 1)).backward()  # BUG: one too many
+        (loss_fn(model(x), y) * example_share(batches, i, accumulation_steps) * 0.9).backward()  # BUG: 0.9 x
         if ends_update(i, accumulation_steps, n):
             optimizer.step()
             optimizer.zero_grad()
@@ -87,7 +94,7 @@ def tail_dropped(model, optimizer, loss_fn, batches, accumulation_steps, schedul
 def skips_one_backward(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
     n = len(batches)
     for i, (x, y) in enumerate(batches):
-        loss = loss_fn(model(x), y) / group_size(i, accumulation_steps, n)
+        loss = loss_fn(model(x), y) * example_share(batches, i, accumulation_steps)
         if i != 5:  # BUG: micro-batch 5 never goes through backward
             loss.backward()
         if ends_update(i, accumulation_steps, n):
@@ -98,7 +105,7 @@ def skips_one_backward(model, optimizer, loss_fn, batches, accumulation_steps, s
 def backward_twice(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
     n = len(batches)
     for i, (x, y) in enumerate(batches):
-        loss = loss_fn(model(x), y) / group_size(i, accumulation_steps, n)
+        loss = loss_fn(model(x), y) * example_share(batches, i, accumulation_steps)
         loss.backward(retain_graph=True)
         if i == 2:
             loss.backward()  # BUG: a second pass on the same loss
@@ -110,7 +117,7 @@ def backward_twice(model, optimizer, loss_fn, batches, accumulation_steps, sched
 def one_backward_per_update(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
     n, total = len(batches), 0
     for i, (x, y) in enumerate(batches):
-        total = total + loss_fn(model(x), y) / group_size(i, accumulation_steps, n)
+        total = total + loss_fn(model(x), y) * example_share(batches, i, accumulation_steps)
         if ends_update(i, accumulation_steps, n):
             total.backward()  # BUG: one backward for K graphs kept alive: no memory saved (the gradient is right)
             optimizer.step()
@@ -119,9 +126,8 @@ def one_backward_per_update(model, optimizer, loss_fn, batches, accumulation_ste
 
 
 def steps_at_group_start(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
-    n = len(batches)
     for i, (x, y) in enumerate(batches):
-        (loss_fn(model(x), y) / group_size(i, accumulation_steps, n)).backward()
+        (loss_fn(model(x), y) * example_share(batches, i, accumulation_steps)).backward()
         if i % accumulation_steps == 0:  # BUG: the first micro-step of each group, not the last
             optimizer.step()
             optimizer.zero_grad()
@@ -130,22 +136,23 @@ def steps_at_group_start(model, optimizer, loss_fn, batches, accumulation_steps,
 def step_every_micro_step(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
     n = len(batches)
     for i, (x, y) in enumerate(batches):
-        (loss_fn(model(x), y) / group_size(i, accumulation_steps, n)).backward()
+        (loss_fn(model(x), y) * example_share(batches, i, accumulation_steps)).backward()
         optimizer.step()  # BUG
         if ends_update(i, accumulation_steps, n):
             optimizer.zero_grad()
 
 
 def forget_final_step(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
-    n, logged, losses = len(batches), [], []
+    logged, losses = [], []
     for i, (x, y) in enumerate(batches):
         loss = loss_fn(model(x), y)
-        (loss / group_size(i, accumulation_steps, n)).backward()
-        losses.append(loss.item())
+        share = example_share(batches, i, accumulation_steps)
+        (loss * share).backward()
+        losses.append(loss.item() * share)
         if (i + 1) % accumulation_steps == 0:  # BUG: the short final group never steps
             optimizer.step()
             optimizer.zero_grad()
-            logged.append(sum(losses) / len(losses))  # one value per step it takes: not a second mistake
+            logged.append(sum(losses))  # one value per step it takes: not a second mistake
             losses = []
     return logged
 
@@ -153,7 +160,7 @@ def forget_final_step(model, optimizer, loss_fn, batches, accumulation_steps, sc
 def never_steps(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
     n = len(batches)
     for i, (x, y) in enumerate(batches):
-        (loss_fn(model(x), y) / group_size(i, accumulation_steps, n)).backward()
+        (loss_fn(model(x), y) * example_share(batches, i, accumulation_steps)).backward()
         if ends_update(i, accumulation_steps, n):
             optimizer.zero_grad()  # BUG: no optimizer.step()
 
@@ -174,7 +181,7 @@ def zero_grad_every_micro_step(model, optimizer, loss_fn, batches, accumulation_
     n = len(batches)
     for i, (x, y) in enumerate(batches):
         optimizer.zero_grad()  # BUG
-        (loss_fn(model(x), y) / group_size(i, accumulation_steps, n)).backward()
+        (loss_fn(model(x), y) * example_share(batches, i, accumulation_steps)).backward()
         if ends_update(i, accumulation_steps, n):
             optimizer.step()
 
@@ -182,7 +189,7 @@ def zero_grad_every_micro_step(model, optimizer, loss_fn, batches, accumulation_
 def zero_grad_missing(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
     n = len(batches)
     for i, (x, y) in enumerate(batches):
-        (loss_fn(model(x), y) / group_size(i, accumulation_steps, n)).backward()
+        (loss_fn(model(x), y) * example_share(batches, i, accumulation_steps)).backward()
         if ends_update(i, accumulation_steps, n):
             optimizer.step()  # BUG: no zero_grad after it
 
@@ -190,7 +197,7 @@ def zero_grad_missing(model, optimizer, loss_fn, batches, accumulation_steps, sc
 def zero_grad_before_step(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
     n = len(batches)
     for i, (x, y) in enumerate(batches):
-        (loss_fn(model(x), y) / group_size(i, accumulation_steps, n)).backward()
+        (loss_fn(model(x), y) * example_share(batches, i, accumulation_steps)).backward()
         if ends_update(i, accumulation_steps, n):
             optimizer.zero_grad()  # BUG: before the step
             optimizer.step()
@@ -199,7 +206,7 @@ def zero_grad_before_step(model, optimizer, loss_fn, batches, accumulation_steps
 def grad_modified(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
     n = len(batches)
     for i, (x, y) in enumerate(batches):
-        (loss_fn(model(x), y) / group_size(i, accumulation_steps, n)).backward()
+        (loss_fn(model(x), y) * example_share(batches, i, accumulation_steps)).backward()
         with torch.no_grad():
             model.weight.grad[0, 0] += 0.1  # BUG: a nudge to one entry of the pile
         if ends_update(i, accumulation_steps, n):
@@ -211,7 +218,7 @@ def extra_loss_term(model, optimizer, loss_fn, batches, accumulation_steps, sche
     n = len(batches)
     for i, (x, y) in enumerate(batches):
         loss = loss_fn(model(x), y) + 0.01 * model.weight.square().sum()  # BUG: a penalty K times per update
-        (loss / group_size(i, accumulation_steps, n)).backward()
+        (loss * example_share(batches, i, accumulation_steps)).backward()
         if ends_update(i, accumulation_steps, n):
             optimizer.step()
             optimizer.zero_grad()
@@ -221,7 +228,7 @@ def another_loss(model, optimizer, loss_fn, batches, accumulation_steps, schedul
     n = len(batches)
     for i, (x, y) in enumerate(batches):
         loss = torch.nn.functional.l1_loss(model(x), y)  # BUG: not the loss handed in
-        (loss / group_size(i, accumulation_steps, n)).backward()
+        (loss * example_share(batches, i, accumulation_steps)).backward()
         if ends_update(i, accumulation_steps, n):
             optimizer.step()
             optimizer.zero_grad()
@@ -230,7 +237,7 @@ def another_loss(model, optimizer, loss_fn, batches, accumulation_steps, schedul
 def differs_from_reference(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
     n = len(batches)
     for i, (x, y) in enumerate(batches):
-        (loss_fn(model(x), y) / group_size(i, accumulation_steps, n)).backward()
+        (loss_fn(model(x), y) * example_share(batches, i, accumulation_steps)).backward()
         if ends_update(i, accumulation_steps, n):
             optimizer.step()
             optimizer.zero_grad()
@@ -250,7 +257,7 @@ def loop_raised(model, optimizer, loss_fn, batches, accumulation_steps, schedule
 def clip_every_micro_step(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
     n = len(batches)
     for i, (x, y) in enumerate(batches):
-        (loss_fn(model(x), y) / group_size(i, accumulation_steps, n)).backward()
+        (loss_fn(model(x), y) * example_share(batches, i, accumulation_steps)).backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)  # BUG: on the half-built pile
         if ends_update(i, accumulation_steps, n):
             optimizer.step()
@@ -260,7 +267,7 @@ def clip_every_micro_step(model, optimizer, loss_fn, batches, accumulation_steps
 def clip_missing(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
     n = len(batches)
     for i, (x, y) in enumerate(batches):
-        (loss_fn(model(x), y) / group_size(i, accumulation_steps, n)).backward()
+        (loss_fn(model(x), y) * example_share(batches, i, accumulation_steps)).backward()
         if ends_update(i, accumulation_steps, n):
             optimizer.step()  # BUG: clip_norm = 1.0 was promised
             optimizer.zero_grad()
@@ -269,7 +276,7 @@ def clip_missing(model, optimizer, loss_fn, batches, accumulation_steps, schedul
 def clip_norm_differs(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
     n = len(batches)
     for i, (x, y) in enumerate(batches):
-        (loss_fn(model(x), y) / group_size(i, accumulation_steps, n)).backward()
+        (loss_fn(model(x), y) * example_share(batches, i, accumulation_steps)).backward()
         if ends_update(i, accumulation_steps, n):
             torch.nn.utils.clip_grad_norm_(model.parameters(), 2.0)  # BUG: the audit says 1.0
             optimizer.step()
@@ -289,7 +296,7 @@ def undivided_but_clipped(model, optimizer, loss_fn, batches, accumulation_steps
 def clips_unannounced(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
     n = len(batches)
     for i, (x, y) in enumerate(batches):
-        (loss_fn(model(x), y) / group_size(i, accumulation_steps, n)).backward()
+        (loss_fn(model(x), y) * example_share(batches, i, accumulation_steps)).backward()
         if ends_update(i, accumulation_steps, n):
             torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)  # BUG: the audit was given no clip_norm
             optimizer.step()
@@ -302,7 +309,7 @@ def clips_unannounced(model, optimizer, loss_fn, batches, accumulation_steps, sc
 def scheduler_every_micro_step(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
     n = len(batches)
     for i, (x, y) in enumerate(batches):
-        (loss_fn(model(x), y) / group_size(i, accumulation_steps, n)).backward()
+        (loss_fn(model(x), y) * example_share(batches, i, accumulation_steps)).backward()
         if ends_update(i, accumulation_steps, n):
             optimizer.step()
             optimizer.zero_grad()
@@ -312,7 +319,7 @@ def scheduler_every_micro_step(model, optimizer, loss_fn, batches, accumulation_
 def scheduler_wrong_count(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
     n = len(batches)
     for i, (x, y) in enumerate(batches):
-        (loss_fn(model(x), y) / group_size(i, accumulation_steps, n)).backward()
+        (loss_fn(model(x), y) * example_share(batches, i, accumulation_steps)).backward()
         if ends_update(i, accumulation_steps, n):
             optimizer.step()
             optimizer.zero_grad()
@@ -322,7 +329,7 @@ def scheduler_wrong_count(model, optimizer, loss_fn, batches, accumulation_steps
 def scheduler_before_step(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
     n = len(batches)
     for i, (x, y) in enumerate(batches):
-        (loss_fn(model(x), y) / group_size(i, accumulation_steps, n)).backward()
+        (loss_fn(model(x), y) * example_share(batches, i, accumulation_steps)).backward()
         if ends_update(i, accumulation_steps, n):
             scheduler.step()  # BUG: before the optimizer
             optimizer.step()
@@ -335,14 +342,14 @@ def scheduler_before_step(model, optimizer, loss_fn, batches, accumulation_steps
 def log_divided_loss(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
     n, logged, total = len(batches), [], 0.0
     for i, (x, y) in enumerate(batches):
-        size = group_size(i, accumulation_steps, n)
-        loss = loss_fn(model(x), y) / size
+        share = example_share(batches, i, accumulation_steps)
+        loss = loss_fn(model(x), y) * share
         loss.backward()
         total += loss.item()
         if ends_update(i, accumulation_steps, n):
             optimizer.step()
             optimizer.zero_grad()
-            logged.append(total / size)  # BUG: the divided losses, averaged again
+            logged.append(total / (i % accumulation_steps + 1))  # BUG: the divided losses, averaged again
             total = 0.0
     return logged
 
@@ -351,7 +358,7 @@ def log_last_micro_batch(model, optimizer, loss_fn, batches, accumulation_steps,
     n, logged = len(batches), []
     for i, (x, y) in enumerate(batches):
         loss = loss_fn(model(x), y)
-        (loss / group_size(i, accumulation_steps, n)).backward()
+        (loss * example_share(batches, i, accumulation_steps)).backward()
         if ends_update(i, accumulation_steps, n):
             optimizer.step()
             optimizer.zero_grad()
@@ -363,7 +370,7 @@ def log_wrong(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=
     n, logged = len(batches), []
     for i, (x, y) in enumerate(batches):
         loss = loss_fn(model(x), y)
-        (loss / group_size(i, accumulation_steps, n)).backward()
+        (loss * example_share(batches, i, accumulation_steps)).backward()
         logged.append(loss.item())  # BUG: one value per micro-step
         if ends_update(i, accumulation_steps, n):
             optimizer.step()
@@ -374,7 +381,7 @@ def log_wrong(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=
 def bad_return_value(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
     n = len(batches)
     for i, (x, y) in enumerate(batches):
-        (loss_fn(model(x), y) / group_size(i, accumulation_steps, n)).backward()
+        (loss_fn(model(x), y) * example_share(batches, i, accumulation_steps)).backward()
         if ends_update(i, accumulation_steps, n):
             optimizer.step()
             optimizer.zero_grad()
@@ -423,7 +430,7 @@ def streaming_tail_dropped(model, optimizer, loss_fn, batches, accumulation_step
 def step_twice(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
     n = len(batches)
     for i, (x, y) in enumerate(batches):
-        (loss_fn(model(x), y) / group_size(i, accumulation_steps, n)).backward()
+        (loss_fn(model(x), y) * example_share(batches, i, accumulation_steps)).backward()
         if ends_update(i, accumulation_steps, n):
             optimizer.step()
             optimizer.step()  # BUG: the same pile applied again
@@ -433,7 +440,7 @@ def step_twice(model, optimizer, loss_fn, batches, accumulation_steps, scheduler
 def amp_step_twice(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
     scaler, n = torch.amp.GradScaler("cpu"), len(batches)
     for i, (x, y) in enumerate(batches):
-        scaler.scale(loss_fn(model(x), y) / group_size(i, accumulation_steps, n)).backward()
+        scaler.scale(loss_fn(model(x), y) * example_share(batches, i, accumulation_steps)).backward()
         if ends_update(i, accumulation_steps, n):
             scaler.step(optimizer)
             optimizer.step()  # BUG: scaler.step already stepped
@@ -444,7 +451,7 @@ def amp_step_twice(model, optimizer, loss_fn, batches, accumulation_steps, sched
 def amp_clip_before_unscale(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
     scaler, n = torch.amp.GradScaler("cpu"), len(batches)
     for i, (x, y) in enumerate(batches):
-        scaler.scale(loss_fn(model(x), y) / group_size(i, accumulation_steps, n)).backward()
+        scaler.scale(loss_fn(model(x), y) * example_share(batches, i, accumulation_steps)).backward()
         if ends_update(i, accumulation_steps, n):
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)  # BUG: clips the scaled gradient
             scaler.unscale_(optimizer)
@@ -456,7 +463,7 @@ def amp_clip_before_unscale(model, optimizer, loss_fn, batches, accumulation_ste
 def amp_no_unscale(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
     scaler, n = torch.amp.GradScaler("cpu"), len(batches)
     for i, (x, y) in enumerate(batches):
-        scaler.scale(loss_fn(model(x), y) / group_size(i, accumulation_steps, n)).backward()
+        scaler.scale(loss_fn(model(x), y) * example_share(batches, i, accumulation_steps)).backward()
         if ends_update(i, accumulation_steps, n):
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)  # BUG: no scaler.unscale_ before it
             scaler.step(optimizer)
@@ -467,7 +474,7 @@ def amp_no_unscale(model, optimizer, loss_fn, batches, accumulation_steps, sched
 def amp_update_every_micro_step(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
     scaler, n = torch.amp.GradScaler("cpu"), len(batches)
     for i, (x, y) in enumerate(batches):
-        scaler.scale(loss_fn(model(x), y) / group_size(i, accumulation_steps, n)).backward()
+        scaler.scale(loss_fn(model(x), y) * example_share(batches, i, accumulation_steps)).backward()
         if ends_update(i, accumulation_steps, n):
             scaler.step(optimizer)
             optimizer.zero_grad()
@@ -477,10 +484,10 @@ def amp_update_every_micro_step(model, optimizer, loss_fn, batches, accumulation
 def retains_graphs_in_a_running_loss(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
     n, logged, total = len(batches), [], 0.0
     for i, (x, y) in enumerate(batches):
-        size = group_size(i, accumulation_steps, n)
+        share = example_share(batches, i, accumulation_steps)
         loss = loss_fn(model(x), y)
-        (loss / size).backward(retain_graph=True)  # BUG: the graph outlives its backward ...
-        total = total + loss / size  # ... and the running loss, not detached, holds every one of them
+        (loss * share).backward(retain_graph=True)  # BUG: the graph outlives its backward ...
+        total = total + loss * share  # ... and the running loss, not detached, holds every one of them
         if ends_update(i, accumulation_steps, n):
             optimizer.step()
             optimizer.zero_grad()
@@ -589,7 +596,8 @@ def test_the_one_mistake_is_named_and_nothing_else(loop, options, names, K):
 
 
 def test_every_name_the_auditor_can_report_has_a_loop_that_triggers_it():
-    assert set().union(*(names for _, _, names in CASES + NEW_CASES)) == set(AUDIT_MISTAKES)
+    every = CASES + NEW_CASES + UNEVEN_CASES + BYPASS_CASES
+    assert set().union(*(names for _, _, names in every)) == set(AUDIT_MISTAKES)
 
 
 def test_a_skipped_backward_says_which_micro_batch_and_no_zero_grad_finding():
@@ -606,7 +614,7 @@ def test_steps_at_the_group_start_are_placed_in_micro_batch_terms():
 def test_the_token_finding_says_how_much_a_token_weighs():
     report = audit_training_loop(token_mean_per_micro_batch, 4, problem="tokens")
     assert "real tokens; the window holds" in report.findings[0]
-    assert "Fix: sum the token losses and divide by the real tokens of the whole accumulation window" \
+    assert "Fix: weight each micro-batch's mean loss by its share n_i/n of the update's examples (real tokens)" \
         in report.findings[0]
 
 
@@ -627,5 +635,136 @@ def test_every_sentence_agrees_with_the_numbers_beside_it(loop, options, names):
 
 def test_the_undivided_loss_is_said_n_times_too_big_as_the_ratios_show():
     report = audit_training_loop(loss_not_divided, 4)
-    assert report.update_ratios == pytest.approx([4, 4, 2])  # the last update holds 2 micro-batches
-    assert "an update of n micro-batches is n x too big" in report.findings[0]
+    assert report.update_ratios[:2] == pytest.approx([4, 4])  # the last update, 2 uneven micro-batches: no one ratio
+    assert "an update of n equal micro-batches is n x too big" in report.findings[0]
+
+
+# ----------------------------------------------------------------------------- the short last micro-batch
+
+
+def divides_by_micro_batches(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    n, logged, losses = len(batches), [], []
+    for i, (x, y) in enumerate(batches):
+        share = example_share(batches, i, accumulation_steps)
+        loss = loss_fn(model(x), y)
+        (loss / group_size(i, accumulation_steps, n)).backward()  # BUG: 1/n per micro-batch, not n_i/n
+        losses.append(loss.item() * share)
+        if ends_update(i, accumulation_steps, n):
+            optimizer.step()
+            optimizer.zero_grad()
+            logged.append(sum(losses))
+            losses = []
+    return logged
+
+
+def logs_a_plain_mean(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    n, logged, losses = len(batches), [], []
+    for i, (x, y) in enumerate(batches):
+        loss = loss_fn(model(x), y)
+        (loss * example_share(batches, i, accumulation_steps)).backward()
+        losses.append(loss.item())
+        if ends_update(i, accumulation_steps, n):
+            optimizer.step()
+            optimizer.zero_grad()
+            logged.append(sum(losses) / len(losses))  # BUG: a short micro-batch's examples weigh more
+            losses = []
+    return logged
+
+
+def window_in_one_pass(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    logged = []
+    for start in range(0, len(batches), accumulation_steps):
+        window = batches[start : start + accumulation_steps]
+        x, y = torch.cat([x for x, _ in window]), torch.cat([y for _, y in window])  # BUG: K x the activations
+        loss = loss_fn(model(x), y)  # the mean over the window's examples: the right gradient
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        logged.append(loss.item())
+    return logged
+
+
+UNEVEN_CASES = [  # the auditor's last micro-batch holds fewer examples, as drop_last=False leaves it
+    (divides_by_micro_batches, {}, {"normalised_per_micro_batch"}),
+    (logs_a_plain_mean, {}, {"log_plain_mean"}),
+    (window_in_one_pass, {}, {"window_in_one_pass"}),
+    (window_in_one_pass, TOKENS, {"window_in_one_pass"}),
+]
+
+
+@pytest.mark.parametrize("loop, options, names", UNEVEN_CASES, ids=[f"{c[0].__name__}-{i}"
+                                                                    for i, c in enumerate(UNEVEN_CASES)])
+@pytest.mark.parametrize("K", [4, 3])
+@pytest.mark.parametrize("num_batches", ["two_in_the_tail", "no_tail"])
+def test_a_short_last_micro_batch_shows_what_equal_ones_hide(loop, options, names, K, num_batches):
+    N = 2 * K + 2 if num_batches == "two_in_the_tail" else 2 * K  # the short micro-batch shares its update
+    report = audit_training_loop(loop, K, num_batches=N, **options)
+    assert report.mistakes == names, str(report)
+    assert len(report.findings) == len(names)
+
+
+def test_the_short_last_micro_batch_is_in_the_report_and_in_the_sentence():
+    report = audit_training_loop(divides_by_micro_batches, 4)  # 10 micro-batches of 5, the last of 2
+    assert "10 micro-batches of 5 examples (the last of 2)" in str(report)
+    assert "weighted its micro-batch mean losses by [0.5, 0.5], their shares n_i/n of its 7 examples are " \
+           "[0.714, 0.286]" in report.findings[0]
+    window = audit_training_loop(window_in_one_pass, 4)
+    assert "micro-batches [0, 1, 2, 3] concatenated, 20 examples at once where a micro-batch holds 5" \
+        in window.findings[0]
+
+
+# ----------------------------------------------------------------------------- forwards around the module
+
+
+def _bypassing(forward):
+    def loop(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+        n = len(batches)
+        for i, (x, y) in enumerate(batches):
+            loss_fn(forward(model, x), y).backward()  # BUG: undivided
+            if ends_update(i, accumulation_steps, n):
+                optimizer.step()
+                optimizer.zero_grad()
+    loop.__name__ = forward.__name__
+    return loop
+
+
+def module_forward(model, x):
+    return model.forward(x)  # no hooks run
+
+
+def functional_linear(model, x):
+    return torch.nn.functional.linear(x, model.weight)
+
+
+def matmul_transposed(model, x):
+    return x @ model.weight.T
+
+
+BYPASS_CASES = [(_bypassing(f), {}, {"loss_not_divided"}) for f in (module_forward, functional_linear,
+                                                                    matmul_transposed)]
+
+
+@pytest.mark.parametrize("loop, options, names", BYPASS_CASES, ids=[c[0].__name__ for c in BYPASS_CASES])
+@pytest.mark.parametrize("K", [4, 3])
+def test_a_forward_that_bypasses_the_modules_hooks_is_still_seen(loop, options, names, K):
+    report = audit_training_loop(loop, K, **options)
+    assert report.mistakes == names, str(report)
+
+
+def test_a_window_concatenated_around_the_module_is_still_seen():
+    def cat_and_matmul(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+        for start in range(0, len(batches), accumulation_steps):
+            window = batches[start : start + accumulation_steps]
+            x, y = torch.cat([x for x, _ in window]), torch.cat([y for _, y in window])
+            loss_fn(x @ model.weight.T, y).backward()  # BUG: the window in one pass
+            optimizer.step()
+            optimizer.zero_grad()
+
+    for K in (3, 4):
+        assert audit_training_loop(cat_and_matmul, K).mistakes == {"window_in_one_pass"}
+
+
+@pytest.mark.parametrize("loop, options, names", UNEVEN_CASES + BYPASS_CASES,
+                         ids=[f"{c[0].__name__}-{i}" for i, c in enumerate(UNEVEN_CASES + BYPASS_CASES)])
+def test_the_sentences_of_the_new_cases_agree_with_their_numbers(loop, options, names):
+    test_every_sentence_agrees_with_the_numbers_beside_it(loop, options, names)

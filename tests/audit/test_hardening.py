@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from widgets.audit import audit_training_loop
-from widgets.audit import checks
+from widgets.audit import outcome
 
 
 def ends_update(i, K, n):
@@ -16,14 +16,15 @@ def ends_update(i, K, n):
 def right_loop(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
     n, logged, losses = len(batches), [], []
     for i, (x, y) in enumerate(batches):
-        size = min(accumulation_steps, n - i // accumulation_steps * accumulation_steps)
+        start = i // accumulation_steps * accumulation_steps
+        share = len(y) / sum(len(t) for _, t in batches[start : start + accumulation_steps])  # n_i / n
         loss = loss_fn(model(x), y)
-        (loss / size).backward()
-        losses.append(loss.item())
+        (loss * share).backward()
+        losses.append(loss.item() * share)
         if ends_update(i, accumulation_steps, n):
             optimizer.step()
             optimizer.zero_grad()
-            logged.append(sum(losses) / len(losses))
+            logged.append(sum(losses))
             losses = []
     return logged
 
@@ -161,7 +162,7 @@ def test_a_check_that_fails_on_an_odd_record_does_not_raise(monkeypatch):
     def broken(*args, **kwargs):
         raise ZeroDivisionError("a record no check foresaw")
 
-    monkeypatch.setattr(checks, "check_outcome", broken)
+    monkeypatch.setattr(outcome, "check_outcome", broken)
     report = audit_training_loop(right_loop, 4)
     assert report.mistakes == frozenset() and any("could not read" in note for note in report.notes)
 

@@ -11,7 +11,9 @@ from widgets.core.loop import train_loop
 def test_problem_groups_cover_every_batch_with_an_uneven_tail(K, num_batches):
     problem = make_problem(K, num_batches, None, False)
     assert len(problem.batches) == num_batches and problem.b == K + 1
-    assert all(x.shape == (K + 1, 3) and y.shape == (K + 1, 1) for x, y in problem.batches)
+    assert all(x.shape == (K + 1, 3) and y.shape == (K + 1, 1) for x, y in problem.batches[:-1])
+    last = max(1, (K + 1) // 2)  # the last micro-batch holds fewer examples, as drop_last=False leaves it
+    assert problem.batches[-1][0].shape == (last, 3) and problem.batches[-1][1].shape == (last, 1)
     assert [i for g in problem.groups for i in g] == list(range(num_batches))
     assert [len(g) for g in problem.groups[:-1]] == [K] * (len(problem.groups) - 1)
     assert len(problem.groups[-1]) == (num_batches % K or K)
@@ -59,8 +61,10 @@ def test_reference_loop_steps_with_the_big_batch_gradient_of_each_group(K, num_b
         assert torch.allclose(step.grad, big, rtol=1e-10, atol=1e-12)
     last = tape.passes[-1]
     assert torch.allclose(last.after, last.before + last.incoming)  # the pile grows by what arrives
-    assert run.returned == pytest.approx([sum(true_gradient(weight_at[j], problem.batches[j])[1] for j in g)
-                                          / len(g) for g in problem.groups])
+    examples = [sum(len(problem.batches[j][1]) for j in g) for g in problem.groups]
+    assert run.returned == pytest.approx([sum(true_gradient(weight_at[j], problem.batches[j])[1]
+                                              * len(problem.batches[j][1]) for j in g) / n
+                                          for g, n in zip(problem.groups, examples)])  # the mean over examples
 
 
 def test_sgd_records_the_learning_rate_and_the_scheduler_warms_it_up():
@@ -105,6 +109,24 @@ def test_inputs_that_are_no_micro_batch_are_recorded_as_none():
     model = watched_model(problem)
     model(torch.cat([problem.batches[0][0], problem.batches[1][0]]))
     assert model.tape.forwards[0].batch is None
+    assert model.tape.forwards[0].window == (0, 1)  # a window of two micro-batches run in one pass
+    model(problem.batches[0][0] + 1)
+    assert model.tape.forwards[1].batch is None and model.tape.forwards[1].window == ()
+
+
+@pytest.mark.parametrize("way", ["forward", "linear", "matmul"])
+def test_a_forward_that_bypasses_the_modules_hooks_is_recorded(way):
+    problem = make_problem(3, 4, None, False)
+    run_forward = {"forward": lambda m, x: m.forward(x), "linear": lambda m, x: torch.nn.functional.linear(x, m.weight),
+                   "matmul": lambda m, x: x @ m.weight.T}[way]
+
+    def loop(model, optimizer, loss_fn, batches, accumulation_steps):
+        for x, y in batches:
+            loss_fn(run_forward(model, x), y).backward()
+
+    tape = run_loop(loop, problem).tape
+    assert [f.batch for f in tape.forwards] == [0, 1, 2, 3]  # one forward each, seen once
+    assert [p.forwards for p in tape.passes] == [(0,), (1,), (2,), (3,)]
 
 
 def test_a_stream_is_iterated_once_and_has_no_len():

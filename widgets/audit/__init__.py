@@ -5,7 +5,8 @@ May import: torch, the standard library and `widgets.core`. Never matplotlib or 
 
     from widgets.audit import audit_training_loop
 
-Modules: `auditor` (the public call and its report), `checks` (structure, then numbers),
+Modules: `auditor` (the public call and its report), `outcome` (did each step use the right gradient;
+the log and the schedule), `diagnosis` (which mistake: structure, then numbers),
 `instruments` (the watched model, optimizer, scheduler and stream, the time limit), `problems`
 (the regression and token problems, audited against `widgets.core.loop.train_loop`), `mistakes`
 (every name the auditor can report, and PyTorch's error messages explained).

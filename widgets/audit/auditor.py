@@ -12,8 +12,9 @@ weight it started from? A loop that builds its pile another way (a separate buff
 torch.func, a rescaled `.grad`, a GradScaler) is then right, whatever its structure. Only when an
 update is wrong does it read the structure (which micro-batches went through backward, where the
 steps fall, where the pile was emptied), then the numbers that structure allows
-(`widgets.audit.checks`), so a loop with one mistake is told that one. The memory a loop holds
-(graphs kept alive), its log and its scheduler are judged either way. Mistakes are named with the
+(`widgets.audit.diagnosis`), so a loop with one mistake is told that one. The memory a loop holds
+(graphs kept alive, a window run in one pass), its log and its scheduler are judged either way
+(`widgets.audit.outcome`). Mistakes are named with the
 `widgets.core.config.BUGS` names where one applies; all are listed in `AUDIT_MISTAKES`. Float64
 throughout, so every ratio is exact to ~1e-12.
 """
@@ -26,7 +27,7 @@ from typing import Callable
 
 import torch
 
-from widgets.audit import checks
+from widgets.audit import diagnosis, outcome
 from widgets.audit.instruments import LEARNING_RATE, UNSCALE_OP, Run, run_loop
 from widgets.audit.mistakes import AUDIT_MISTAKES, TORCH_ERRORS, Finding
 from widgets.audit.problems import TASKS, make_problem
@@ -59,6 +60,7 @@ class AuditReport:
     log_checked: bool = False
     streaming: bool = False  # batches were handed as a one-pass stream with no len()
     problem: str = "regression"
+    last_micro_batch_size: int | None = None  # fewer examples (sequences), as drop_last=False leaves it
 
     @property
     def matches_reference(self) -> bool:
@@ -70,7 +72,9 @@ class AuditReport:
         unit = TASKS[self.problem].unit
         lines = [
             f"Audit of {self.loop_name} with accumulation_steps = {K}: {N} micro-batches of {self.micro_batch_size} "
-            f"{unit} -> {-(-N // K)} updates" + (f" (the last of {tail} micro-batches)" if tail else "")
+            f"{unit}" + (f" (the last of {self.last_micro_batch_size})" if self.last_micro_batch_size
+                          not in (None, self.micro_batch_size) else "")
+            + f" -> {-(-N // K)} updates" + (f" (the last of {tail} micro-batches)" if tail else "")
             + (", handed as a stream with no len()" if self.streaming else ""),
             f"  {'':22}{'yours':>8}{'reference':>11}",
         ]
@@ -140,7 +144,9 @@ def audit_training_loop(
     deterministic problem beside the correct loop, and report in words what differs.
 
     `batches`: a list of (inputs, targets), 2K + K//2 of them unless `num_batches` says otherwise
-    (not a multiple of K, so the uneven final group is tested); `streaming=True` hands them as a
+    (not a multiple of K, so the uneven final group is tested), the last holding fewer examples
+    (sequences) than the others, as a DataLoader with drop_last=False hands it, so weighting each
+    micro-batch 1/n instead of n_i/n shows; `streaming=True` hands them as a
     one-pass stream with no len(), like a DataLoader of unknown length. `problem="regression"`:
     inputs (b, 3), `loss_fn` mean-reduced MSE; `problem="tokens"`: padded token ids (b, T) and
     next-token targets with IGNORE_INDEX (-100) at the padding, `loss_fn(logits, targets,
@@ -182,7 +188,7 @@ def _report(loop, run: Run, reference: Run, setup, with_scheduler, streaming, pr
         mistakes=frozenset(f.name for f in verdict.findings), findings=[f.sentence() for f in verdict.findings],
         counts=counts, update_ratios=verdict.ratios, log_checked=verdict.log_checked,
         notes=verdict.notes + [f"torch warned: {w}" for w in run.warnings],
-        streaming=streaming, problem=problem,
+        streaming=streaming, problem=problem, last_micro_batch_size=len(setup.batches[-1][0]),
     )
 
 
@@ -223,36 +229,37 @@ def _judge(run, reference, problem) -> _Verdict:
     tape = run.tape
     if run.error is not None:
         return _Verdict(_raised(run), [], [], False)
-    outcome = checks.check_outcome(tape, problem)
-    kept = [Finding("graphs_kept_alive", _graphs_seen(tape, problem))] if _graphs_kept(tape, outcome) else []
+    result = outcome.check_outcome(tape, problem)
+    kept = [Finding("graphs_kept_alive", _graphs_seen(tape, problem))] if _graphs_kept(tape, result) else []
+    kept += diagnosis.check_windows(tape, problem)
     notes: list[str] = []
     structure = None
-    if outcome.exact:
+    if result.exact:
         findings = list(kept)
         notes += _how_it_piled(tape, problem)
-        ratios = outcome.ratios
+        ratios = result.ratios
     else:
         if not tape.passes:
             return _Verdict([Finding("never_calls_backward", "no gradient arrived at the weights")], [], [], False)
-        structure = checks.read_structure(tape, problem)
-        coverage = checks.check_coverage(structure, problem)
+        structure = diagnosis.read_structure(tape, problem)
+        coverage = diagnosis.check_coverage(tape, structure, problem)
         if not structure.recognised:
             return _Verdict(coverage, [], [], False)
-        amp = checks.check_amp(tape, problem)
-        steps = checks.check_steps(tape, structure, problem)
+        amp = diagnosis.check_amp(tape, problem)
+        steps = diagnosis.check_steps(tape, structure, problem)
         findings = coverage + steps + kept
         if amp or any(f.name in ("step_twice", "amp_step_twice") for f in steps):
             findings += amp
         else:
-            findings += checks.check_piles(tape, structure, problem)
-            boundaries = checks.check_boundaries(tape, problem)
-            scale = checks.check_loss_scale(checks.loss_factors(tape, structure, problem, boundaries.rescale),
-                                            problem)
-            findings += scale + checks.check_backward_passes(tape, problem) + boundaries.findings
-        ratios = outcome.ratios or checks.update_ratios(tape, structure, problem)
+            findings += diagnosis.check_piles(tape, structure, problem)
+            boundaries = diagnosis.check_boundaries(tape, problem)
+            scale = diagnosis.check_loss_scale(diagnosis.loss_factors(tape, structure, problem, boundaries.rescale),
+                                               problem)
+            findings += scale + diagnosis.check_backward_passes(tape, problem) + boundaries.findings
+        ratios = result.ratios or diagnosis.update_ratios(tape, structure, problem)
     if problem.with_scheduler:
-        findings += checks.check_scheduler(tape, reference.tape)
-    log = checks.check_log(run.log, run.log_problem, tape, structure, problem, outcome)
+        findings += outcome.check_scheduler(tape, reference.tape)
+    log = outcome.check_log(run.log, run.log_problem, tape, structure, problem, result)
     findings += log.findings
     notes += log.notes
     if not tape.steps and bool(run.weight.abs().max() > 0):
@@ -260,13 +267,13 @@ def _judge(run, reference, problem) -> _Verdict:
     if not findings and not torch.allclose(run.weight, reference.weight, rtol=1e-9, atol=1e-12):
         delta = float((run.weight - reference.weight).abs().max())
         findings.append(Finding("differs_from_reference", f"max |difference| = {delta:.3g}"))
-    return _Verdict(checks.first_of_each(findings), notes, ratios, log.checked)
+    return _Verdict(outcome.first_of_each(findings), notes, ratios, log.checked)
 
 
-def _graphs_kept(tape, outcome) -> bool:
+def _graphs_kept(tape, result) -> bool:
     """Two or more earlier micro-batches' outputs alive at once (held by graphs), or, in a loop whose
     updates are right, one backward pass through several micro-batches' graphs built one by one."""
-    return tape.graphs_alive >= 2 or (outcome.exact and any(len(set(p.forwards)) > 1 for p in tape.passes))
+    return tape.graphs_alive >= 2 or (result.exact and any(len(set(p.forwards)) > 1 for p in tape.passes))
 
 
 def _graphs_seen(tape, problem) -> str:
@@ -281,7 +288,7 @@ def _how_it_piled(tape, problem) -> list[str]:
     if any(c.op == UNSCALE_OP for c in tape.grad_changes):
         return ["your loop scales the loss with a GradScaler and unscales .grad before the step; the updates "
                 "come out right"]
-    boundaries = checks.check_boundaries(tape, problem)
-    if any(not checks.close(r, 1) for r in boundaries.rescale):
+    boundaries = diagnosis.check_boundaries(tape, problem)
+    if any(not outcome.close(r, 1) for r in boundaries.rescale):
         return ["your loop rescales .grad instead of the loss; the updates come out right"]
     return []

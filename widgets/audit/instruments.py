@@ -1,8 +1,11 @@
 """The loop auditor's instruments: the watched model, optimizer and scheduler, the stream, the runs.
 
-`widgets.audit.checks` reads what these record. A loop is watched from outside, never patched:
-a forward hook tells which micro-batch each forward pass saw and hooks its output, so a backward
-pass reports the gradient that reached each output it went through; hooks on the model's single
+`widgets.audit.outcome` and `widgets.audit.diagnosis` read what these record. A loop is watched
+from outside, never patched: a forward hook tells which micro-batch each forward pass saw and hooks
+its output, so a backward pass reports the gradient that reached each output it went through (a
+forward that bypasses the module's hooks, `model.forward(x)`, `F.linear(x, model.weight)` or
+`x @ model.weight.T`, is seen by `GradWatch`, a TorchFunctionMode, as the call where data meets the
+weight); hooks on the model's single
 weight see what each backward pass added to `.grad` and what `.grad` held before and after; the
 optimizer keeps the gradient and learning rate of each `step()` and counts `zero_grad()`; the
 scheduler records when it steps. Everything is float64, so ratios of the same sums agree to ~1e-12.
@@ -21,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
+from torch.utils._pytree import tree_leaves
 
 from widgets.audit.problems import Problem, batch_key
 
@@ -32,12 +36,19 @@ MOST_RECORDED = 5000  # forwards, backward passes and .grad changes kept: a righ
 
 @dataclass(frozen=True)
 class Forward:
-    """One forward pass of the model: which micro-batch it saw (None: inputs that are none of them)."""
+    """One forward pass of the model: which micro-batch it saw (None: inputs that are none of them, or
+    several micro-batches concatenated, then listed in `window`)."""
 
     batch: int | None
     weight: torch.Tensor  # the weight it ran with
     inputs: torch.Tensor
     output: torch.Tensor
+    window: tuple[int, ...] = ()  # the micro-batches its inputs concatenate (a window in one pass), else ()
+
+    @property
+    def micro_batches(self) -> tuple[int | None, ...]:
+        """The micro-batches it carried: one, the window's, or (None,) for unknown inputs."""
+        return self.window or (self.batch,)
 
 
 @dataclass(frozen=True)
@@ -84,7 +95,7 @@ UNSCALE_OP = "_amp_foreach_non_finite_check_and_unscale_"  # how GradScaler divi
 class Tape:
     """Everything observed during one run of a loop, in order."""
 
-    def __init__(self, model: torch.nn.Module, index_of: dict, time_limit_s: float = math.inf):
+    def __init__(self, model: torch.nn.Module, problem: Problem, time_limit_s: float = math.inf):
         self.forwards: list[Forward] = []
         self.passes: list[BackwardPass] = []
         self.steps: list[Step] = []
@@ -94,12 +105,13 @@ class Tape:
         self.graphs_alive = 0  # the most earlier micro-batches' graphs seen alive at a forward or a step
         self.time_limit_s = time_limit_s
         self.deadline = time.monotonic() + time_limit_s
-        self._index_of = index_of
+        self._problem = problem
+        self._inside_module = 0  # > 0 while the module's own forward runs: its hooks record it
         self._reached: list[tuple[int, torch.Tensor]] = []  # outputs reached by the running backward pass
         self._outputs: list[tuple[int, weakref.ref]] = []  # (forward index, its output), while it lives
         self._full = False  # MOST_RECORDED backward passes recorded: no more
         model.register_forward_pre_hook(self._before_forward)
-        model.register_forward_hook(self._on_forward)
+        model.register_forward_hook(self._on_forward, always_call=True)  # also when the forward raised
         weight = model.weight
         weight.register_hook(lambda grad: self._on_backward(weight, grad))  # runs before grad is added to .grad
         weight.register_post_accumulate_grad_hook(self._after_backward)
@@ -120,16 +132,28 @@ class Tape:
     def _before_forward(self, module, args) -> None:
         self.check_time()
         self.count_graphs()
+        self._inside_module += 1
 
     def _on_forward(self, module, args, output) -> None:
+        self._inside_module = max(0, self._inside_module - 1)
+        if isinstance(output, torch.Tensor) and args and isinstance(args[0], torch.Tensor):
+            self.record_forward(args[0], module.weight, output)
+
+    @property
+    def inside_module(self) -> bool:
+        return self._inside_module > 0
+
+    def record_forward(self, inputs: torch.Tensor, weight: torch.Tensor, output: torch.Tensor) -> None:
+        """Note one forward pass and hook its output, so a backward pass through it reports its gradient."""
         if torch._C._functorch.is_functorch_wrapped_tensor(output):
             return  # inside torch.func: its tensors die with the transform, and its gradients reach .grad by hand
         if len(self.forwards) >= MOST_RECORDED:
             return  # a loop that runs on and on (until the time limit) must not fill the memory
-        inputs = args[0]
         k = len(self.forwards)
-        self.forwards.append(Forward(self._index_of.get(batch_key(inputs)), module.weight.detach().clone(),
-                                     inputs.detach().clone(), output.detach().clone()))
+        batch = self._problem.index_of.get(batch_key(inputs))
+        window = self._problem.window_of(inputs) if batch is None else ()
+        self.forwards.append(Forward(batch, weight.detach().clone(), inputs.detach().clone(),
+                                     output.detach().clone(), window))
         if output.requires_grad:
             output.register_hook(lambda grad: self._reached.append((k, grad.detach().clone())))
             self._outputs.append((k, weakref.ref(output)))
@@ -164,7 +188,7 @@ def watched_model(problem: Problem, time_limit_s: float = math.inf) -> torch.nn.
     model = problem.task.new_model()
     with torch.no_grad():
         model.weight.zero_()
-    model.tape = Tape(model, problem.index_of, time_limit_s)
+    model.tape = Tape(model, problem, time_limit_s)
     plain_zero_grad = model.zero_grad
 
     def zero_grad(set_to_none: bool = True) -> None:
@@ -217,7 +241,10 @@ class GradWatch(torch.overrides.TorchFunctionMode):
     """While the loop runs, note .grad each time a torch operation leaves its values changed (in
     place, or a new tensor assigned): what the loop did to the pile between its backward passes and
     its step. Values, not `_version` counters: GradScaler's in-place unscale does not bump them.
-    A mode sees every torch call from outside, as a hook would; nothing is patched."""
+    It also sees a forward that bypasses the module's hooks (`model.forward(x)`, `F.linear(x,
+    model.weight)`, `x @ model.weight.T`): the call where the weight (or a view of it) meets data and
+    nothing already computed, with grad on. A mode sees every torch call from outside, as a hook
+    would; nothing is patched."""
 
     def __init__(self, model: torch.nn.Module):
         super().__init__()
@@ -226,6 +253,9 @@ class GradWatch(torch.overrides.TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         self._tape.check_time()
         result = func(*args, **(kwargs or {}))
+        if not self._tape.inside_module and isinstance(result, torch.Tensor) and result.requires_grad \
+                and torch.is_grad_enabled():
+            self._bypassing_forward(args, kwargs, result)
         grad = self._weight.grad
         now = flat(grad)
         if (now is None) != (self._seen is None) or (now is not None and not torch.equal(now, self._seen)):
@@ -235,6 +265,23 @@ class GradWatch(torch.overrides.TorchFunctionMode):
                 tape.grad_changes.append(GradChange(len(tape.passes), len(tape.steps), name, now,
                                                     name == UNSCALE_OP and _inside_scaler_step()))
         return result
+
+    def _bypassing_forward(self, args, kwargs, result: torch.Tensor) -> None:
+        """Record `result` as a forward when this call is where data met the weight outside the module."""
+        tensors = [t for t in tree_leaves((args, kwargs or {})) if isinstance(t, torch.Tensor)]
+        weights = [t for t in tensors if self._is_weight(t)]
+        others = [t for t in tensors if not self._is_weight(t)]
+        data = [t for t in others if not t.requires_grad and t.dim() >= 1]
+        if weights and data and not any(t.requires_grad for t in others):
+            self._tape.count_graphs()
+            self._tape.record_forward(data[0], self._weight, result)
+
+    def _is_weight(self, t: torch.Tensor) -> bool:
+        """The model's weight, or a view of it (the same memory: weight.T, weight[0])."""
+        try:
+            return t.untyped_storage().data_ptr() == self._weight.untyped_storage().data_ptr()
+        except (RuntimeError, NotImplementedError):  # a tensor without storage of its own (torch.func)
+            return False
 
 
 def _inside_scaler_step() -> bool:

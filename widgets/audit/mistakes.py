@@ -7,23 +7,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+SHARE = "weight each micro-batch's mean loss by its share n_i/n of the update's examples (1/K for K equal " \
+        "micro-batches)"  # the fix wherever a loss is scaled wrong
 MISTAKES: dict[str, tuple[str, str]] = {  # name -> (what is wrong, the fix)
-    "loss_not_divided": ("each micro-batch's loss reaches backward() undivided: an update of n micro-batches is "
-                         "n x too big", "divide each loss by its update's number of micro-batches (accumulation_steps, "
-                         "fewer in a short last group) before backward()"),
-    "loss_divided_twice": ("each micro-batch's loss is divided twice: an update of n micro-batches is 1/n of the "
-                           "reference", "divide once"),
+    "loss_not_divided": ("each micro-batch's loss reaches backward() undivided: an update of n equal micro-batches is "
+                         "n x too big", SHARE + " before backward()"),
+    "loss_divided_twice": ("each micro-batch's loss is divided twice: an update of n equal micro-batches is 1/n of the "
+                           "reference", "weight each micro-batch's mean loss once, by its share n_i/n of the update's "
+                           "examples"),
     "loss_sum_reduction": ("the loss sums over the b examples of a micro-batch (reduction='sum'): updates b x too big",
                            "use the mean, or divide the summed loss by all the examples of the update"),
-    "wrong_loss_scale": ("the micro-batch losses are scaled by a factor other than 1/K",
-                         "multiply each mean loss by 1/K (1/n in a final group of n)"),
-    "tail_divided_by_k": ("the uneven final group is divided by K, not by its own size: its update is too small",
-                          "divide the final group's losses by its number of micro-batches"),
-    "normalised_per_micro_batch": ("normalised per micro-batch instead of per window: each micro-batch's token mean "
-                                   "is averaged over K, so a token in a short micro-batch weighs more than one in a "
-                                   "long one",
-                                   "sum the token losses and divide by the real tokens of the whole accumulation "
-                                   "window, counted before the first backward()"),
+    "wrong_loss_scale": ("the micro-batch losses are scaled by factors other than their shares n_i/n of the "
+                         "update's examples", SHARE),
+    "tail_divided_by_k": ("the uneven final group is weighted 1/K per micro-batch, not by its own examples: its "
+                          "update is too small", "weight each micro-batch's mean loss of the final group by its share "
+                          "n_i/n of that group's examples"),
+    "normalised_per_micro_batch": ("normalised per micro-batch instead of per window: each micro-batch's mean loss "
+                                   "weighs the same in its update (1/n or 1/K), so an example (a token) in a short "
+                                   "micro-batch weighs more than one in a long one",
+                                   "weight each micro-batch's mean loss by its share n_i/n of the update's examples "
+                                   "(real tokens), or sum the losses and divide by the window's count, taken before "
+                                   "the first backward()"),
     "padding_counted": ("the padding positions are counted in the normaliser: every token weighs too little",
                         "count only the real tokens (targets != ignore_index) of the window"),
     "tail_dropped": ("the uneven final group never goes through backward(): its examples never count",
@@ -67,9 +71,13 @@ MISTAKES: dict[str, tuple[str, str]] = {  # name -> (what is wrong, the fix)
     "scheduler_before_step": ("scheduler.step() runs before optimizer.step(): the first learning rate is skipped",
                               "call it right after optimizer.step()"),
     "log_divided_loss": ("the logged loss is the divided one",
-                         "log loss.item() before dividing, averaged over the update"),
+                         "log loss.item() before dividing, each weighted by its share n_i/n of the update's examples"),
     "log_last_micro_batch": ("the logged loss is the last micro-batch's, not the update's mean",
-                             "average the loss over the update's micro-batches"),
+                             "average the micro-batch mean losses, each weighted by its share n_i/n of the update's "
+                             "examples"),
+    "log_plain_mean": ("the logged loss is the plain mean of the micro-batch means: an example in a short "
+                       "micro-batch weighs more than one in a full one",
+                       "weight each micro-batch's mean loss by its share n_i/n of the update's examples"),
     "log_wrong": ("the logged losses are not the mean loss of each update", "return one mean loss per update"),
     "bad_return_value": ("the loop returned something other than a list of numbers",
                          "return a list with one logged loss per update, or nothing"),
@@ -77,6 +85,10 @@ MISTAKES: dict[str, tuple[str, str]] = {  # name -> (what is wrong, the fix)
                           "saving that accumulation is for is gone",
                           "call backward() on each micro-batch's loss and keep only detached numbers "
                           "(loss.item() or loss.detach()); no retain_graph=True"),
+    "window_in_one_pass": ("the micro-batches of an update were concatenated and run in one forward and one backward "
+                           "pass: the whole window's activations were held at once, K x the memory accumulation "
+                           "exists to save", "run each micro-batch through its own forward and backward(), one after "
+                           "the other, and let .grad add them up"),
     "never_calls_backward": ("no backward() pass reached the model", "call loss.backward() on each micro-batch's loss"),
     "backward_count": ("backward() did not run once per batch", "call backward() once per micro-batch"),
     "grad_modified": (".grad was changed between backward passes inside an update", "leave .grad alone until the step"),

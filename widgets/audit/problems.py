@@ -2,11 +2,16 @@
 updates, and what each micro-batch's loss must weigh in its update.
 
 - `regression`: mean-squared error of a linear model y = x @ w.T (one weight (1, 3)); the loss
-  handed to the loop is mean-reduced, so each micro-batch's loss is divided by its group's size.
+  handed to the loop is mean-reduced, so each micro-batch's mean loss weighs its share n_i/n of its
+  update's examples.
 - `tokens`: next-token cross-entropy of a bigram language model (logits = one row of a (V, V)
   table per input token) on sequences of varied length, padded, with IGNORE_INDEX targets at the
   padding. The whole window's real tokens are the normaliser: a token weighs the same wherever
   it sits, so a per-micro-batch token mean averaged over K is not the update's mean.
+
+In both, the last micro-batch holds fewer examples (sequences) than the others, as a DataLoader
+with drop_last=False hands it: a loop that weighs each micro-batch 1/n instead of n_i/n, or logs
+a plain mean of micro-batch means, shows it there.
 
 The right loop they are audited against is the lab's one, `widgets.core.loop.train_loop`
 (`Problem.reference_loop`).
@@ -38,6 +43,12 @@ def _fraction(a: float) -> str:
     return f"1/{round(1 / a)}" if 0 < a < 1 and math.isclose(1 / a, round(1 / a), rel_tol=1e-6) else f"{a:.4g}"
 
 
+def short_size(b: int) -> int:
+    """The examples (sequences) of the last micro-batch, fewer than the others' b: what a DataLoader
+    with drop_last=False hands last. Never K (b = K + 1): a summed loss must not read as an undivided one."""
+    return max(1, b // 2)
+
+
 def batch_key(inputs: torch.Tensor) -> tuple:
     """A hashable fingerprint of a micro-batch's inputs, to tell which micro-batch a forward pass saw."""
     return tuple(inputs.shape), str(inputs.dtype), tuple(inputs.detach().reshape(-1).tolist())
@@ -51,8 +62,8 @@ def token_cross_entropy(logits: torch.Tensor, targets: torch.Tensor, reduction: 
 
 
 class Regression:
-    """Linear regression on 3 features; micro-batches of b = K + 1 examples, so a loss summed over
-    examples (b x too big) is never mistaken for an undivided one (K x too big)."""
+    """Linear regression on 3 features; micro-batches of b = K + 1 examples (the last of b // 2), so a
+    loss summed over examples (b x too big) is never mistaken for an undivided one (K x too big)."""
 
     name, unit, per_item = "regression", "examples", "squared errors"
 
@@ -80,32 +91,39 @@ class Regression:
         return float(((output - targets) ** 2).sum())
 
     @staticmethod
-    def readings(items: int, group_items: list[int], K: int) -> dict[str | None, list[float]]:
-        """Each mistake's factor c on one micro-batch's summed loss, in a group of n micro-batches
-        (None, the right one: 1 / (n b)). On the mean loss the factor is a = c b, right a = 1/n."""
-        n, b = len(group_items), items
+    def readings(targets: torch.Tensor, group: list[torch.Tensor], K: int) -> dict[str | None, list[float]]:
+        """Each mistake's factor c on one micro-batch's summed loss (`targets`), in a group of n
+        micro-batches (`group`: their targets; None, the right one: 1 / the group's examples). On the
+        mean loss the factor is a = c n_i, right a = n_i/n (1/n for n equal micro-batches)."""
+        n, items, window = len(group), len(targets), sum(len(t) for t in group)
+        share = items / window
         on_mean = {
-            None: [1 / n],
+            None: [share],
             "tail_divided_by_k": [1 / K] if n < K else [],
+            "normalised_per_micro_batch": [1 / n],  # every micro-batch weighs the same, short or not
             "loss_not_divided": [1.0],
-            "loss_divided_twice": [1 / K**2, 1 / n**2, 1 / (n * K)],
-            "loss_sum_reduction": [b / n, b / K, float(b)],
+            "loss_divided_twice": [1 / K**2, 1 / n**2, 1 / (n * K), share**2],
+            "loss_sum_reduction": [items / n, items / K, float(items), items * share],
         }
-        return {name: [a / b for a in values] for name, values in on_mean.items()}
+        return {name: [a / items for a in values] for name, values in on_mean.items()}
 
     @staticmethod
     def describe_factors(u: int, factors: list, group_items: dict[int, int]) -> str:
-        """The factor on each mean loss of update u (`factors`: LossFactor records), against 1/n."""
-        means = [f.factor * group_items[f.batch] for f in factors]  # c on the summed loss is a / b on the mean
+        """The factor on each mean loss of update u (`factors`: LossFactor records), against n_i/n."""
+        means = [f.factor * group_items[f.batch] for f in factors]  # c on the summed loss is a / n_i on the mean
+        window = sum(group_items.values())
+        shares = [group_items[f.batch] / window for f in factors]
         a, n = means[0], len(group_items)
-        if not all(math.isclose(m, a, rel_tol=1e-6) for m in means):
-            return f"update {u} scaled its losses by {[float(f'{m:.3g}') for m in means]}"
-        return f"each loss of update {u} was multiplied by {_fraction(a)}, not 1/{n}; its gradient came out " \
-               f"{a * n:.3g} x the reference"
+        if all(math.isclose(m, a, rel_tol=1e-6) for m in means) and all(math.isclose(s, 1 / n) for s in shares):
+            return f"each loss of update {u} was multiplied by {_fraction(a)}, not 1/{n}; its gradient came out " \
+                   f"{a * n:.3g} x the reference"
+        return f"update {u} weighted its micro-batch mean losses by {[float(f'{m:.3g}') for m in means]}, their " \
+               f"shares n_i/n of its {window} examples are {[float(f'{s:.3g}') for s in shares]}"
 
 
 class Tokens:
-    """A bigram language model on padded sequences of 1 to MAX_LENGTH real tokens, 3 per micro-batch."""
+    """A bigram language model on padded sequences of 1 to MAX_LENGTH real tokens, 3 per micro-batch
+    (the last micro-batch 1)."""
 
     name, unit, per_item = "tokens", "sequences", "token losses"
 
@@ -133,16 +151,17 @@ class Tokens:
         return float(token_cross_entropy(output, targets, "sum"))
 
     @staticmethod
-    def readings(items: int, group_items: list[int], K: int) -> dict[str | None, list[float]]:
-        """Each mistake's factor c on one micro-batch's summed token loss (None, the right one:
-        1 / the window's real tokens)."""
-        n, window, positions = len(group_items), sum(group_items), 3 * MAX_LENGTH  # positions per micro-batch
+    def readings(targets: torch.Tensor, group: list[torch.Tensor], K: int) -> dict[str | None, list[float]]:
+        """Each mistake's factor c on one micro-batch's summed token loss (`targets`), in a group of n
+        micro-batches (`group`: their targets; None, the right one: 1 / the window's real tokens)."""
+        n, items, window = len(group), real_tokens(targets), sum(real_tokens(t) for t in group)
+        positions, all_positions = targets.numel(), sum(t.numel() for t in group)  # padding included
         return {
             None: [1 / window],
             "normalised_per_micro_batch": [1 / (n * items), 1 / (K * items)],
             "loss_not_divided": [1 / items],
-            "padding_counted": [1 / (n * positions), 1 / (K * positions), 1 / positions],
-            "loss_divided_twice": [1 / (n * window), 1 / (K * window)],
+            "padding_counted": [1 / (n * positions), 1 / (K * positions), 1 / positions, 1 / all_positions],
+            "loss_divided_twice": [1 / (n * window), 1 / (K * window), items / window**2],
             "loss_sum_reduction": [1.0, 1 / n, 1 / K],
         }
 
@@ -179,6 +198,24 @@ class Problem:
     def items(self, j: int) -> int:
         return self.task.items(self.batches[j][1])
 
+    def window_of(self, inputs: torch.Tensor) -> tuple[int, ...]:
+        """The micro-batches j, j+1, ... whose inputs, concatenated along the first dimension, are
+        `inputs` (two or more: a window run in one pass); () when they are no such concatenation."""
+        x = inputs.detach()
+        if x.dim() == 0 or x.dtype != self.batches[0][0].dtype:
+            return ()
+        for start in range(len(self.batches)):
+            window, row = [], 0
+            for j in range(start, len(self.batches)):
+                part = self.batches[j][0]
+                if row + len(part) > len(x) or not torch.equal(x[row : row + len(part)], part):
+                    break
+                window.append(j)
+                row += len(part)
+                if row == len(x):
+                    return tuple(window) if len(window) > 1 else ()
+        return ()
+
     def reference_loop(self, model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
         """The lab's one correct loop, `train_loop`, on this problem: each micro-batch's mean loss
         weighted by its share of the window's items (examples, or real tokens), clipped at clip_norm."""
@@ -200,15 +237,17 @@ def make_problem(K: int, num_batches: int, clip_norm: float | None, with_schedul
 
 def _regression_batches(K, num_batches, clip_norm, g):
     b = K + 1
-    x = torch.randn(num_batches * b, 3, generator=g, dtype=torch.float64)
+    sizes = [b] * (num_batches - 1) + [short_size(b)]  # the last micro-batch short, as drop_last=False leaves it
+    starts = [sum(sizes[:j]) for j in range(num_batches)]
+    x = torch.randn(sum(sizes), 3, generator=g, dtype=torch.float64)
     y = x @ torch.tensor([[1.5], [-2.0], [0.5]], dtype=torch.float64)
     y = y + 0.5 * torch.randn(y.shape, generator=g, dtype=torch.float64)
     if clip_norm is not None:
         # targets large enough that even a first micro-step's pile exceeds clip_norm, so clipping acts
         # (and shows) wherever the loop puts it; with zero starting weights the gradient scales with y
-        smallest = min(float((2 / b) * (x[i : i + b].T @ y[i : i + b]).norm()) for i in range(0, len(x), b))
+        smallest = min(float((2 / m) * (x[i : i + m].T @ y[i : i + m]).norm()) for i, m in zip(starts, sizes))
         y = y * max(1.0, 20 * K * clip_norm / smallest)
-    return [(x[i : i + b], y[i : i + b]) for i in range(0, len(x), b)], b
+    return [(x[i : i + m], y[i : i + m]) for i, m in zip(starts, sizes)], b
 
 
 def _token_batches(K, num_batches, clip_norm, g):
@@ -218,10 +257,11 @@ def _token_batches(K, num_batches, clip_norm, g):
     chain = torch.rand(VOCAB, VOCAB, generator=g, dtype=torch.float64) ** 3  # peaked: something to learn
     batches = []
     for j in range(num_batches):
+        rows = b if j < num_batches - 1 else short_size(b)  # the last micro-batch short, as drop_last=False leaves it
         short = j % 2 == 0  # alternate short and long micro-batches: counts differ inside every group
-        lengths = torch.randint(1, MAX_LENGTH // 2 + 1, (b,), generator=g) + (0 if short else MAX_LENGTH // 2)
-        tokens = torch.zeros(b, MAX_LENGTH + 1, dtype=torch.long)
-        tokens[:, 0] = torch.randint(0, VOCAB, (b,), generator=g)
+        lengths = torch.randint(1, MAX_LENGTH // 2 + 1, (rows,), generator=g) + (0 if short else MAX_LENGTH // 2)
+        tokens = torch.zeros(rows, MAX_LENGTH + 1, dtype=torch.long)
+        tokens[:, 0] = torch.randint(0, VOCAB, (rows,), generator=g)
         for t in range(MAX_LENGTH):
             tokens[:, t + 1] = torch.multinomial(chain[tokens[:, t]], 1, generator=g).squeeze(1)
         real = torch.arange(MAX_LENGTH) < lengths.unsqueeze(1)

@@ -1,114 +1,26 @@
-"""The auditor's checks: structure first, then the numbers the structure allows.
+"""The auditor's diagnosis of a loop whose updates came out wrong: structure first, then the
+numbers the structure allows.
 
 `read_structure` says what the loop did in micro-batch terms: which micro-batches each backward
 pass carried, after which micro-batch each `optimizer.step()` came. The structural checks
-(coverage, step positions, the pile at each backward pass) judge only that. The numeric checks
-then read the factor on each micro-batch's loss off the gradient that reached its output, the
-change `.grad` underwent between the last backward pass and each step, and the logged losses;
+(coverage, a window run in one pass, step positions, the pile at each backward pass) judge only
+that. The numeric checks then read the factor on each micro-batch's loss off the gradient that
+reached its output, and the change `.grad` underwent between the last backward pass and each step;
 each is judged against what the right loop would do with the same micro-batches. Every check
 returns its own findings; nothing is shared between them, so one mistake is named once.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import torch
 
 from widgets.audit.instruments import UNSCALE_OP, Forward, Tape
 from widgets.audit.mistakes import Finding
+from widgets.audit.outcome import (TOLERANCE, carried, close, close_norm, first_of_each, is_empty,
+                                   proportion)
 from widgets.audit.problems import Problem
 from widgets.core.training import clip_flat
-
-TOLERANCE = 1e-6  # relative: float64 ratios of the same sums agree to ~1e-12; this leaves room
-
-
-def close(a: float, b: float) -> bool:
-    return math.isclose(a, b, rel_tol=TOLERANCE, abs_tol=1e-12)
-
-
-class Proportion(NamedTuple):
-    """v against e: the ratio (v's projection on e) and whether v is that multiple of e."""
-
-    ratio: float
-    exact: bool
-
-
-def proportion(v: torch.Tensor, e: torch.Tensor) -> Proportion:
-    """v = ratio * e? The ratio (the projection of v on e) and whether what is left is negligible."""
-    v, e = v.reshape(-1), e.reshape(-1)
-    ee = float(e @ e)
-    if ee == 0:
-        return Proportion(math.nan, bool(v.abs().max() == 0))
-    ratio = float(v @ e) / ee
-    return Proportion(ratio, float((v - ratio * e).norm()) <= TOLERANCE * (abs(ratio) + 1) * math.sqrt(ee))
-
-
-def is_empty(pile: torch.Tensor | None) -> bool:
-    return pile is None or bool(pile.abs().max() == 0)
-
-
-# ----------------------------------------------------------------------------- the outcome
-
-
-class GroupTruth(NamedTuple):
-    """One update of the right loop at a given weight, by plain autograd: the gradient its step must
-    use (flat, clipped like clip_grad_norm_), its mean loss, and its last micro-batch's mean loss."""
-
-    grad: torch.Tensor
-    mean_loss: float
-    last_loss: float
-    size: int  # micro-batches
-    unclipped: torch.Tensor  # flat: the gradient before clipping
-
-
-def group_truth(problem: Problem, weight: torch.Tensor, group: range) -> GroupTruth:
-    w = weight.detach().clone().requires_grad_(True)
-    sums = [problem.task.loss_fn(problem.task.forward(w, problem.batches[j][0]), problem.batches[j][1])
-            * problem.items(j) for j in group]  # each mean loss times its items: the summed per-item loss
-    total_items = sum(problem.items(j) for j in group)
-    (grad,) = torch.autograd.grad(sum(sums) / total_items, w)
-    grad = grad.reshape(-1)
-    return GroupTruth(clip_flat(grad, problem.clip_norm), float(sum(sums).detach()) / total_items,
-                      float(sums[-1].detach()) / problem.items(group[-1]), len(group), grad)
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """Did each optimizer.step() use the right gradient at the weight it started from? Judged on the
-    steps alone, so a right loop passes however it builds the pile (a separate buffer, autograd.grad,
-    torch.func, a rescaled .grad, a GradScaler)."""
-
-    exact: bool
-    ratios: list[float]  # per step: its gradient over the right one (only with one step per update)
-    truths: list[GroupTruth]
-
-
-def check_outcome(tape: Tape, problem: Problem) -> Outcome:
-    if len(tape.steps) != len(problem.groups) or any(s.grad is None or s.weight is None for s in tape.steps):
-        return Outcome(False, [], [])
-    truths = [group_truth(problem, s.weight, g) for s, g in zip(tape.steps, problem.groups)]
-    fits = [proportion(s.grad, t.grad) for s, t in zip(tape.steps, truths)]
-    exact = all(f.exact and close(f.ratio, 1) for f in fits)
-    if exact and problem.clip_norm is not None:  # a clip hides the pile's size: read it before the clip too
-        for u, truth in enumerate(truths):
-            before = _before_clip(tape, u, problem.clip_norm)
-            if before is not None:
-                fit = proportion(before, truth.unclipped)
-                exact = exact and fit.exact and close(fit.ratio, 1)
-    return Outcome(exact, [f.ratio for f in fits], truths)
-
-
-def _before_clip(tape: Tape, u: int, clip_norm: float) -> torch.Tensor | None:
-    """.grad just before the clip of step u (the last shrink to clip_norm before it), or None."""
-    step = tape.steps[u]
-    changes = [c.grad for c in tape.grad_changes if c.passes_before == step.passes_before and c.steps_before == u]
-    for before, after in reversed(list(zip(changes, changes[1:]))):
-        factor, proportional = proportion(after, before)
-        if proportional and 0 < factor < 1 and not close(factor, 1) and close_norm(after, clip_norm):
-            return before
-    return None
 
 
 # ----------------------------------------------------------------------------- structure
@@ -118,7 +30,7 @@ def _before_clip(tape: Tape, u: int, clip_norm: float) -> torch.Tensor | None:
 class Structure:
     """What the loop did, in micro-batch terms, before any number is compared."""
 
-    pass_batches: list[tuple[int | None, ...]]  # the micro-batch of each forward each backward pass went through
+    pass_batches: list[tuple[int | None, ...]]  # the micro-batches of the forwards each backward pass went through
     times_carried: list[int]  # per micro-batch: how many forwards of it a backward pass went through
     step_after: list[int]  # per step: the last micro-batch carried before it (-1: none)
     expected_after: list[int]  # the same for the right loop, over the micro-batches the loop carried
@@ -138,7 +50,7 @@ class Structure:
 
 
 def read_structure(tape: Tape, problem: Problem) -> Structure:
-    pass_batches = [tuple(tape.forwards[k].batch for k in p.forwards) for p in tape.passes]
+    pass_batches = [tuple(j for k in p.forwards for j in tape.forwards[k].micro_batches) for p in tape.passes]
     times = [0] * len(problem.batches)
     for batches in pass_batches:
         for j in batches:
@@ -154,7 +66,7 @@ def read_structure(tape: Tape, problem: Problem) -> Structure:
     return Structure(pass_batches, times, step_after, expected, segments)
 
 
-def check_coverage(structure: Structure, problem: Problem) -> list[Finding]:
+def check_coverage(tape: Tape, structure: Structure, problem: Problem) -> list[Finding]:
     """Did every micro-batch go through backward() once, one per backward pass?"""
     for k, batches in enumerate(structure.pass_batches):
         if not batches:
@@ -166,7 +78,8 @@ def check_coverage(structure: Structure, problem: Problem) -> list[Finding]:
     times, N, tail = structure.times_carried, len(problem.batches), problem.groups[-1]
     missing = [j for j in range(N) if not times[j]]
     twice = [j for j in range(N) if times[j] > 1]
-    shared = [k for k, batches in enumerate(structure.pass_batches) if len(batches) > 1]
+    shared = [k for k, batches in enumerate(structure.pass_batches)  # a window in one forward is named apart
+              if len(batches) > 1 and len(tape.passes[k].forwards) > 1]
     if missing == list(tail) and len(tail) < problem.K and not twice and not shared:
         return [Finding("tail_dropped", f"{N - len(tail)} of {N} batches went through backward()")]
     seen = [f"{len(structure.pass_batches)} backward passes for {N} batches"]
@@ -177,6 +90,18 @@ def check_coverage(structure: Structure, problem: Problem) -> list[Finding]:
     if shared:
         seen.append(f"backward passes {shared} each carried several micro-batches")
     return [Finding("backward_count", "; ".join(seen))] if len(seen) > 1 else []
+
+
+def check_windows(tape: Tape, problem: Problem) -> list[Finding]:
+    """Did a backward pass go through one forward of several micro-batches concatenated (torch.cat of
+    the window)? The update can come out right, but the whole window's activations were held at once."""
+    for k, p in enumerate(tape.passes):
+        for f in (tape.forwards[i] for i in p.forwards):
+            if f.window:
+                return [Finding("window_in_one_pass", f"backward pass {k} went through one forward of micro-batches "
+                                f"{list(f.window)} concatenated, {len(f.inputs)} {problem.task.unit} at once where "
+                                f"a micro-batch holds {problem.b} (K = {problem.K})")]
+    return []
 
 
 def check_steps(tape: Tape, structure: Structure, problem: Problem) -> list[Finding]:
@@ -233,11 +158,6 @@ def check_piles(tape: Tape, structure: Structure, problem: Problem) -> list[Find
 
 
 # ----------------------------------------------------------------------------- numbers
-
-
-def output_gradients(tape: Tape) -> list[tuple[int, torch.Tensor]]:
-    """(forward index, the gradient its output received) for every forward a backward pass went through."""
-    return [(k, g) for p in tape.passes for k, g in zip(p.forwards, p.output_grads)]
 
 
 def check_backward_passes(tape: Tape, problem: Problem) -> list[Finding]:
@@ -325,11 +245,6 @@ def check_amp(tape: Tape, problem: Problem) -> list[Finding]:
     return []
 
 
-def close_norm(grad: torch.Tensor, norm: float) -> bool:
-    """Has `grad` the norm clip_grad_norm_ leaves (it divides by the norm + 1e-6)?"""
-    return math.isclose(float(grad.norm()), norm, rel_tol=1e-5)
-
-
 @dataclass(frozen=True)
 class LossFactor:
     """The factor c on one micro-batch's summed per-item loss, as its backward pass carried it
@@ -345,11 +260,11 @@ def loss_factors(tape: Tape, structure: Structure, problem: Problem,
     """Per update of the right loop, a LossFactor for each forward of it that a backward pass went through."""
     at_step = {k: rescale[s] for s, segment in enumerate(structure.segments) for k in segment}
     factors: dict[int, list[LossFactor]] = {}
-    for k, g in output_gradients(tape):
-        f = tape.forwards[k]
-        c, exact = proportion(g, problem.task.item_sum_gradient(f.output, problem.batches[f.batch][1]))
-        factor = c * at_step.get(k, 1.0) if exact else None
-        factors.setdefault(f.batch // problem.K, []).append(LossFactor(f.batch, factor))
+    for part in carried(tape, problem):
+        j = part.batch
+        c, exact = proportion(part.grad, problem.task.item_sum_gradient(part.output, problem.batches[j][1]))
+        factor = c * at_step.get(part.forward, 1.0) if exact else None
+        factors.setdefault(j // problem.K, []).append(LossFactor(j, factor))
     return factors
 
 
@@ -366,7 +281,9 @@ def check_loss_scale(factors: dict[int, list[LossFactor]], problem: Problem) -> 
                    "another loss, or targets out of order?"
             return findings + [Finding("unexpected_gradient", seen)]
         group_items = [problem.items(j) for j in g]
-        readings = {f.batch: problem.task.readings(problem.items(f.batch), group_items, problem.K) for f in factors[u]}
+        targets = [problem.batches[j][1] for j in g]
+        readings = {f.batch: problem.task.readings(problem.batches[f.batch][1], targets, problem.K)
+                    for f in factors[u]}
         names = sorted(next(iter(readings.values())), key=lambda n: (n is not None, n != full_groups_mistake))
         def fits(name: str | None, seen: list[LossFactor] = factors[u], readings: dict = readings) -> bool:
             return all(any(close(f.factor, v) for v in readings[f.batch][name]) for f in seen)
@@ -392,92 +309,3 @@ def update_ratios(tape: Tape, structure: Structure, problem: Problem) -> list[fl
         used = torch.zeros_like(right) if step.grad is None else step.grad
         ratios.append(proportion(used, clip_flat(right, problem.clip_norm)).ratio)
     return ratios
-
-
-def first_of_each(findings: list[Finding]) -> list[Finding]:
-    seen, kept = set(), []
-    for f in findings:
-        if f.name not in seen:
-            seen.add(f.name)
-            kept.append(f)
-    return kept
-
-
-# ----------------------------------------------------------------------------- scheduler and log
-
-
-def check_scheduler(tape: Tape, reference: Tape) -> list[Finding]:
-    """One scheduler.step() right after each of the loop's own optimizer.step() calls."""
-    calls, expected = len(tape.scheduler_calls), len(reference.scheduler_calls)
-    rates = f"learning rates {[float(f'{s.lr:.3g}') for s in tape.steps[:4]]}, " \
-            f"reference {[float(f'{s.lr:.3g}') for s in reference.steps[:4]]}"
-    if calls == len(tape.passes) and calls > max(expected, len(tape.steps)):
-        return [Finding("scheduler_every_micro_step", f"{calls} scheduler steps, the reference {expected}; {rates}")]
-    if calls != len(tape.steps):
-        return [Finding("scheduler_wrong_count", f"{calls} scheduler steps for {len(tape.steps)} optimizer steps; "
-                                                 f"{rates}")]
-    if any(done < i + 1 for i, done in enumerate(tape.scheduler_calls)):
-        return [Finding("scheduler_before_step", rates)]
-    return []
-
-
-@dataclass(frozen=True)
-class LogCheck:
-    findings: list[Finding]
-    notes: list[str]
-    checked: bool  # a returned list of logged losses was compared with the true means
-
-
-def check_log(log: list[float] | None, log_problem: str | None, tape: Tape, structure: Structure | None,
-              problem: Problem, outcome: Outcome) -> LogCheck:
-    """The loop's optional return value, the loss it logged at each update, against the true mean
-    loss of each update: at the weights each step started from when the steps are right, else of
-    each of the loop's own updates (or of the right loop's, when its steps fall elsewhere)."""
-    if log_problem is not None:
-        return LogCheck([Finding("bad_return_value", log_problem)], [], False)
-    if log is None:
-        return LogCheck([], ["logging not checked: the loop returned no list of logged losses"], False)
-    if outcome.exact:
-        readings = [[(t.mean_loss, t.last_loss, t.size) for t in outcome.truths]]
-    elif structure is None or not structure.each_once:
-        return LogCheck([], ["logging not checked: not every micro-batch went through backward() once"], False)
-    else:
-        readings = _own_means(tape, structure, problem)
-    logged = log
-    if any(len(r) == len(logged) and all(close(v, m) for v, (m, _, _) in zip(logged, r)) for r in readings):
-        return LogCheck([], [], True)
-    truth = next((r for r in readings if len(r) == len(logged)), None)
-    if truth is None:
-        return LogCheck([Finding("log_wrong", f"{len(logged)} values for {len(readings[0])} updates")], [], True)
-    findings = []
-    for u, (value, (mean, last, n)) in enumerate(zip(logged, truth)):
-        seen = f"update {u} logged {value:.4g}, its mean loss is {mean:.4g}"
-        if close(value, mean):
-            continue
-        if value != 0 and any(close(value, v) for v in (mean / n, mean / problem.K, last / n, last / problem.K)):
-            findings.append(Finding("log_divided_loss", f"{seen}, {mean / value:.3g} x more"))
-        elif close(value, last):
-            findings.append(Finding("log_last_micro_batch", seen))
-        else:
-            findings.append(Finding("log_wrong", seen))
-    return LogCheck(first_of_each(findings), [], True)
-
-
-def _own_means(tape: Tape, structure: Structure, problem: Problem) -> list[list[tuple[float, float, int]]]:
-    """(the true mean loss, the last micro-batch's mean, micro-batches) of each of the loop's own
-    updates that piled something, and of the right loop's when the steps fall elsewhere."""
-    task, batch_of = problem.task, [f.batch for f in tape.forwards]
-    carried = {batch_of[k]: k for k, _ in output_gradients(tape)}
-
-    def means(updates: list[list[int]]) -> list[tuple[float, float, int]]:
-        out = []
-        for batches in updates:
-            if not batches:
-                continue  # a step with nothing newly piled (a second step in a row) logs no update of its own
-            sums = [task.item_loss_sum(tape.forwards[carried[j]].output, problem.batches[j][1]) for j in batches]
-            items = [problem.items(j) for j in batches]
-            out.append((sum(sums) / sum(items), sums[-1] / items[-1], len(batches)))
-        return out
-
-    own = means([sorted(batch_of[k] for k in segment) for segment in structure.segments])
-    return [own] if structure.steps_at_boundaries else [own, means([list(g) for g in problem.groups])]

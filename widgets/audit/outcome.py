@@ -1,0 +1,251 @@
+"""The auditor's judgement of what a loop produced: did each `optimizer.step()` use the right
+gradient at the weight it started from, did the loop log each update's mean loss, did its scheduler
+step once per update. Judged on the steps, the log and the schedule alone, so a right loop passes
+however it builds its pile; `widgets.audit.diagnosis` names the mistake when an update is wrong.
+
+Also the small readings both modules share: `proportion` (is one gradient a multiple of another?),
+`close`, and `carried`, which splits every forward a backward pass went through into its micro-batches.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
+
+import torch
+
+from widgets.audit.instruments import Tape
+from widgets.audit.mistakes import Finding
+from widgets.audit.problems import Problem
+from widgets.core.training import clip_flat
+
+if TYPE_CHECKING:
+    from widgets.audit.diagnosis import Structure
+
+TOLERANCE = 1e-6  # relative: float64 ratios of the same sums agree to ~1e-12; this leaves room
+
+
+def close(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=TOLERANCE, abs_tol=1e-12)
+
+
+class Proportion(NamedTuple):
+    """v against e: the ratio (v's projection on e) and whether v is that multiple of e."""
+
+    ratio: float
+    exact: bool
+
+
+def proportion(v: torch.Tensor, e: torch.Tensor) -> Proportion:
+    """v = ratio * e? The ratio (the projection of v on e) and whether what is left is negligible."""
+    v, e = v.reshape(-1), e.reshape(-1)
+    ee = float(e @ e)
+    if ee == 0:
+        return Proportion(math.nan, bool(v.abs().max() == 0))
+    ratio = float(v @ e) / ee
+    return Proportion(ratio, float((v - ratio * e).norm()) <= TOLERANCE * (abs(ratio) + 1) * math.sqrt(ee))
+
+
+def is_empty(pile: torch.Tensor | None) -> bool:
+    return pile is None or bool(pile.abs().max() == 0)
+
+
+def close_norm(grad: torch.Tensor, norm: float) -> bool:
+    """Has `grad` the norm clip_grad_norm_ leaves (it divides by the norm + 1e-6)?"""
+    return math.isclose(float(grad.norm()), norm, rel_tol=1e-5)
+
+
+def first_of_each(findings: list[Finding]) -> list[Finding]:
+    seen, kept = set(), []
+    for f in findings:
+        if f.name not in seen:
+            seen.add(f.name)
+            kept.append(f)
+    return kept
+
+
+class Part(NamedTuple):
+    """One micro-batch's rows of a forward a backward pass went through (a window run in one pass
+    has several): the forward's index, the micro-batch, its output rows and the gradient they got."""
+
+    forward: int
+    batch: int | None
+    output: torch.Tensor
+    grad: torch.Tensor
+
+
+def carried(tape: Tape, problem: Problem) -> list[Part]:
+    """Every micro-batch's part of every forward a backward pass went through, in the passes' order."""
+    parts = []
+    for p in tape.passes:
+        for k, g in zip(p.forwards, p.output_grads):
+            f, row = tape.forwards[k], 0
+            for j in f.micro_batches:
+                rows = len(problem.batches[j][0]) if j is not None and f.window else len(f.output)
+                parts.append(Part(k, j, f.output[row : row + rows], g[row : row + rows]))
+                row += rows
+    return parts
+
+
+# ----------------------------------------------------------------------------- the steps
+
+
+class GroupTruth(NamedTuple):
+    """One update of the right loop at a given weight, by plain autograd: the gradient its step must
+    use (flat, clipped like clip_grad_norm_), its mean loss, and its micro-batches' mean losses."""
+
+    grad: torch.Tensor
+    mean_loss: float
+    micro_losses: list[float]  # each micro-batch's mean loss, in order
+    shares: list[float]  # each micro-batch's share n_i/n of the update's items
+    unclipped: torch.Tensor  # flat: the gradient before clipping
+
+
+def group_truth(problem: Problem, weight: torch.Tensor, group: range) -> GroupTruth:
+    w = weight.detach().clone().requires_grad_(True)
+    means = [problem.task.loss_fn(problem.task.forward(w, problem.batches[j][0]), problem.batches[j][1])
+             for j in group]
+    items = [problem.items(j) for j in group]
+    total = sum(items)
+    (grad,) = torch.autograd.grad(sum(m * n for m, n in zip(means, items)) / total, w)  # the summed loss / n
+    grad = grad.reshape(-1)
+    losses = [float(m.detach()) for m in means]
+    return GroupTruth(clip_flat(grad, problem.clip_norm), sum(m * n for m, n in zip(losses, items)) / total,
+                      losses, [n / total for n in items], grad)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """Did each optimizer.step() use the right gradient at the weight it started from? Judged on the
+    steps alone, so a right loop passes however it builds the pile (a separate buffer, autograd.grad,
+    torch.func, a rescaled .grad, a GradScaler)."""
+
+    exact: bool
+    ratios: list[float]  # per step: its gradient over the right one (only with one step per update)
+    truths: list[GroupTruth]
+
+
+def check_outcome(tape: Tape, problem: Problem) -> Outcome:
+    if len(tape.steps) != len(problem.groups) or any(s.grad is None or s.weight is None for s in tape.steps):
+        return Outcome(False, [], [])
+    truths = [group_truth(problem, s.weight, g) for s, g in zip(tape.steps, problem.groups)]
+    fits = [proportion(s.grad, t.grad) for s, t in zip(tape.steps, truths)]
+    exact = all(f.exact and close(f.ratio, 1) for f in fits)
+    if exact and problem.clip_norm is not None:  # a clip hides the pile's size: read it before the clip too
+        for u, truth in enumerate(truths):
+            before = _before_clip(tape, u, problem.clip_norm)
+            if before is not None:
+                fit = proportion(before, truth.unclipped)
+                exact = exact and fit.exact and close(fit.ratio, 1)
+    return Outcome(exact, [f.ratio for f in fits], truths)
+
+
+def _before_clip(tape: Tape, u: int, clip_norm: float) -> torch.Tensor | None:
+    """.grad just before the clip of step u (the last shrink to clip_norm before it), or None."""
+    step = tape.steps[u]
+    changes = [c.grad for c in tape.grad_changes if c.passes_before == step.passes_before and c.steps_before == u]
+    for before, after in reversed(list(zip(changes, changes[1:]))):
+        factor, proportional = proportion(after, before)
+        if proportional and 0 < factor < 1 and not close(factor, 1) and close_norm(after, clip_norm):
+            return before
+    return None
+
+
+# ----------------------------------------------------------------------------- scheduler and log
+
+
+def check_scheduler(tape: Tape, reference: Tape) -> list[Finding]:
+    """One scheduler.step() right after each of the loop's own optimizer.step() calls."""
+    calls, expected = len(tape.scheduler_calls), len(reference.scheduler_calls)
+    rates = f"learning rates {[float(f'{s.lr:.3g}') for s in tape.steps[:4]]}, " \
+            f"reference {[float(f'{s.lr:.3g}') for s in reference.steps[:4]]}"
+    if calls == len(tape.passes) and calls > max(expected, len(tape.steps)):
+        return [Finding("scheduler_every_micro_step", f"{calls} scheduler steps, the reference {expected}; {rates}")]
+    if calls != len(tape.steps):
+        return [Finding("scheduler_wrong_count", f"{calls} scheduler steps for {len(tape.steps)} optimizer steps; "
+                                                 f"{rates}")]
+    if any(done < i + 1 for i, done in enumerate(tape.scheduler_calls)):
+        return [Finding("scheduler_before_step", rates)]
+    return []
+
+
+class LogTruth(NamedTuple):
+    """What one update may log: its mean loss (micro-batch means weighted n_i/n), and the readings of
+    the usual wrong logs: the plain mean of the micro-batch means, the last one, and divided ones."""
+
+    mean: float
+    plain: float
+    last: float
+    divided: tuple[float, ...]
+
+    @classmethod
+    def of(cls, losses: list[float], shares: list[float], K: int) -> "LogTruth":
+        mean, n = sum(l * s for l, s in zip(losses, shares)), len(losses)
+        twice = sum(l * s * s for l, s in zip(losses, shares))  # each part of the mean divided again by n/n_i
+        return cls(mean, sum(losses) / n, losses[-1], (mean / n, mean / K, losses[-1] / n, losses[-1] / K, twice))
+
+
+@dataclass(frozen=True)
+class LogCheck:
+    findings: list[Finding]
+    notes: list[str]
+    checked: bool  # a returned list of logged losses was compared with the true means
+
+
+def check_log(log: list[float] | None, log_problem: str | None, tape: Tape, structure: Structure | None,
+              problem: Problem, outcome: Outcome) -> LogCheck:
+    """The loop's optional return value, the loss it logged at each update, against the true mean
+    loss of each update: at the weights each step started from when the steps are right, else of
+    each of the loop's own updates (or of the right loop's, when its steps fall elsewhere)."""
+    if log_problem is not None:
+        return LogCheck([Finding("bad_return_value", log_problem)], [], False)
+    if log is None:
+        return LogCheck([], ["logging not checked: the loop returned no list of logged losses"], False)
+    if outcome.exact:
+        readings = [[LogTruth.of(t.micro_losses, t.shares, problem.K) for t in outcome.truths]]
+    elif structure is None or not structure.each_once:
+        return LogCheck([], ["logging not checked: not every micro-batch went through backward() once"], False)
+    else:
+        readings = _own_means(tape, structure, problem)
+    logged = log
+    if any(len(r) == len(logged) and all(close(v, t.mean) for v, t in zip(logged, r)) for r in readings):
+        return LogCheck([], [], True)
+    truth = next((r for r in readings if len(r) == len(logged)), None)
+    if truth is None:
+        return LogCheck([Finding("log_wrong", f"{len(logged)} values for {len(readings[0])} updates")], [], True)
+    findings = []
+    for u, (value, t) in enumerate(zip(logged, truth)):
+        seen = f"update {u} logged {value:.4g}, its mean loss is {t.mean:.4g}"
+        if close(value, t.mean):
+            continue
+        if value != 0 and any(close(value, v) for v in t.divided):
+            findings.append(Finding("log_divided_loss", f"{seen}, {t.mean / value:.3g} x more"))
+        elif close(value, t.plain):
+            findings.append(Finding("log_plain_mean", f"{seen}, the plain mean of its micro-batch means "
+                                                      f"{t.plain:.4g}"))
+        elif close(value, t.last):
+            findings.append(Finding("log_last_micro_batch", seen))
+        else:
+            findings.append(Finding("log_wrong", seen))
+    return LogCheck(first_of_each(findings), [], True)
+
+
+def _own_means(tape: Tape, structure: Structure, problem: Problem) -> list[list[LogTruth]]:
+    """The log readings of each of the loop's own updates that piled something, and of the right
+    loop's when the steps fall elsewhere."""
+    task = problem.task
+    output_of = {part.batch: part.output for part in carried(tape, problem)}
+    batch_of = [f.batch for f in tape.forwards]
+
+    def truths(updates: list[list[int]]) -> list[LogTruth]:
+        out = []
+        for batches in updates:
+            if not batches:
+                continue  # a step with nothing newly piled (a second step in a row) logs no update of its own
+            items = [problem.items(j) for j in batches]
+            losses = [task.item_loss_sum(output_of[j], problem.batches[j][1]) / n for j, n in zip(batches, items)]
+            out.append(LogTruth.of(losses, [n / sum(items) for n in items], problem.K))
+        return out
+
+    own = truths([sorted(batch_of[k] for k in segment) for segment in structure.segments])
+    return [own] if structure.steps_at_boundaries else [own, truths([list(g) for g in problem.groups])]
