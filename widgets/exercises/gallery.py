@@ -40,8 +40,10 @@ def _check_sum_reduction(answer: object) -> Feedback:
 # The two audits a loop must pass, with the settings the prompt names: an uneven last group, clipping,
 # and (in the second) a warmup scheduler. The auditor is the one judge: `audit_training_loop` with
 # these settings says the same as this check, sentence for sentence.
+# The second setting ends on a group of two micro-batches, one of them short: a loop that divides by
+# the number of micro-batches instead of weighting by n_i/n is caught there too.
 AUDITS = ({"accumulation_steps": 4, "clip_norm": 1.0},
-          {"accumulation_steps": 3, "with_scheduler": True, "clip_norm": 1.0})
+          {"accumulation_steps": 3, "num_batches": 8, "with_scheduler": True, "clip_norm": 1.0})
 
 
 def _setting(options: dict) -> str:
@@ -120,7 +122,7 @@ def gallery_exercises() -> ExerciseSet:
             "over `accumulation_steps` micro-batches per update, the uneven last group included; clip the gradient norm "
             "to 1.0 once per update; step the scheduler (when given) once per update; return the mean loss of each "
             "update over its examples. `ex.my_loop.check(my_loop)` runs the loop auditor on it twice, exactly "
-            "`audit_training_loop(my_loop, 4, clip_norm=1.0)` and `audit_training_loop(my_loop, 3, "
+            "`audit_training_loop(my_loop, 4, clip_norm=1.0)` and `audit_training_loop(my_loop, 3, num_batches=8, "
             "with_scheduler=True, clip_norm=1.0)`, each with an uneven last group, and says what the auditor found.",
             _check_my_loop,
             ["Each update's gradient must be that of the mean loss over the update's examples; each micro-batch "
