@@ -134,6 +134,7 @@ SLIDER_SETTINGS = sorted({(K, b) for K in range(K_RANGE[0], K_RANGE[1] + 1) for 
                          | {(K, b) for K in (2, 3, 7, K_RANGE[1]) for b in range(B_RANGE[0], B_RANGE[1] + 1)})
 
 
+@pytest.mark.slow  # a sweep of about 150 settings, 8 s: make test runs it, make check leaves it out
 def test_accumulated_gradient_is_allclose_the_big_batch_across_the_sliders():
     """What the readout's verdict rests on: the first update's gradient accumulated over K
     micro-batches of b, against one pass over the same K*b draws, at the package tolerance.
