@@ -40,7 +40,7 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="the browser tests 
 ARTIFACTS = ROOT / "test-artifacts"
 FIXTURE = ROOT / "tests" / "browser" / "round_trip_floor.ipynb"
 NOTEBOOKS = widget_notebooks(ROOT / "notebooks")
-LATENCY_BUDGET = 1.5  # explorer median / bare median (issue 4)
+LATENCY_BUDGET = 1.3  # explorer / bare-slider round trip, first visits and revisits (issue: <= 1.3x)
 PRESSES = 24  # per widget for the latency medians (the issue asks for >= 20)
 # The accumulation explorer's signature on the page: its first bug switch (other widgets, e.g. the
 # bricks, have an accumulation_steps slider too).
