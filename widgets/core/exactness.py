@@ -98,11 +98,22 @@ def exactness_survey(
     return rows
 
 
-def division_round_trip(accumulation_steps: int, num_values: int = 100_000, seed: int = 0) -> float:
-    """The fraction of random float32 values x for which (x / K) * K != x: 0 for a power of two
-    (only the exponent changes, barring underflow), not 0 otherwise."""
+# Every float32 in one binade [2**e, 2**(e+1)): 2**23 mantissas, one exponent.
+FLOAT32_BINADE = 2**23
+
+
+def division_round_trip(accumulation_steps: int, exponent: int = 0) -> int:
+    """How many of the 2**23 float32 values x in [2**exponent, 2**(exponent+1)) give (x / K) * K != x:
+    0 for a power of two (only the exponent changes), not 0 otherwise.
+
+    Every value of the binade, not a random draw: division and multiplication are correctly
+    rounded on every CPU, but torch.randn's vectorised sampler draws different last bits per
+    instruction set, so a random sample would count differently on another CPU. The count is
+    the same in every binade whose quotients stay normal floats: scaling x by a power of two
+    only shifts the exponent of x, x / K and (x / K) * K alike.
+    """
     check_int("accumulation_steps", accumulation_steps, 1, 2**20)
-    check_int("num_values", num_values, 1, 10_000_000)
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(num_values, generator=g)
-    return float(((x / accumulation_steps) * accumulation_steps != x).double().mean())
+    check_int("exponent", exponent, -100, 100)
+    mantissas = torch.arange(FLOAT32_BINADE, dtype=torch.int32) | 0x3F800000  # the bits of 1.0 .. 2 - ulp
+    x = mantissas.view(torch.float32) * 2.0**exponent  # exact: a power of two
+    return int(((x / accumulation_steps) * accumulation_steps != x).sum())
