@@ -3,8 +3,9 @@
 Each test states exactly what the auditor must find, so that a framework upgrade that changes how
 the uneven final group is weighted, when the optimizer or the scheduler steps, where clipping
 happens or what is logged fails here (then re-execute notebooks/developer_4_frameworks.ipynb).
-The expected update ratios are derived, not copied: a final group of n < K micro-batches whose
-losses are divided by K comes out n/K of the reference.
+The expected update ratios are derived, not copied: an update of K equal micro-batches whose
+losses are divided by K comes out 1 x the reference; the last one, holding the short last
+micro-batch, does not (n/K only when the final group is one micro-batch).
 """
 import inspect
 import json
