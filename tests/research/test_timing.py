@@ -24,3 +24,14 @@ def test_bad_input():
         time_per_update(0)
     with pytest.raises(ValueError, match="rows"):
         fit_micro_step_time([])
+
+
+def test_a_run_too_long_for_the_ceiling_is_refused_before_it_starts(monkeypatch):
+    from widgets.core.budget import BudgetError
+    from widgets.research.memory import TinyGPT
+    from widgets.research.timing import time_per_update
+
+    model = TinyGPT(layers=2, hidden=64, seq_len=32, vocab=128, dropout=0.0)
+    monkeypatch.setenv("LAB_TIME_LIMIT_S", "0.001")
+    with pytest.raises(BudgetError, match="time_per_update"):
+        time_per_update(32, (1, 32), repeats=1, model=model)

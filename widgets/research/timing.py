@@ -13,8 +13,9 @@ from typing import Callable, NamedTuple, Sequence
 
 import torch
 
+from widgets.core.budget import check_memory, check_time
 from widgets.core.config import check_int
-from widgets.research.memory import TinyGPT, language_model_batch, lm_loss
+from widgets.research.memory import TinyGPT, language_model_batch, lm_loss, micro_step_estimate
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,13 @@ def time_per_update(
     model = model if model is not None else TinyGPT(layers=2, dropout=0.0)
     if not isinstance(model, TinyGPT):
         raise TypeError(f"model must be a TinyGPT, got {type(model).__name__}")
+    # the ceiling, checked on the sizes before the batch or any activation exists: the largest b's
+    # micro-step in memory, every timed micro-step in time (each b runs repeats + 1 updates of K = n / b)
+    shape = dict(layers=len(model.blocks), hidden=model.embed.embedding_dim, heads=model.heads, seq_len=model.seq_len,
+                 vocab=model.vocab)
+    what = f"time_per_update on TinyGPT({', '.join(f'{k}={v}' for k, v in shape.items())}) at effective_batch_size={n}"
+    check_memory(what, max(micro_step_estimate(**shape, micro_batch_size=b)[0] for b in sizes))
+    check_time(what, (reps + 1) * sum(n // b * micro_step_estimate(**shape, micro_batch_size=b)[1] for b in sizes))
     tokens, targets = language_model_batch(model, n)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     rows = []
