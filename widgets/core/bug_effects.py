@@ -9,9 +9,9 @@ accumulated run ended from the big-batch run of the same record (same settings, 
 
 0 means the same training; 1 means as far off as the whole training moved. Under SGD a constant
 factor on the gradient is a different step size; under AdamW the step divides by the gradient's
-running size, so "loss not divided" and "loss divided twice" nearly vanish (eps and the decoupled
-weight decay are where the scale still shows), while zero_grad or step every micro-step and a
-dropped tail still bite. For the gallery notebook:
+running size, so "loss not divided" and "loss divided twice" nearly vanish (only eps still sees the
+scale: AdamW's weight decay is decoupled; Adam with L2 decay, `Adam(weight_decay=...)`, does not
+cancel it), while zero_grad or step every micro-step and a dropped tail still bite. For the gallery notebook:
 
     from widgets.core.bug_effects import bug_effect_table
     table = bug_effect_table()          # about 20 short runs, a few seconds on a laptop CPU

@@ -221,7 +221,7 @@ class _Watch:
 
 # The optimizers a config may name. AdamW with torch's defaults (betas 0.9/0.999, eps 1e-8,
 # weight_decay 0.01): it divides each step by the gradient's running size, so a constant factor on
-# every gradient nearly cancels; eps and the decoupled weight decay are where the scale still shows.
+# every gradient nearly cancels; only eps still sees the scale (the decay is decoupled; an L2 term added to the gradient would not cancel).
 OPTIMIZERS: dict[str, Callable[..., torch.optim.Optimizer]] = {
     "sgd": lambda params, lr: torch.optim.SGD(params, lr=lr),
     "adamw": lambda params, lr: torch.optim.AdamW(params, lr=lr),
