@@ -75,6 +75,31 @@ def test_gradient_cache_saves_memory_that_shrinks_with_k():
     assert full > cached[0] > cached[1] > cached[2] > 0
 
 
+def test_the_meter_is_researcher_4s_distinct_storages_without_weights():
+    """Oracle by hand: each tower keeps its tanh output (n x hidden, saved by tanh and by the second
+    Linear: one storage, counted once) and its input's storage; no weight is counted."""
+    n, hidden = 64, 512
+    a, b = make_pairs(n, seed=0)
+    encoders = make_encoders(hidden=hidden, seed=0)
+    full = full_batch_contrastive(encoders, a, b)
+    assert full.encoder_graph_bytes == 2 * n * hidden * 8 + a.nbytes + b.nbytes
+    assert full.peak_saved_bytes == full.encoder_graph_bytes + full.loss_graph_bytes  # one graph holds both
+    for k in (2, 4, 8, 16):
+        cache = gradient_cache_contrastive(encoders, a, b, k)
+        # one micro-batch's tanh outputs; a slice is a view, so the whole input storage is what is held
+        assert cache.encoder_graph_bytes == 2 * (n // k) * hidden * 8 + a.nbytes + b.nbytes
+        assert cache.loss_graph_bytes == full.loss_graph_bytes  # the InfoNCE on all n embeddings, every K
+        assert cache.peak_saved_bytes == max(cache.encoder_graph_bytes, cache.loss_graph_bytes)  # freed in turn
+
+
+def test_the_loss_graph_is_the_peak_once_a_micro_batch_is_small():
+    a, b = make_pairs(64, seed=0)
+    encoders = make_encoders(hidden=512, seed=0)
+    runs = {k: gradient_cache_contrastive(encoders, a, b, k) for k in (4, 8)}
+    assert runs[4].peak_saved_bytes == runs[4].encoder_graph_bytes > runs[4].loss_graph_bytes
+    assert runs[8].peak_saved_bytes == runs[8].loss_graph_bytes > runs[8].encoder_graph_bytes
+
+
 def test_info_nce_with_two_pairs_is_a_two_way_choice():
     z = torch.eye(2, dtype=torch.float64)
     expected = math.log(1 + math.exp(-1 / 0.5))  # cosine 1 for the partner, 0 for the negative

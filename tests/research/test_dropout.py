@@ -43,6 +43,20 @@ def test_per_example_mask_depends_on_the_example_only():
     assert 0.3 < float(whole.mean()) < 0.7  # p = 0.5
 
 
+def test_per_example_masks_are_fresh_every_update_and_exact_within_one():
+    model = DropoutMLP(mask_source="per_example")
+    ids = torch.arange(8)
+    step_3 = model.example_masks(ids, 32, step=3)
+    assert not torch.equal(step_3, model.example_masks(ids, 32, step=4))  # a new update, new masks
+    assert not torch.equal(step_3[0], step_3[1])  # each example its own
+    assert torch.equal(step_3[4:], model.example_masks(ids[4:], 32, step=3))  # whichever micro-batch holds it
+    x = torch.randn(8, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    whole = model(x, ids, step=3)
+    assert torch.equal(whole[4:], model(x[4:], ids[4:], step=3))
+    with pytest.raises(ValueError, match="step"):
+        model(x, ids, step=-1)
+
+
 def test_means_over_draws_approach_each_other():
     gaps = [mean_gap_over_draws(4, d) for d in (1, 64)]
     assert gaps[1] < gaps[0] / 3

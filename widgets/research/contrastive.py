@@ -19,6 +19,7 @@ import torch
 from widgets.core.accumulation import flat_grad
 from widgets.core.budget import check_memory
 from widgets.core.config import check_float, check_int
+from widgets.research.saved_bytes import SavedTensorCounter  # researcher_4's meter: one meter for the lab
 
 DTYPE = torch.float64
 
@@ -99,62 +100,56 @@ def _check_scores(what: str, scored: int) -> None:
 class ContrastiveRun:
     """One way of computing the update's gradient: its loss, flat gradient, and what it cost.
 
-    `forward_examples`: examples pushed through each tower (n for one pass, 2n for gradient cache);
-    `peak_saved_bytes`: the largest total of tensors autograd held for one backward pass.
+    `forward_examples`: examples pushed through each tower (n for one pass, 2n for gradient cache).
+    Bytes are researcher_4's meter (`SavedTensorCounter`: distinct storages, weights left out), per
+    graph: `encoder_graph_bytes` what one pass of both towers keeps (the largest micro-batch's; the
+    whole batch's for one pass), `loss_graph_bytes` what the InfoNCE on n embeddings keeps, and
+    `peak_saved_bytes` the most held for one backward pass (their sum in one pass; their max for
+    gradient caching, whose graphs are freed one before the next is built).
     """
 
     loss: float
     grad: torch.Tensor
     forward_examples: int
+    encoder_graph_bytes: int
+    loss_graph_bytes: int
     peak_saved_bytes: int
 
 
-class _Held:
-    """A tensor autograd saved for backward, counted while its graph holds it: autograd drops this
-    holder when backward frees the graph, and the count goes down with it."""
-
-    def __init__(self, tensor: torch.Tensor, counter: "_SavedBytes") -> None:
-        self.tensor, self.counter = tensor, counter
-        self.nbytes = tensor.numel() * tensor.element_size()
-        counter.add(self.nbytes)
-
-    def __del__(self) -> None:
-        self.counter.add(-self.nbytes)
+def activation_bytes(counter: SavedTensorCounter) -> int:
+    """Bytes a graph saved for backward, its weights left out: they are held whether or not it runs."""
+    return counter.total - counter.parameter_bytes
 
 
-class _SavedBytes:
-    """The bytes of tensors autograd holds for backward right now, and their peak (saved_tensors_hooks)."""
+def tower_graph_bytes(encoders: torch.nn.ModuleDict, a: torch.Tensor, b: torch.Tensor) -> int:
+    """Bytes both towers' graph on (a, b) saves for backward, weights left out (researcher_4's meter)."""
+    with SavedTensorCounter(encoders) as saved:
+        encoders["a"](a), encoders["b"](b)
+    return activation_bytes(saved)
 
-    def __init__(self) -> None:
-        self.current = 0
-        self.peak = 0
 
-    def add(self, nbytes: int) -> None:
-        self.current += nbytes
-        self.peak = max(self.peak, self.current)
-
-    def hooks(self):
-        return torch.autograd.graph.saved_tensors_hooks(lambda t: _Held(t, self), lambda held: held.tensor)
+def loss_graph_bytes(za: torch.Tensor, zb: torch.Tensor, temperature: float) -> int:
+    """Bytes the InfoNCE graph on embeddings (n, d) saves for backward: what no micro-batching removes."""
+    za, zb = za.detach().requires_grad_(True), zb.detach().requires_grad_(True)
+    with SavedTensorCounter(torch.nn.Module()) as saved:  # no weights in the loss
+        info_nce(za, zb, temperature)
+    return saved.total
 
 
 class _Watch:
-    """What one way of computing the gradient cost: examples through tower a, bytes saved for backward."""
+    """Counts the examples through tower a (a forward hook) while the block runs."""
 
     def __init__(self) -> None:
-        self.saved = _SavedBytes()
         self.forward_examples = 0
 
     def count(self, module, args, out) -> None:  # a forward hook on tower a
         self.forward_examples += args[0].shape[0]
 
-    def run(self, loss: float, encoders: torch.nn.ModuleDict) -> ContrastiveRun:
-        return ContrastiveRun(loss, flat_grad(encoders), self.forward_examples, self.saved.peak)
-
 
 @contextmanager
 def _watched(encoders: torch.nn.ModuleDict) -> Iterator[_Watch]:
-    """Start from an empty .grad and count what the block costs; the hook goes and .grad is emptied
-    again afterwards, also when the block raises."""
+    """Start from an empty .grad and count the examples the block runs; the hook goes and .grad is
+    emptied again afterwards, also when the block raises."""
     watch = _Watch()
     handle = encoders["a"].register_forward_hook(watch.count)
     encoders.zero_grad(set_to_none=True)
@@ -170,10 +165,15 @@ def full_batch_contrastive(encoders: torch.nn.ModuleDict, a: torch.Tensor, b: to
     """The reference: all n pairs in one pass, each with n - 1 negatives."""
     _check_inputs(encoders, a, b)
     _check_scores("full_batch_contrastive", a.shape[0])
-    with _watched(encoders) as watch, watch.saved.hooks():
-        loss = info_nce(encoders["a"](a), encoders["b"](b), temperature)
+    with _watched(encoders) as watch:
+        with SavedTensorCounter(encoders) as saved:  # one graph: both towers and the loss
+            loss = info_nce(encoders["a"](a), encoders["b"](b), temperature)
         loss.backward()
-        return watch.run(float(loss.detach()), encoders)
+        grad, examples = flat_grad(encoders), watch.forward_examples
+    with torch.no_grad():
+        za, zb = encoders["a"](a), encoders["b"](b)
+    towers, scores = tower_graph_bytes(encoders, a, b), loss_graph_bytes(za, zb, temperature)  # its two parts
+    return ContrastiveRun(float(loss.detach()), grad, examples, towers, scores, activation_bytes(saved))
 
 
 def naive_accumulated_contrastive(encoders: torch.nn.ModuleDict, a: torch.Tensor, b: torch.Tensor,
@@ -181,13 +181,19 @@ def naive_accumulated_contrastive(encoders: torch.nn.ModuleDict, a: torch.Tensor
     """Plain accumulation: each micro-batch's own InfoNCE (b - 1 negatives), divided by K."""
     slices = _check_inputs(encoders, a, b, accumulation_steps)
     _check_scores("naive_accumulated_contrastive", a.shape[0] // accumulation_steps)  # each micro-batch's own
-    with _watched(encoders) as watch, watch.saved.hooks():
-        logged = 0.0
+    with _watched(encoders) as watch:
+        logged, peak = 0.0, 0
         for part in slices:
-            loss = info_nce(encoders["a"](a[part]), encoders["b"](b[part]), temperature) / accumulation_steps
+            with SavedTensorCounter(encoders) as saved:
+                loss = info_nce(encoders["a"](a[part]), encoders["b"](b[part]), temperature) / accumulation_steps
+            peak = max(peak, activation_bytes(saved))
             loss.backward()  # adds into .grad, but of a different loss: fewer negatives per example
             logged += float(loss.detach())
-        return watch.run(logged, encoders)
+        grad, examples = flat_grad(encoders), watch.forward_examples
+    with torch.no_grad():
+        za, zb = encoders["a"](a[slices[0]]), encoders["b"](b[slices[0]])
+    towers, scores = tower_graph_bytes(encoders, a[slices[0]], b[slices[0]]), loss_graph_bytes(za, zb, temperature)
+    return ContrastiveRun(logged, grad, examples, towers, scores, peak)
 
 
 def gradient_cache_contrastive(encoders: torch.nn.ModuleDict, a: torch.Tensor, b: torch.Tensor,
@@ -195,12 +201,18 @@ def gradient_cache_contrastive(encoders: torch.nn.ModuleDict, a: torch.Tensor, b
     """Gradient caching (Gao et al., 2021): the full-batch loss with micro-batch activation memory.
 
     The algorithm is `gradient_cache`, the function notebook researcher_2 shows in a cell; this
-    checks the inputs and measures what it costs."""
+    checks the inputs, runs it, and measures the two graphs it builds one at a time: the InfoNCE
+    on all n cached embeddings, and both towers on one micro-batch."""
     slices = _check_inputs(encoders, a, b, accumulation_steps)
     _check_scores("gradient_cache_contrastive", a.shape[0])  # the cache is the full batch's scores
-    with _watched(encoders) as watch, watch.saved.hooks():
+    with _watched(encoders) as watch:
         loss = gradient_cache(encoders, a, b, slices, temperature)
-        return watch.run(float(loss.detach()), encoders)
+        grad, examples = flat_grad(encoders), watch.forward_examples
+    with torch.no_grad():
+        za, zb = encoders["a"](a), encoders["b"](b)  # the cache, as step 1 builds it
+    scores = loss_graph_bytes(za, zb, temperature)
+    towers = max(tower_graph_bytes(encoders, a[part], b[part]) for part in slices)
+    return ContrastiveRun(float(loss), grad, examples, towers, scores, max(towers, scores))
 
 
 def gradient_cache(encoders: torch.nn.ModuleDict, a: torch.Tensor, b: torch.Tensor, micro_batches: list[slice],

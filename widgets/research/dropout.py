@@ -3,8 +3,9 @@
 `torch.nn.Dropout` draws its masks from the global generator in the order the forward pass asks
 for them. One big pass draws layer 1's mask for all n examples, then layer 2's; K micro-batch
 passes interleave them (layer 1 for b examples, layer 2 for b, ...), so the masks differ: the
-gradients are equal in expectation, not bit-equal. Drawing each example's mask from its own generator, seeded by the
-example's index, makes the mask a function of the example alone, and accumulation exact again.
+gradients are equal in expectation, not bit-equal. Drawing each example's mask from its own generator, seeded by
+(run seed, update step, example index), makes the mask a function of the example and the update alone: exact
+accumulation again, fresh masks every update, and the same masks on every CPU (no global generator state).
 """
 from __future__ import annotations
 
@@ -16,6 +17,13 @@ from widgets.core.config import check_float, check_int
 
 DTYPE = torch.float64
 MASK_SOURCES = ("global", "per_example")
+MAX_STEP = 10**6  # steps and example ids below 1_000_003 give distinct (step, example) seeds
+
+
+def mask_seed_for(mask_seed: int, step: int, example: int) -> int:
+    """One generator seed per (run seed, update step, example): masks differ per update and per example,
+    and never depend on which micro-batch the example lands in."""
+    return ((mask_seed * 1_000_003 + step) * 1_000_003 + example) % 2**63
 # High estimate for the time check: a forward and backward pass of the small MLP takes well under
 # 1 ms on one idle CPU thread (measured); take 2 ms, plus 2 us an example, for a busy shared one.
 PASS_S, EXAMPLE_S = 2e-3, 2e-6
@@ -49,21 +57,23 @@ class DropoutMLP(torch.nn.Module):
             self.last = torch.nn.Linear(hidden, 1)
         self.to(DTYPE)
 
-    def example_masks(self, example_ids: torch.Tensor, width: int) -> torch.Tensor:
-        """Keep-masks (n, layers, width): each example's from its own generator, seeded by (mask_seed, id)."""
+    def example_masks(self, example_ids: torch.Tensor, width: int, step: int = 0) -> torch.Tensor:
+        """Keep-masks (n, layers, width): each example's from its own generator, seeded by (mask_seed, step, id)."""
+        check_int("step", step, 0, MAX_STEP)
         rows = []
         for i in example_ids.tolist():
-            g = torch.Generator().manual_seed(self.mask_seed * 1_000_003 + int(i))
+            g = torch.Generator().manual_seed(mask_seed_for(self.mask_seed, step, int(i)))
             rows.append((torch.rand(len(self.hidden), width, generator=g, dtype=DTYPE) >= self.p).to(DTYPE))
         return torch.stack(rows)
 
-    def forward(self, x: torch.Tensor, example_ids: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, example_ids: torch.Tensor | None = None, step: int = 0) -> torch.Tensor:
+        """`example_ids` (n,) and the update `step` seed the masks when mask_source='per_example'."""
         per_example = self.training and self.p > 0 and self.mask_source == "per_example"
         if per_example:
             if example_ids is None or example_ids.shape != (x.shape[0],):
                 raise ValueError(f"example_ids must hold one id per example, shape ({x.shape[0]},), "
                                  "when mask_source='per_example'")
-            masks = self.example_masks(example_ids, self.last.in_features)
+            masks = self.example_masks(example_ids, self.last.in_features, step)
         h = x
         for depth, layer in enumerate(self.hidden):
             h = torch.relu(layer(h))

@@ -7,6 +7,8 @@ from __future__ import annotations
 REFERENCES: dict[str, str] = {
     "ioffe2015": "Ioffe and Szegedy (2015), Batch Normalization: Accelerating Deep Network Training by Reducing "
                  "Internal Covariate Shift, arXiv:1502.03167.",
+    "ioffe2017": "Ioffe (2017), Batch Renormalization: Towards Reducing Minibatch Dependence in Batch-Normalized "
+                 "Models, arXiv:1702.03275.",
     "hoffer2017": "Hoffer, Hubara and Soudry (2017), Train longer, generalize better: closing the generalization "
                   "gap in large batch training of neural networks, arXiv:1705.08741 (ghost batch normalization).",
     "radford2021": "Radford et al. (2021), Learning Transferable Visual Models From Natural Language Supervision "
