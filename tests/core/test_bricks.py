@@ -56,9 +56,18 @@ def test_the_pile_is_a_sum_and_the_update_divides_it_by_k():
 
 
 def test_describe_reconciles_the_sum_with_the_average():
+    """One reading: the wall always uses every brick; the pile's blame is a sum, the push is the
+    pile ÷ K (in code already in .grad, each loss divided before it lands); the bug uses the sum as
+    one armful's worth, K times too strong under SGD only."""
     right, bug = describe(BricksState(5, 4, 4)), describe(BricksState(5, 4, 4, divided=False))
+    for text in (right, bug):
+        assert "ONE wall is built from all 20 bricks" in text  # never a wall of 20 ÷ 4 bricks
+        assert "wall is built from the pile" not in text
     assert "a sum of 4 armfuls" in right and "pile ÷ 4" in right and "single batch of 20" in right
+    assert "before it lands, so .grad already holds it" in right  # the notebook's code divides each loss
     assert "BUG" in bug and "4 times too strong" in bug and "never divided" in bug
+    assert "as if they were one armful's worth" in bug
+    assert "with plain SGD" in bug and "AdamW nearly cancels" in bug  # the factor is SGD's
     assert "a sum" in describe(BricksState(5, 4, 2))
 
 

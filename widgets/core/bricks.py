@@ -4,11 +4,15 @@ bricks per trip = micro_batch_size (b), trips = accumulation_steps (K), the pile
 the accumulated gradient in `.grad`, bricks in the wall = effective_batch_size (K·b), building
 the wall = the update (`optimizer.step()`).
 
-The pile is a SUM: every trip adds its armful. The update needs an AVERAGE, the blame of the
-average armful, because that is what one batch of K·b gives (its loss is a mean). So the wall is
-built from the pile divided by K: in code, each micro-batch loss divided by K (its `.mean()`
-already divides by b). Building from the pile as it is, undivided, is the classic bug: an update
-K times too strong. Pure Python: no torch, matplotlib or ipywidgets.
+One reading throughout, in words, picture and code: the wall always uses every brick (K·b
+examples stand behind each update). The pile's BLAME is a SUM: each armful brings the average
+blame of its b bricks (`.mean()`), and the pile adds K of them. The update pushes with the
+AVERAGE armful, the pile ÷ K, which is the average over all K·b bricks: what one batch of K·b
+gives. In code the division comes before each armful lands (each micro-batch loss divided by K),
+so `.grad` already holds the pile ÷ K when the update comes. The classic bug uses the sum of K
+armfuls as if it were one armful's worth: under plain SGD an update K times too strong (AdamW
+divides by the blame's own size and nearly cancels it). Pure Python: no torch, matplotlib or
+ipywidgets.
 """
 from __future__ import annotations
 
@@ -64,8 +68,8 @@ class BricksState:
 
     @property
     def strength(self) -> int:
-        """How hard the update pushes, in units of the right push (the average armful's blame):
-        1 when the pile is divided by K, K when it is used as it is. Only an update has a push;
+        """How hard the update pushes under plain SGD, in units of the right push (the average
+        armful's blame): 1 when the pile is divided by K, K when it is used as it is. Only an update has a push;
         an unbuilt wall pushes nothing (0)."""
         if not self.wall_built:
             return 0
@@ -130,16 +134,18 @@ def describe(state: BricksState) -> str:
         )
     if state.divided:
         built = (
-            f"The pile is a sum of {K} armfuls; the wall is built from their average, the pile ÷ {K} "
-            f"(each trip's loss divided by K = {K}): the update a single batch of {K * b} would give."
+            f"The pile's blame is a sum of {K} armfuls; the update pushes with their average, the pile ÷ {K} "
+            f"(in code each trip's loss is divided by K = {K} before it lands, so .grad already holds it): "
+            f"the update a single batch of {K * b} would give."
         )
     else:
         built = (
-            f"BUG: the wall is built from the pile as it is, {K} armfuls added up and never divided by "
-            f"K = {K}, so the update is {K} times too strong (forgot to divide)."
+            f"BUG: the update pushes with the pile as it is, {K} armfuls added up and never divided by "
+            f"K = {K}, used as if they were one armful's worth: with plain SGD the update is {K} times too "
+            f"strong (forgot to divide; AdamW nearly cancels the factor)."
         )
     return (
         f"Trip {t} of {K} (micro_steps done: {t}): all {K} x {b} = {everything} are up "
-        f"(effective_batch_size K·b), so ONE wall is built from the whole pile: the update "
+        f"(effective_batch_size K·b), so ONE wall is built from all {everything}: the update "
         f"(optimizer.step()). {built} Then the landing is cleared for the next wall (zero_grad)."
     )

@@ -105,7 +105,7 @@ def _draw_scene(ax: matplotlib.axes.Axes) -> None:
         "bricks per trip = micro_batch_size b     trips = accumulation_steps K     "
         "bricks in the wall = effective_batch_size K·b\n"
         "one trip = one micro_step     pile at the top = accumulated gradient (.grad), a sum     "
-        "the wall, built from pile ÷ K = update"
+        "the wall (all K·b bricks) = update, pushing with pile ÷ K"
     )
     ax.text(sum(X_LIMITS) / 2, Y_LIMITS[0] + 0.1, key, ha="center", va="bottom", fontsize=8.5, color="0.25")
     # What each place means stays fixed; only the counts below these captions move (text is what
@@ -132,7 +132,7 @@ def draw_bricks(state: BricksState, ax: matplotlib.axes.Axes) -> BricksArtists:
         "downstairs": ax.text(sum(DOWNSTAIRS_X) / 2, -0.15, "", ha="center", va="top", fontsize=9),
         "pile": ax.text(sum(PILE_X) / 2, FLOOR - 1.05, "", **count_text),
         "wall": ax.text(sum(WALL_X) / 2, FLOOR - 1.05, "", **count_text),
-        # the pile is a sum, the update an average: what the wall is built from, once it is built
+        # the pile's blame is a sum; the update pushes with the pile ÷ K (the average armful), once built
         "update": ax.text(sum(WALL_X) / 2, FLOOR - 1.6, "", ha="center", va="top", fontsize=9),
     }
     return update_bricks(state, ax, BricksArtists(*collections, labels))

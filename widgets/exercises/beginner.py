@@ -128,7 +128,7 @@ def beginner_predictions() -> dict[str, dict]:
                 -11.25: "dividing makes the pile smaller, so leaving the division out makes it bigger, not smaller.",
             },
             explanation="Without the division the pile is the sum of the 2 trip-means, 2 times their average: "
-                        "the wall built from the pile as it is.",
+                        "the pile used as it is, as if it were one trip's worth.",
         ),
     }
 
