@@ -78,3 +78,13 @@ def test_sizes_past_the_ceiling_are_refused_before_allocating(before_allocating,
                                             r"parameters would need about 16 MB, over this lab's limit of 8 MB"):
         summation_orders(problem, accumulation_steps=256)
     assert summation_orders(problem, accumulation_steps=16)["forwards"] < 1e-5
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_float32_is_flat_to_k_64_and_grows_by_k_256(seed):
+    """researcher_1's claim: float32 stays at its rounding up to K = 64; at K = 256 the error is larger, still < 1e-6."""
+    errors = precision_curves(make_precision_problem(256, 64, 128, seed=seed), modes=("float32",),
+                              accumulation_steps=KS + (128, 256))["float32"]
+    up_to_64, at_256 = max(errors[:len(KS)]), errors[-1]
+    assert up_to_64 < 5e-7
+    assert 1.2 * up_to_64 <= at_256 < 1e-6

@@ -154,3 +154,24 @@ def test_sizes_past_the_ceiling_are_refused_before_allocating(before_allocating,
 def test_notebook_sizes_pass_the_ceiling(before_allocating):
     batch = make_token_batch(num_sequences=16, max_len=24, length_spread=0.8, seed=0)  # researcher_1's sizes
     assert batch.inputs.shape == (16, 24) and TinyCausalLM(seed=0).vocab_size == 12
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("K", KS)
+def test_token_sums_then_grad_scaled_after_the_last_backward_is_the_window_mean(seed, K):
+    """torchtune's order: back-propagate token-loss sums, count the tokens as they come, divide .grad at the end.
+
+    The count need not be known before the first backward (researcher_1 shows this on one window).
+    """
+    batch = make_token_batch(16, 20, 0.9, seed=seed)
+    model = TinyCausalLM(seed=seed)
+    _, grad = oracle(model, batch)
+    n_total = 0
+    for s in split_window(batch, K):
+        logits = model(batch.inputs[s])
+        torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch.labels[s].reshape(-1),
+                                          ignore_index=IGNORE_INDEX, reduction="sum").backward()
+        n_total += real_tokens(batch.labels[s])
+    for p in model.parameters():
+        p.grad /= n_total
+    assert close(torch.cat([p.grad.reshape(-1) for p in model.parameters()]), grad)

@@ -24,6 +24,11 @@ REFERENCES: dict[str, str] = {
                    "(meta-pytorch/torchtune PR #1875, 2024-10-20).",
     "micikevicius2018": "Micikevicius et al. (2018), Mixed Precision Training, arXiv:1710.03740 (float32 master "
                         "weights and loss scaling).",
+    "thakur2005": "Thakur, Rabenseifner and Gropp (2005), Optimization of Collective Communication Operations in "
+                  "MPICH, International Journal of High Performance Computing Applications 19(1) (the alpha-beta "
+                  "cost model of ring all-reduce: 2(N-1) latency steps).",
+    "li2020ddp": "Li et al. (2020), PyTorch Distributed: Experiences on Accelerating Data Parallel Training, "
+                 "arXiv:2006.15704 (gradient buckets all-reduced while backward runs; no_sync).",
 }
 
 

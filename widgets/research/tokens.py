@@ -160,7 +160,7 @@ def accumulate_window(model: torch.nn.Module, micro_batches: list[tuple[torch.Te
     "window": each micro-batch's token-loss sum, divided by the real tokens of the whole window.
     """
     K = len(micro_batches)
-    # The window's denominator must be known before the first backward: count it from the labels.
+    # This way divides before each backward, so it counts the window's denominator first (it can also come last: scale .grad after the last backward).
     window_weight = sum(token_weights(labels, class_weights).sum() for _, labels in micro_batches)
     logged = 0.0
     for inputs, labels in micro_batches:
