@@ -15,7 +15,7 @@ PIP := $(BIN)/python -m pip install --progress-bar on $(if $(WHEELS),--no-index 
 LAB_FLAGS ?= $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 .PHONY: lab test check lint install install-test doctor present stop benchmark execute reliability binder-check \
-	install-size classroom plans wheelhouse offline-install
+	install-size classroom plans wheelhouse offline-install reproducibility
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	@$(PYTHON) tools/install_notice.py learner $(if $(TORCH),--torch $(TORCH),)
@@ -67,9 +67,12 @@ RUFF := $(BIN)/ruff check $(LINTED)
 lint: install-test
 	$(RUFF)
 
+# The second pass re-runs every notebook with torch held to its plain (no AVX) CPU kernels: the
+# committed outputs must reproduce on any CPU, not only on one like this (make reproducibility).
 test: install-test
 	$(RUFF)
 	$(BIN)/python -m pytest
+	ATEN_CPU_CAPABILITY=default $(BIN)/python -m pytest notebooks -q -p no:cacheprovider
 
 # The quick loop: the linter, then the unit tests. Not the notebooks (nbval), not the browser, not
 # the tests marked slow (they start processes or run a notebook; tests/conftest.py): `make test` has them.
@@ -95,6 +98,11 @@ reliability: install-test
 
 binder-check: install-test
 	$(BIN)/python benchmarks/check_binder_env.py
+
+# nbval over every notebook under ATEN_CPU_CAPABILITY=default, avx2 and avx512 (those this CPU has),
+# each with 1 and 2 threads: benchmarks/results/reproducibility.json. Minutes per leg.
+reproducibility: install-test
+	$(BIN)/python benchmarks/reproducibility.py
 
 # Fresh virtual environments in /tmp: size and time of the learner and the test installs.
 install-size: install-test

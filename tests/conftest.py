@@ -1,7 +1,5 @@
 """Shared pytest set-up: what nbval must not collect, and the browser latencies in the summary."""
 import json
-import os
-import tempfile
 import time
 from pathlib import Path
 
@@ -9,9 +7,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# Checked exercises record the learner's progress in a file under the home folder; a test run
-# (and every kernel nbval starts, which inherits this environment) writes to a throw-away one.
-os.environ.setdefault("LAB_PROGRESS_FILE", str(Path(tempfile.mkdtemp(prefix="lab-progress-")) / "progress.json"))
+# The progress file and Jupyter's, IPython's and matplotlib's folders are redirected for every test
+# run, notebooks included, by the conftest.py at the repository root.
 
 # The browser test's fixture notebook is run in JupyterLab by test_browser.py, not by nbval
 # (it is stored without outputs, so nbval would have nothing to compare).

@@ -1,0 +1,55 @@
+"""A test run never touches a learner's files: the lab's progress store and the folders Jupyter,
+IPython and matplotlib write to point at one throw-away folder for the whole session.
+
+At the repository root so that pytest loads it for any target, `pytest notebooks/x.ipynb`
+included (tests/conftest.py is loaded only for tests under tests/). Set in pytest_configure,
+before nbval starts a kernel: every kernel inherits this environment. Removed at the end.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+# variable -> path under the session's folder. Set even when the caller has set one: a learner
+# who exported LAB_PROGRESS_FILE to keep their progress elsewhere must not see tests write there.
+REDIRECTED = {
+    "LAB_PROGRESS_FILE": "lab/progress.json",  # widgets/lab/progress.py; else ~/.gradient-accumulation-lab
+    "JUPYTER_CONFIG_DIR": "jupyter/config",  # else ~/.jupyter
+    "JUPYTER_DATA_DIR": "jupyter/data",  # else ~/.local/share/jupyter
+    "JUPYTER_RUNTIME_DIR": "jupyter/runtime",  # kernel connection files; else ~/.local/share/jupyter/runtime
+    "IPYTHONDIR": "ipython",  # the kernel's profile and history; else ~/.ipython
+    "MPLCONFIGDIR": "matplotlib",  # config and font cache; else ~/.config/matplotlib, ~/.cache/matplotlib
+}
+
+_session: dict = {}
+
+
+def pytest_configure(config):
+    folder = Path(tempfile.mkdtemp(prefix="lab-test-home-"))
+    _session["folder"] = folder
+    _session["before"] = {name: os.environ.get(name) for name in REDIRECTED}
+    for name, relative in REDIRECTED.items():
+        path = folder / relative
+        (path.parent if name == "LAB_PROGRESS_FILE" else path).mkdir(parents=True, exist_ok=True)
+        os.environ[name] = str(path)
+    # A fresh MPLCONFIGDIR has no font cache: the first kernel to import matplotlib would build it
+    # and print "Matplotlib is building the font cache" on stderr, which nbval compares. Build it
+    # once here, in a child process (this process keeps matplotlib out of sys.modules).
+    subprocess.run([sys.executable, "-c", "import matplotlib.font_manager"], check=False,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def pytest_unconfigure(config):
+    folder = _session.pop("folder", None)
+    if folder is None:
+        return
+    for name, value in _session.pop("before").items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    shutil.rmtree(folder, ignore_errors=True)
