@@ -224,7 +224,14 @@ def _kernels(process: subprocess.Popen) -> list[psutil.Process]:
         tree = psutil.Process(process.pid).children(recursive=True)
     except psutil.NoSuchProcess:
         return []
-    return [p for p in tree if "ipykernel" in " ".join(p.cmdline())]
+    kernels = []
+    for p in tree:
+        try:
+            if "ipykernel" in " ".join(p.cmdline()):
+                kernels.append(p)
+        except psutil.NoSuchProcess:  # ZombieProcess too: a kernel just culled, not yet reaped
+            continue
+    return kernels
 
 
 def _end(process: subprocess.Popen, tree: list[psutil.Process]) -> None:
