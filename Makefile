@@ -60,7 +60,7 @@ present: export LAB_STATE := $(value STATE)
 present: install
 	$(BIN)/python present/serve.py
 
-LINTED := widgets tests tools benchmarks instructor present
+LINTED := widgets tests tools benchmarks instructor present conftest.py
 RUFF := $(BIN)/ruff check $(LINTED)
 
 # The linter (ruff, pinned in requirements-test.txt; its rules are in pyproject.toml).
