@@ -597,7 +597,9 @@ def test_the_one_mistake_is_named_and_nothing_else(loop, options, names, K):
 
 def test_every_name_the_auditor_can_report_has_a_loop_that_triggers_it():
     every = CASES + NEW_CASES + UNEVEN_CASES + BYPASS_CASES
-    assert set().union(*(names for _, _, names in every)) == set(AUDIT_MISTAKES)
+    # problem="rl" (tests/audit/test_rl_problem.py) and world_size > 1 (tests/audit/test_ranks.py)
+    elsewhere = {"per_micro_batch_normaliser", "divided_by_group_twice", "per_rank_normaliser", "ranks_divided_twice"}
+    assert set().union(elsewhere, *(names for _, _, names in every)) == set(AUDIT_MISTAKES)
 
 
 def test_a_skipped_backward_says_which_micro_batch_and_no_zero_grad_finding():

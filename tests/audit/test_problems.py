@@ -60,3 +60,11 @@ def test_item_sum_gradient_is_autograd_of_the_summed_token_loss():
     (grad,) = torch.autograd.grad(token_cross_entropy(leaf, y, "sum"), leaf)
     assert torch.allclose(Tokens.item_sum_gradient(logits, y), grad)
     assert Tokens.item_loss_sum(logits, y) == pytest.approx(float(token_cross_entropy(logits, y, "sum")))
+
+
+@pytest.mark.parametrize("task", ["regression", "tokens", "rl"])
+def test_on_one_rank_the_right_factor_is_one_over_the_window_items(task):
+    problem = make_problem(3, 7, None, False, task)
+    for u, g in enumerate(problem.groups):
+        assert problem.right_factor(u) == 1 / sum(problem.items(j) for j in g)
+        assert problem.readings(g.start)[None] == pytest.approx([problem.right_factor(u)])

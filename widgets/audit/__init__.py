@@ -8,8 +8,10 @@ May import: torch, the standard library and `widgets.core`. Never matplotlib or 
 Modules: `auditor` (the public call and its report), `outcome` (did each step use the right gradient;
 the log and the schedule), `diagnosis` (which mistake: structure, then numbers),
 `instruments` (the watched model, optimizer, scheduler and stream, the time limit), `problems`
-(the regression and token problems, audited against `widgets.core.loop.train_loop`), `mistakes`
-(every name the auditor can report, and PyTorch's error messages explained).
+(the regression, token and RL problems, audited against `widgets.core.loop.train_loop`),
+`rl_problem` (the policy-gradient loss over completions), `ranks` (a loop run once per rank, its
+piles averaged as DDP does), `mistakes` (every name the auditor can report, and PyTorch's error
+messages explained).
 """
 from widgets.audit.auditor import AuditReport, audit_training_loop
 

@@ -4,6 +4,8 @@
     audit_training_loop(my_loop, accumulation_steps=4)   # prints as a plain-words report
     audit_training_loop(my_loop, 4, streaming=True)      # batches as a stream with no len()
     audit_training_loop(my_loop, 4, problem="tokens")    # padded sequences, ignore_index targets
+    audit_training_loop(my_loop, 4, problem="rl")        # -A log p over completions (widgets.audit.rl_problem)
+    audit_training_loop(my_loop, 2, problem="tokens", world_size=2)  # once per rank, with comm= (widgets.audit.ranks)
 
 The loop is watched from outside, nothing is bound behind the learner's back (the instruments
 live in `widgets.audit.instruments`); the correct loop runs on the same problem as the reference.
@@ -27,7 +29,7 @@ from typing import Callable
 
 import torch
 
-from widgets.audit import diagnosis, outcome
+from widgets.audit import diagnosis, outcome, ranks
 from widgets.audit.instruments import LEARNING_RATE, UNSCALE_OP, Run, run_loop
 from widgets.audit.mistakes import AUDIT_MISTAKES, TORCH_ERRORS, Finding
 from widgets.audit.problems import TASKS, make_problem
@@ -61,6 +63,7 @@ class AuditReport:
     streaming: bool = False  # batches were handed as a one-pass stream with no len()
     problem: str = "regression"
     last_micro_batch_size: int | None = None  # fewer examples (sequences), as drop_last=False leaves it
+    world_size: int = 1  # ranks the loop ran on, each with num_batches micro-batches of its own
 
     @property
     def matches_reference(self) -> bool:
@@ -71,9 +74,12 @@ class AuditReport:
         tail = N % K
         unit = TASKS[self.problem].unit
         lines = [
-            f"Audit of {self.loop_name} with accumulation_steps = {K}: {N} micro-batches of {self.micro_batch_size} "
+            f"Audit of {self.loop_name} with accumulation_steps = {K}"
+            + (f" on each of {self.world_size} ranks" if self.world_size > 1 else "")
+            + f": {N} micro-batches of {self.micro_batch_size} "
             f"{unit}" + (f" (the last of {self.last_micro_batch_size})" if self.last_micro_batch_size
                           not in (None, self.micro_batch_size) else "")
+            + (" per rank" if self.world_size > 1 else "")
             + f" -> {-(-N // K)} updates" + (f" (the last of {tail} micro-batches)" if tail else "")
             + (", handed as a stream with no len()" if self.streaming else ""),
             f"  {'':22}{'yours':>8}{'reference':>11}",
@@ -101,7 +107,7 @@ class AuditReport:
 
 
 def _checked_arguments(loop, accumulation_steps, num_batches, with_scheduler, clip_norm, streaming,
-                       problem, time_limit_s) -> tuple[int, int]:
+                       problem, time_limit_s, world_size=1) -> tuple[int, int]:
     if not callable(loop):
         raise TypeError("loop must be a function like my_loop(model, optimizer, loss_fn, batches, "
                         f"accumulation_steps, scheduler=None), got {type(loop).__name__} {loop!r:.40}")
@@ -115,10 +121,25 @@ def _checked_arguments(loop, accumulation_steps, num_batches, with_scheduler, cl
     if not isinstance(problem, str) or problem not in TASKS:
         raise ValueError(f"problem must be one of {sorted(TASKS)}, got {problem!r}")
     check_float("time_limit_s", time_limit_s, 0.0, 3600.0)
+    if isinstance(world_size, bool) or not isinstance(world_size, int):
+        raise TypeError(f"world_size must be an int, one of {list(ranks.WORLD_SIZES)}, got {world_size!r}")
+    if world_size not in ranks.WORLD_SIZES:
+        raise ValueError(f"world_size must be one of {list(ranks.WORLD_SIZES)}, got {world_size!r}")
+    if world_size > 1 and problem != "tokens":
+        raise ValueError(f"problem must be 'tokens' when world_size > 1 (ranks with unequal token counts), "
+                         f"got {problem!r}")
+    if world_size > 1 and clip_norm is not None:
+        raise ValueError("clip_norm must be None when world_size > 1: the ranks' piles are averaged at "
+                         "optimizer.step(), after any clip, so a clip could not be judged")
     names = "model, optimizer, loss_fn, batches, accumulation_steps" + (", scheduler" if with_scheduler else "")
+    keywords = {"comm": None} if world_size > 1 else {}
     try:
-        inspect.signature(loop).bind(*names.split(", "))
+        inspect.signature(loop).bind(*names.split(", "), **keywords)
     except TypeError:
+        if keywords:
+            raise TypeError(f"with world_size > 1 the loop must accept ({names}, comm=...): comm gives .rank, "
+                            f".world_size and .all_reduce(tensor); {_name(loop)}{inspect.signature(loop)} does "
+                            "not take comm") from None
         raise TypeError(f"loop must accept ({names}); {_name(loop)}{inspect.signature(loop)} does not") from None
     except ValueError:
         pass  # no signature to inspect (a builtin): the call will tell
@@ -139,6 +160,7 @@ def audit_training_loop(
     streaming: bool = False,
     problem: str = "regression",
     time_limit_s: float = TIME_LIMIT_S,
+    world_size: int = 1,
 ) -> AuditReport:
     """Run `loop(model, optimizer, loss_fn, batches, accumulation_steps[, scheduler])` on a tiny
     deterministic problem beside the correct loop, and report in words what differs.
@@ -150,7 +172,13 @@ def audit_training_loop(
     one-pass stream with no len(), like a DataLoader of unknown length. `problem="regression"`:
     inputs (b, 3), `loss_fn` mean-reduced MSE; `problem="tokens"`: padded token ids (b, T) and
     next-token targets with IGNORE_INDEX (-100) at the padding, `loss_fn(logits, targets,
-    reduction="mean")` a cross-entropy over the real tokens. The optimizer: SGD. `with_scheduler`
+    reduction="mean")` a cross-entropy over the real tokens; `problem="rl"`: features (b, T, 4) and
+    `Completions` (sampled tokens with IGNORE_INDEX padding, advantages), `loss_fn(logits, targets,
+    reduction="mean")` -A log p over the completion tokens, right when normalised by the window's
+    completion tokens (`widgets.audit.rl_problem`). `world_size` in {1, 2, 3, 4}: above 1 the loop
+    runs once per rank in threads, with a keyword `comm` (`.rank`, `.world_size`, `.all_reduce`),
+    problem="tokens" only, and the ranks' piles averaged at each step as DDP would
+    (`widgets.audit.ranks`). The optimizer: SGD. `with_scheduler`
     passes a LambdaLR warmup as `scheduler`; `clip_norm` is the max_norm the loop clips with, so
     the reference (`widgets.core.loop.train_loop`) clips alike. A mixed-precision loop makes its own
     `torch.amp.GradScaler("cpu")`: it works on the audit's float64 gradients. The loop may return
@@ -161,7 +189,9 @@ def audit_training_loop(
     naming the parameter; nothing the loop does makes the auditor raise.
     """
     K, N = _checked_arguments(loop, accumulation_steps, num_batches, with_scheduler, clip_norm, streaming, problem,
-                              time_limit_s)
+                              time_limit_s, world_size)
+    if world_size > 1:
+        return _audit_ranks(loop, K, N, with_scheduler, streaming, float(time_limit_s), world_size)
     clip = None if clip_norm is None else float(clip_norm)
     with known_torch_state():  # tensors of a few dozen numbers: one thread; more only wait on each other
         reference_problem = make_problem(K, N, clip, with_scheduler, problem)
@@ -171,6 +201,59 @@ def audit_training_loop(
         run = run_loop(loop, setup, float(time_limit_s))
     with known_torch_state():  # and the judging runs in a known state, whatever the loop left behind
         return _report(loop, run, reference, setup, with_scheduler, streaming, problem)
+
+
+def _audit_ranks(loop, K, N, with_scheduler, streaming, time_limit_s, world_size) -> AuditReport:
+    """The loop once per rank (`widgets.audit.ranks`), each rank judged against its right share; the
+    ratios are those of the averaged pile each step used, over the reference's."""
+    with known_torch_state():
+        problems, whole = ranks.rank_problems(K, N, world_size, with_scheduler, streaming)
+        reference = run_loop(whole.reference_loop, whole)
+    with known_torch_state():
+        runs, consequences = ranks.run_ranks(loop, problems, time_limit_s)
+    with known_torch_state():
+        order = sorted(range(world_size), key=lambda r: r in consequences)  # a rank's own error before its echoes
+        findings, notes = [], []
+        for r in order:
+            runs[r].log, runs[r].log_problem = None, None  # each rank logs its own share: not judged
+            verdict = _judge_safely(runs[r], reference, problems[r])
+            findings += [f if "rank" in f.seen else Finding(f.name, f"on rank {r}: {f.seen}") for f in verdict.findings]
+            notes += [n for n in verdict.notes if not n.startswith("logging not checked")]
+        findings = outcome.first_of_each(findings)
+        tapes = [run.tape for run in runs]
+        counts = {
+            "backward passes": (sum(len(t.passes) for t in tapes), len(reference.tape.passes)),
+            "optimizer.step()": (sum(len(t.steps) for t in tapes), world_size * len(reference.tape.steps)),
+            "zero_grad()": (sum(t.zero_grads for t in tapes), world_size * reference.tape.zero_grads),
+        }
+        if with_scheduler:
+            counts["scheduler.step()"] = (sum(len(t.scheduler_calls) for t in tapes),
+                                          world_size * len(reference.tape.scheduler_calls))
+        notes += [f"counts are summed over the {world_size} ranks; logging not checked across ranks"]
+        return AuditReport(
+            loop_name=_name(loop), accumulation_steps=K, num_batches=N, micro_batch_size=problems[0].b,
+            mistakes=frozenset(f.name for f in findings), findings=[f.sentence() for f in findings], counts=counts,
+            update_ratios=_averaged_ratios(runs, problems), notes=list(dict.fromkeys(notes)) + [
+                f"torch warned: {w}" for w in runs[0].warnings], streaming=streaming, problem="tokens",
+            last_micro_batch_size=len(problems[0].batches[-1][0]), world_size=world_size,
+        )
+
+
+def _averaged_ratios(runs: list[Run], problems) -> list[float]:
+    """Per update: the mean of the ranks' piles over the mean of their right ones, at the step's weight
+    (the gradient DDP's step used, over the reference's); [] unless every rank stepped once per update."""
+    try:
+        U = len(problems[0].groups)
+        if any(len(run.tape.steps) != U or any(s.grad is None for s in run.tape.steps) for run in runs):
+            return []
+        ratios = []
+        for u, g in enumerate(problems[0].groups):
+            used = sum(run.tape.steps[u].grad for run in runs)
+            right = sum(outcome.group_truth(p, run.tape.steps[u].weight, g).grad for run, p in zip(runs, problems))
+            ratios.append(outcome.proportion(used, right).ratio)
+        return ratios
+    except Exception:  # an odd record: no ratios rather than an error at the learner
+        return []
 
 
 def _report(loop, run: Run, reference: Run, setup, with_scheduler, streaming, problem) -> AuditReport:

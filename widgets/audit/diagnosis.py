@@ -281,9 +281,7 @@ def check_loss_scale(factors: dict[int, list[LossFactor]], problem: Problem) -> 
                    "another loss, or targets out of order?"
             return findings + [Finding("unexpected_gradient", seen)]
         group_items = [problem.items(j) for j in g]
-        targets = [problem.batches[j][1] for j in g]
-        readings = {f.batch: problem.task.readings(problem.batches[f.batch][1], targets, problem.K)
-                    for f in factors[u]}
+        readings = {f.batch: problem.readings(f.batch) for f in factors[u]}
         names = sorted(next(iter(readings.values())), key=lambda n: (n is not None, n != full_groups_mistake))
         def fits(name: str | None, seen: list[LossFactor] = factors[u], readings: dict = readings) -> bool:
             return all(any(close(f.factor, v) for v in readings[f.batch][name]) for f in seen)
@@ -292,7 +290,7 @@ def check_loss_scale(factors: dict[int, list[LossFactor]], problem: Problem) -> 
         if len(g) == problem.K:
             full_groups_mistake = name
         if name is not None:
-            findings.append(Finding(name, problem.task.describe_factors(u, factors[u], dict(zip(g, group_items)))))
+            findings.append(Finding(name, problem.describe(u, factors[u], dict(zip(g, group_items)))))
     return first_of_each(findings)
 
 
@@ -302,10 +300,10 @@ def update_ratios(tape: Tape, structure: Structure, problem: Problem) -> list[fl
     if not structure.each_once or structure.step_after != structure.expected_after[: len(structure.step_after)]:
         return []
     ratios = []
-    for step, segment, g in zip(tape.steps, structure.segments, problem.groups):
-        window = sum(problem.items(j) for j in g)
+    for u, (step, segment) in enumerate(zip(tape.steps, structure.segments)):
         right = sum(_pull_back(problem, tape.forwards[k], problem.task.item_sum_gradient(
-            tape.forwards[k].output, problem.batches[tape.forwards[k].batch][1])) for k in segment) / window
+            tape.forwards[k].output, problem.batches[tape.forwards[k].batch][1])) for k in segment) \
+            * problem.right_factor(u)
         used = torch.zeros_like(right) if step.grad is None else step.grad
         ratios.append(proportion(used, clip_flat(right, problem.clip_norm)).ratio)
     return ratios

@@ -12,6 +12,7 @@ scheduler records when it steps. Everything is float64, so ratios of the same su
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import os
@@ -200,11 +201,13 @@ def watched_model(problem: Problem, time_limit_s: float = math.inf) -> torch.nn.
 
 
 class AuditSGD(torch.optim.SGD):
-    """Plain SGD that records the gradient and learning rate of each step and counts zero_grad()."""
+    """Plain SGD that records the gradient and learning rate of each step and counts zero_grad().
+    With `comm` (one rank of several, `widgets.audit.ranks`) the step records this rank's own pile,
+    then steps with the mean over the ranks, as DDP's all-reduce would have left it."""
 
-    def __init__(self, model: torch.nn.Module):
+    def __init__(self, model: torch.nn.Module, comm=None):
         super().__init__(model.parameters(), lr=LEARNING_RATE)
-        self._model = model
+        self._model, self._comm = model, comm
 
     def step(self, closure=None):
         tape = self._model.tape
@@ -214,6 +217,8 @@ class AuditSGD(torch.optim.SGD):
         lr = self.param_groups[0]["lr"]
         if len(tape.steps) < MOST_RECORDED:
             tape.steps.append(Step(len(tape.passes), flat(weight.grad), lr, weight.detach().clone()))
+        if self._comm is not None:  # DDP averages the ranks' piles; here at the step (clipping is not audited)
+            weight.grad = self._comm.mean_over_ranks(weight.grad, weight)
         return super().step(closure)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
@@ -331,21 +336,25 @@ class Run:
     error_message: str = ""  # the exception's own message, for explaining it
 
 
-def run_loop(loop: Callable, problem: Problem, time_limit_s: float = math.inf) -> Run:
+def run_loop(loop: Callable, problem: Problem, time_limit_s: float = math.inf, comm=None) -> Run:
     """Call `loop(model, optimizer, loss_fn, batches, K[, scheduler])` with fresh instruments, stopping
-    it at the first watched event past `time_limit_s`; never raises for what the loop does."""
+    it at the first watched event past `time_limit_s`; never raises for what the loop does. With
+    `comm` (one rank's, run in its own thread) the loop also gets `comm=comm`, and the warnings are
+    left to the caller: catching them is not thread-safe."""
     model = watched_model(problem, time_limit_s)
-    optimizer = AuditSGD(model)
+    optimizer = AuditSGD(model, comm)
     batches = [(x.clone(), y.clone()) for x, y in problem.batches]
     args = [model, optimizer, problem.task.loss_fn, Stream(batches) if problem.streaming else batches, problem.K]
     if problem.with_scheduler:
         args.append(AuditScheduler(optimizer, len(problem.groups)))
     run = Run(model.tape, model.weight)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    keywords = {} if comm is None else {"comm": comm}
+    with warnings.catch_warnings(record=True) if comm is None else contextlib.nullcontext([]) as caught:
+        if comm is None:
+            warnings.simplefilter("always")
         try:
             with GradWatch(model):
-                run.returned = loop(*args)
+                run.returned = loop(*args, **keywords)
                 run.log, run.log_problem = read_log(run.returned, len(problem.groups) + 1)
         except TimeLimit as stop:
             run.error, run.timed_out = f"{stop}, at {_where(stop)}", True

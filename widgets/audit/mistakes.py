@@ -28,6 +28,24 @@ MISTAKES: dict[str, tuple[str, str]] = {  # name -> (what is wrong, the fix)
                                    "weight each micro-batch's mean loss by its share n_i/n of the update's examples "
                                    "(real tokens), or sum the losses and divide by the window's count, taken before "
                                    "the first backward()"),
+    "per_micro_batch_normaliser": ("each micro-batch's -A log p is divided by its own completion tokens (TRL's "
+                                   "'bnpo'), then averaged over the micro-batches: a token of a short micro-batch "
+                                   "weighs more than one of a long one",
+                                   "sum -A log p over the tokens and divide by the completion tokens of the whole "
+                                   "window (DAPO), counted before the first backward()"),
+    "divided_by_group_twice": ("the loss is divided by the window's completion tokens and again by the group size G: "
+                               "every update is G x too small",
+                               "divide once, by the completion tokens of the window; the advantages already "
+                               "carry the group's normalisation"),
+    "per_rank_normaliser": ("each rank divides by its own window's real tokens, then DDP averages the ranks: a token "
+                            "on a rank with few tokens weighs more than one on a rank with many",
+                            "all-reduce the window's token count first and multiply each rank's token sum by "
+                            "world_size / that global count (DDP's mean divides by world_size again), or back-propagate "
+                            "sums and scale .grad by world_size / the global count after the last backward()"),
+    "ranks_divided_twice": ("each rank divides by the global token count, and DDP's mean over ranks divides again by "
+                            "world_size: every update is world_size x too small",
+                            "multiply each rank's token sum by world_size / the global count, not 1 / the global "
+                            "count"),
     "padding_counted": ("the padding positions are counted in the normaliser: every token weighs too little",
                         "count only the real tokens (targets != ignore_index) of the window"),
     "tail_dropped": ("the uneven final group never goes through backward(): its examples never count",

@@ -107,7 +107,8 @@ def group_truth(problem: Problem, weight: torch.Tensor, group: range) -> GroupTr
              for j in group]
     items = [problem.items(j) for j in group]
     total = sum(items)
-    (grad,) = torch.autograd.grad(sum(m * n for m, n in zip(means, items)) / total, w)  # the summed loss / n
+    summed = sum(m * n for m, n in zip(means, items))  # the summed per-item loss of the window
+    (grad,) = torch.autograd.grad(summed * problem.right_factor(group.start // problem.K), w)  # / n (ranks: x W / N)
     grad = grad.reshape(-1)
     losses = [float(m.detach()) for m in means]
     return GroupTruth(clip_flat(grad, problem.clip_norm), sum(m * n for m, n in zip(losses, items)) / total,

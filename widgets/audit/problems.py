@@ -9,7 +9,14 @@ updates, and what each micro-batch's loss must weigh in its update.
   padding. The whole window's real tokens are the normaliser: a token weighs the same wherever
   it sits, so a per-micro-batch token mean averaged over K is not the update's mean.
 
-In both, the last micro-batch holds fewer examples (sequences) than the others, as a DataLoader
+- `rl`: a policy-gradient loss -A log p over completions of varied length, normalised by the
+  completion tokens of the whole window (DAPO): `widgets.audit.rl_problem`.
+
+With `world_size` > 1 (`widgets.audit.ranks`) a Problem is one rank's share: its right factor on a
+micro-batch's summed loss is world_size / the tokens of the window on every rank, since DDP then
+averages the ranks' gradients.
+
+In all, the last micro-batch holds fewer examples (sequences) than the others, as a DataLoader
 with drop_last=False hands it: a loop that weighs each micro-batch 1/n instead of n_i/n, or logs
 a plain mean of micro-batch means, shows it there.
 
@@ -31,6 +38,7 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
+from widgets.audit.rl_problem import COMPLETIONS_PER_MICRO_BATCH, Policy, completion_batches
 from widgets.core.loop import train_loop
 from widgets.core.shared import IGNORE_INDEX, real_tokens
 
@@ -175,7 +183,7 @@ class Tokens:
                f"{c * window:.3g} x its share 1/{window}"
 
 
-TASKS = {"regression": Regression, "tokens": Tokens}
+TASKS = {"regression": Regression, "tokens": Tokens, "rl": Policy}
 
 
 @dataclass(frozen=True)
@@ -191,12 +199,43 @@ class Problem:
     with_scheduler: bool
     streaming: bool = False  # hand the loop a one-pass stream with no len()
     index_of: dict = field(default_factory=dict, repr=False)  # batch_key(inputs) -> micro-batch index
+    world_size: int = 1
+    rank: int = 0
+    global_items: tuple[int, ...] = ()  # per update: the items of its window on every rank (world_size > 1)
 
     def group_of(self, j: int) -> range:
         return self.groups[j // self.K]
 
     def items(self, j: int) -> int:
         return self.task.items(self.batches[j][1])
+
+    def right_factor(self, u: int) -> float:
+        """The factor c the right loop puts on a summed per-item loss of update u: 1 / the window's
+        items; across ranks world_size / all ranks' items, which DDP's mean over ranks brings to 1 / them."""
+        if self.world_size > 1:
+            return self.world_size / self.global_items[u]
+        return 1 / sum(self.items(j) for j in self.groups[u])
+
+    def readings(self, j: int) -> dict[str | None, list[float]]:
+        """Each mistake's factor c on micro-batch j's summed loss (None: the right one); across ranks
+        the right one is `right_factor`, and a rank's own window mean and an undoubled global count are named."""
+        u = j // self.K
+        readings = self.task.readings(self.batches[j][1], [self.batches[i][1] for i in self.groups[u]], self.K)
+        if self.world_size == 1:
+            return readings
+        own = readings.pop(None)
+        return {None: [self.right_factor(u)], "per_rank_normaliser": own,
+                "ranks_divided_twice": [1 / self.global_items[u]], **readings}
+
+    def describe(self, u: int, factors: list, group_items: dict[int, int]) -> str:
+        """The factors on update u's losses in words, against the right ones."""
+        if self.world_size == 1:
+            return self.task.describe_factors(u, factors, group_items)
+        j, c, every = factors[0].batch, factors[0].factor, self.global_items[u]
+        return f"on rank {self.rank}, micro-batch {j} of update {u} ({group_items[j]} real tokens; " \
+               f"this rank's window holds {sum(group_items.values())}, all {self.world_size} ranks' {every}) had " \
+               f"its summed loss divided by {1 / c:.4g}; after DDP's mean over ranks each token weighs " \
+               f"{c * every / self.world_size:.3g} x its share 1/{every}"
 
     def window_of(self, inputs: torch.Tensor) -> tuple[int, ...]:
         """The micro-batches j, j+1, ... whose inputs, concatenated along the first dimension, are
@@ -227,7 +266,7 @@ def make_problem(K: int, num_batches: int, clip_norm: float | None, with_schedul
                  task: str = "regression", streaming: bool = False) -> Problem:
     """The seeded problem for `task`, leaving the global random state alone."""
     g = torch.Generator().manual_seed(0)
-    make = _regression_batches if task == "regression" else _token_batches
+    make = {"regression": _regression_batches, "tokens": _token_batches, "rl": _completion_batches}[task]
     batches, b = make(K, num_batches, clip_norm, g)
     groups = [range(s, min(s + K, num_batches)) for s in range(0, num_batches, K)]
     index_of = {batch_key(x): j for j, (x, _) in enumerate(batches)}
@@ -248,6 +287,11 @@ def _regression_batches(K, num_batches, clip_norm, g):
         smallest = min(float((2 / m) * (x[i : i + m].T @ y[i : i + m]).norm()) for i, m in zip(starts, sizes))
         y = y * max(1.0, 20 * K * clip_norm / smallest)
     return [(x[i : i + m], y[i : i + m]) for i, m in zip(starts, sizes)], b
+
+
+def _completion_batches(K, num_batches, clip_norm, g):
+    b = COMPLETIONS_PER_MICRO_BATCH
+    return completion_batches(num_batches, short_size(b), g), b
 
 
 def _token_batches(K, num_batches, clip_norm, g):

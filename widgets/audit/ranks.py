@@ -1,0 +1,172 @@
+"""The loop auditor across ranks: a learner's loop run once per rank, as DistributedDataParallel runs it.
+
+    def my_loop(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None, *, comm): ...
+    audit_training_loop(my_loop, 2, problem="tokens", world_size=2)
+
+The ranks are threads of this process (a loop defined in a notebook cannot be sent to spawned
+workers). Each rank gets its own replica of the model (the same zero weights), its own optimizer
+and its own micro-batches, whose real-token counts differ from the other ranks' in every window.
+`comm` gives `.rank`, `.world_size` and `.all_reduce(tensor)`, which sums the tensor over the ranks
+in place and returns it, like `torch.distributed.all_reduce` with ReduceOp.SUM. The loop needs no
+DDP code: at each `optimizer.step()` the ranks' piles are replaced by their mean, as DDP's
+all-reduce at the last, synced backward of an update leaves them (the step is where the ranks
+meet here, so clipping, which must see the averaged pile, is not audited across ranks).
+
+Because DDP averages, a rank's right pile is world_size x its token-summed gradient / the window's
+real tokens on all ranks: `Problem.right_factor`. The reference is the lab's `train_loop` on the
+windows of all ranks together, normalised by their global count. A rank that stops, raises, or
+meets the others at another call (a step where they all-reduce) makes the others raise too, with
+a sentence that says so; past the time limit a waiting rank stops like any loop.
+"""
+from __future__ import annotations
+
+import threading
+import time
+import warnings
+
+import torch
+
+from widgets.audit.instruments import Run, TimeLimit, run_loop
+from widgets.audit.problems import Problem, Tokens, _token_batches, batch_key
+
+WORLD_SIZES = (1, 2, 3, 4)
+
+
+class RanksOutOfStep(RuntimeError):
+    """The ranks did not meet at the same call: one all-reduced while another stepped, or one had ended."""
+
+
+class _Exchange:
+    """Where the ranks' threads meet: each posts a tensor for its next meeting and waits for the
+    others' (kept per meeting, so a fast rank never overwrites what a slow one has still to read)."""
+
+    def __init__(self, world_size: int, deadline: float):
+        self.world_size, self.deadline = world_size, deadline
+        self._cond = threading.Condition()
+        self._meetings: list[dict[int, tuple[str, torch.Tensor]]] = []
+        self._count = [0] * world_size  # meetings each rank has come to
+        self._ended: dict[int, str] = {}  # rank -> how it ended
+        self.consequences: set[int] = set()  # ranks that raised only because another stopped
+
+    def meet(self, rank: int, call: str, tensor: torch.Tensor) -> list[torch.Tensor]:
+        with self._cond:
+            m = self._count[rank]
+            self._count[rank] += 1
+            if m == len(self._meetings):
+                self._meetings.append({})
+            self._meetings[m][rank] = (call, tensor)
+            self._cond.notify_all()
+            while len(self._meetings[m]) < self.world_size:
+                gone = [r for r, how in self._ended.items() if self._count[r] <= m]
+                if gone:
+                    self.consequences.add(rank)
+                    raise RanksOutOfStep(f"rank {rank} waited at {call} for rank {gone[0]}, which "
+                                         f"{self._ended[gone[0]]}: every rank must call optimizer.step() and "
+                                         "comm.all_reduce() alike")
+                left = self.deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeLimit(f"rank {rank} waited at {call} for the other ranks past the time limit")
+                self._cond.wait(min(left, 0.05))
+            calls = {r: c for r, (c, _) in self._meetings[m].items()}
+            if len(set(calls.values())) > 1:
+                raise RanksOutOfStep("the ranks met at different calls: " + ", ".join(
+                    f"rank {r} at {c}" for r, c in sorted(calls.items())) + "; every rank must call "
+                    "optimizer.step() and comm.all_reduce() in the same order")
+            return [self._meetings[m][r][1] for r in range(self.world_size)]
+
+    def end(self, rank: int, how: str) -> None:
+        with self._cond:
+            self._ended[rank] = how
+            self._cond.notify_all()
+
+
+class Comm:
+    """One rank's handle on the others: `rank`, `world_size`, and `all_reduce(tensor)` (a sum, in place)."""
+
+    def __init__(self, rank: int, exchange: _Exchange):
+        self.rank, self.world_size, self._exchange = rank, exchange.world_size, exchange
+
+    def all_reduce(self, tensor: torch.Tensor, op=None) -> torch.Tensor:
+        """Sum `tensor` over the ranks, in place, and return it (torch.distributed.all_reduce, SUM)."""
+        if not isinstance(tensor, torch.Tensor):
+            raise TypeError(f"comm.all_reduce takes a tensor, like torch.distributed.all_reduce; got "
+                            f"{type(tensor).__name__}: wrap the count, torch.tensor(count)")
+        if op is not None and "SUM" not in str(op).upper():
+            raise ValueError(f"comm.all_reduce sums (op=ReduceOp.SUM or None), got op={op!r}")
+        parts = self._exchange.meet(self.rank, "comm.all_reduce()", tensor.detach().clone())
+        if len({tuple(p.shape) for p in parts}) > 1:
+            raise RanksOutOfStep(f"the ranks all-reduced tensors of shapes {[tuple(p.shape) for p in parts]}")
+        with torch.no_grad():
+            tensor.copy_(sum(parts[1:], parts[0]))  # the same order on every rank: the same sum
+        return tensor
+
+    def mean_over_ranks(self, grad: torch.Tensor | None, weight: torch.Tensor) -> torch.Tensor:
+        """The mean of the ranks' piles (a rank with none counts zeros): what DDP's all-reduce leaves."""
+        pile = torch.zeros_like(weight) if grad is None else grad.detach().clone()
+        parts = self._exchange.meet(self.rank, "optimizer.step()", pile)
+        return sum(parts[1:], parts[0]) / self.world_size
+
+    def __repr__(self) -> str:
+        return f"Comm(rank={self.rank}, world_size={self.world_size})"
+
+
+def rank_problems(K: int, num_batches: int, world_size: int, with_scheduler: bool,
+                  streaming: bool) -> tuple[list[Problem], Problem]:
+    """One token Problem per rank (the real-token counts of the ranks differ in every window), and the
+    reference's: the windows of all ranks together, K x world_size micro-batches each."""
+    g = torch.Generator().manual_seed(0)
+    groups = [range(s, min(s + K, num_batches)) for s in range(0, num_batches, K)]
+    while True:  # seeded, so the same draws each time; redraw the rare set where two ranks' counts agree
+        shares = [_token_batches(K, num_batches, None, g)[0] for _ in range(world_size)]
+        counts = [[sum(Tokens.items(batches[j][1]) for j in group) for batches in shares] for group in groups]
+        if all(len(set(c)) == world_size for c in counts):
+            break
+    global_items = tuple(sum(c) for c in counts)
+    b = len(shares[0][0][0])
+    problems = [Problem(Tokens, batches, groups, K, b, None, with_scheduler, streaming,
+                        {batch_key(x): j for j, (x, _) in enumerate(batches)}, world_size, r, global_items)
+                for r, batches in enumerate(shares)]
+    together = [shares[r][j] for group in groups for r in range(world_size) for j in group]
+    whole_groups, start = [], 0
+    for group in groups:
+        whole_groups.append(range(start, start + len(group) * world_size))
+        start += len(group) * world_size
+    whole = Problem(Tokens, together, whole_groups, K * world_size, b, None, with_scheduler, False,
+                    {batch_key(x): j for j, (x, _) in enumerate(together)})
+    return problems, whole
+
+
+def run_ranks(loop, problems: list[Problem], time_limit_s: float) -> tuple[list[Run], set[int]]:
+    """Run `loop` once per rank, each in its own thread with its own `comm`; the runs in rank order,
+    and the ranks that raised only because another had stopped. Never raises for what the loop does."""
+    world_size = len(problems)
+    exchange = _Exchange(world_size, time.monotonic() + time_limit_s)
+    runs: list[Run | None] = [None] * world_size
+
+    def rank_main(r: int) -> None:
+        try:
+            with torch.enable_grad():  # grad mode is per thread
+                runs[r] = run_loop(loop, problems[r], time_limit_s, Comm(r, exchange))
+        finally:
+            run = runs[r]
+            exchange.end(r, "ended" if run is None or run.error is None else "raised")
+
+    with warnings.catch_warnings(record=True) as caught:  # here, not per thread: it is not thread-safe
+        warnings.simplefilter("always")
+        threads = [threading.Thread(target=rank_main, args=(r,), name=f"audit-rank-{r}", daemon=True)
+                   for r in range(world_size)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    done = [run for run in runs if run is not None]
+    if len(done) < world_size:  # a thread died outside the loop's call: never expected, said rather than raised
+        raise RuntimeError("a rank's thread ended without a record")
+    messages = []
+    for w in caught:
+        try:
+            messages.append(str(w.message).split(". ")[0])
+        except Exception:
+            continue
+    done[0].warnings = list(dict.fromkeys(messages))[:3]
+    return done, set(exchange.consequences)

@@ -1,0 +1,143 @@
+"""The auditor's RL-loss problem: a policy-gradient loss over completions of varied length.
+
+A tiny policy (a linear layer over each position's features, logits (b, T, V)) has sampled the
+completion tokens; each completion carries an advantage, its reward normalised over the
+GROUP_SIZE completions of its prompt (GRPO's group normalisation). The loss of one token is
+-A * log p(token); the right normaliser is DAPO's: the completion tokens of the whole generation
+batch, here the window of K micro-batches, so a token weighs the same wherever it sits (Yu et al.
+(2025), DAPO, arXiv:2503.14476). Dividing each micro-batch by its own token count (TRL's "bnpo")
+does not give that, nor does a second division after the window's count.
+
+    def my_loop(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+        for x, y in batches:  # x: features (b, T, FEATURES); y: Completions (tokens, advantages)
+            loss_fn(model(x), y, reduction="sum")  # the summed -A log p; "mean": / y's completion tokens
+            completion_tokens(y)  # y.mask.sum(): what the window's normaliser counts
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from widgets.core.shared import IGNORE_INDEX
+
+FEATURES = 4  # features per position, what the policy reads
+ACTIONS = 5  # the policy's vocabulary
+COMPLETION_LENGTH = 8  # the padded completion length T
+GROUP_SIZE = 6  # G completions per prompt, over which the rewards are normalised
+COMPLETIONS_PER_MICRO_BATCH = 3  # b, the last micro-batch short_size(b)
+
+
+@dataclass(frozen=True)
+class Completions:
+    """The targets of one micro-batch: the sampled tokens (b, T), IGNORE_INDEX at the padding, and
+    each completion's advantage (b,). `mask` marks the completion tokens."""
+
+    tokens: torch.Tensor
+    advantages: torch.Tensor
+
+    @property
+    def mask(self) -> torch.Tensor:
+        return self.tokens != IGNORE_INDEX
+
+    def clone(self) -> "Completions":
+        return Completions(self.tokens.clone(), self.advantages.clone())
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+
+def completion_tokens(targets: Completions) -> int:
+    """The completion tokens of a micro-batch (the padding left out): what DAPO's normaliser counts."""
+    return int(targets.mask.sum())
+
+
+def policy_gradient_loss(logits: torch.Tensor, targets: Completions, reduction: str = "mean") -> torch.Tensor:
+    """-A * log p(token), summed over the completion tokens of logits (b, T, V). reduction="mean"
+    divides by this micro-batch's completion tokens; "sum" leaves the dividing to you."""
+    if reduction not in ("mean", "sum"):
+        raise ValueError(f"reduction must be 'mean' or 'sum', got {reduction!r}")
+    logp = logits.log_softmax(-1).gather(-1, targets.tokens.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+    per_token = -targets.advantages.unsqueeze(1) * logp * targets.mask
+    total = per_token.sum()
+    return total / completion_tokens(targets) if reduction == "mean" else total
+
+
+class Policy:
+    """The RL task: `Problem.task` for problem="rl", read like the token task."""
+
+    name, unit, per_item = "rl", "completions", "-A log p token losses"
+
+    @staticmethod
+    def new_model() -> torch.nn.Module:
+        return torch.nn.utils.skip_init(torch.nn.Linear, FEATURES, ACTIONS, bias=False, dtype=torch.float64)
+
+    @staticmethod
+    def forward(weight: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
+        return F.linear(inputs, weight)  # (b, T, ACTIONS): the policy's logits
+
+    loss_fn = staticmethod(policy_gradient_loss)
+    items = staticmethod(completion_tokens)
+
+    @staticmethod
+    def item_sum_gradient(output: torch.Tensor, targets: Completions) -> torch.Tensor:
+        """d/d logits of the summed -A log p: A (softmax - one-hot), 0 at the padding."""
+        one_hot = F.one_hot(targets.tokens.clamp(min=0), ACTIONS).to(output.dtype)
+        weight = (targets.advantages.unsqueeze(1) * targets.mask).unsqueeze(-1)
+        return (output.softmax(-1) - one_hot) * weight
+
+    @staticmethod
+    def item_loss_sum(output: torch.Tensor, targets: Completions) -> float:
+        return float(policy_gradient_loss(output, targets, "sum"))
+
+    @staticmethod
+    def readings(targets: Completions, group: list[Completions], K: int) -> dict[str | None, list[float]]:
+        """Each mistake's factor c on one micro-batch's summed loss (`targets`), in a window of n
+        micro-batches (`group`; None, the right one: 1 / the window's completion tokens)."""
+        n, items, window = len(group), completion_tokens(targets), sum(completion_tokens(t) for t in group)
+        positions, all_positions = targets.tokens.numel(), sum(t.tokens.numel() for t in group)
+        return {
+            None: [1 / window],
+            "per_micro_batch_normaliser": [1 / (n * items), 1 / (K * items)],  # bnpo, then / K (or / n)
+            "divided_by_group_twice": [1 / (window * GROUP_SIZE)],
+            "loss_not_divided": [1 / items],
+            "padding_counted": [1 / (n * positions), 1 / (K * positions), 1 / positions, 1 / all_positions],
+            "loss_divided_twice": [1 / (n * window), 1 / (K * window), items / window**2],
+            "loss_sum_reduction": [1.0, 1 / n, 1 / K],
+        }
+
+    @staticmethod
+    def describe_factors(u: int, factors: list, group_items: dict[int, int]) -> str:
+        j, c = factors[0].batch, factors[0].factor
+        window = sum(group_items.values())
+        return f"micro-batch {j} of update {u} ({group_items[j]} completion tokens; the window holds {window}) " \
+               f"had its summed -A log p divided by {1 / c:.4g}, so each of its tokens weighs " \
+               f"{c * window:.3g} x its share 1/{window}"
+
+
+def completion_batches(num_batches: int, last_rows: int, g: torch.Generator) -> list[tuple[torch.Tensor, Completions]]:
+    """Micro-batches of (features (b, T, FEATURES), Completions), the last of `last_rows` completions.
+    Short and long micro-batches alternate, so the token counts differ inside every window."""
+    b = COMPLETIONS_PER_MICRO_BATCH
+    rows = [b] * (num_batches - 1) + [last_rows]
+    total = sum(rows)
+    behaviour = torch.randn(ACTIONS, FEATURES, generator=g, dtype=torch.float64)  # the policy that sampled them
+    generated = math.ceil(total / GROUP_SIZE) * GROUP_SIZE  # whole groups; the loop sees the first `total`
+    rewards = torch.randn(generated, generator=g, dtype=torch.float64)
+    grouped = rewards.reshape(-1, GROUP_SIZE)
+    advantages = ((grouped - grouped.mean(1, keepdim=True)) / (grouped.std(1, keepdim=True) + 1e-4)).reshape(-1)
+    batches, start = [], 0
+    for j, m in enumerate(rows):
+        short = j % 2 == 0
+        lengths = torch.randint(1, COMPLETION_LENGTH // 2 + 1, (m,), generator=g) + (0 if short else
+                                                                                     COMPLETION_LENGTH // 2)
+        real = torch.arange(COMPLETION_LENGTH) < lengths.unsqueeze(1)
+        features = torch.randn(m, COMPLETION_LENGTH, FEATURES, generator=g, dtype=torch.float64) * real.unsqueeze(-1)
+        probs = F.linear(features, behaviour).softmax(-1).reshape(-1, ACTIONS)
+        sampled = torch.multinomial(probs, 1, generator=g).reshape(m, COMPLETION_LENGTH)
+        tokens = torch.where(real, sampled, IGNORE_INDEX)
+        batches.append((features, Completions(tokens, advantages[start : start + m].clone())))
+        start += m
+    return batches
