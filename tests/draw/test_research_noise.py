@@ -29,8 +29,15 @@ def test_tradeoff_marks_b_crit():
 
 def test_best_learning_rate_and_bad_axes():
     ax = Figure().subplots()
-    drawn = draw_best_learning_rate({"sgd": {4: (0.25, 40), 8: (0.5, 20), 16: None}}, ax, 4, {"sgd": "linear"})
-    assert list(drawn["sgd"].get_xdata()) == [4, 8]
+    drawn = draw_best_learning_rate({4: [0.25, 0.5, 0.25], 8: [0.5, 1.0, 0.5]}, ax, diverging={4: [1.0, 1.4, 1.0],
+                                                                                              8: [2.0, 2.0, 2.8]})
+    assert list(drawn["median"].get_ydata()) == [0.25, 0.5]
+    assert len(drawn["dots"].get_offsets()) == 6
+    assert list(drawn["rule"].get_ydata()) == [0.25, 0.5]  # linear scaling from the median at the smallest B
+    assert list(drawn["limit"].get_ydata()) == [1.0, 2.0]
+    assert ax.get_xscale() == "log"
+    with pytest.raises(ValueError, match="best"):
+        draw_best_learning_rate({4: []}, ax)
     with pytest.raises(TypeError, match="ax"):
         draw_noise_over_training(RECORD, "ax", ax)
     with pytest.raises(TypeError, match="record"):

@@ -55,9 +55,11 @@ def test_steps_to_target_and_sweep():
     assert steps_to_target(PROBLEM, 8, 1, 0.5, target_loss=100.0) == 0
     assert steps_to_target(PROBLEM, 8, 1, 0.5, target_loss=1e-6, max_updates=3) is None
     sweep = sweep_effective_batch(PROBLEM, 8, [1, 2], {"sgd": [0.5, 1.0]}, target_loss=1.2, max_updates=60)
-    assert sweep.effective_batches == (8, 16)
-    best = sweep.best("sgd")
+    assert sweep.effective_batches == (8, 16) and sweep.replicates == [(0, 0)]
+    best = sweep.best(0, 0)
     assert set(best) == {8, 16}
+    for B, (lr, steps) in best.items():  # the sweep's runs are steps_to_target's runs
+        assert steps_to_target(PROBLEM, 8, B // 8, lr, 1.2, max_updates=60) == steps
 
 
 def test_trading_b_for_k_changes_nothing():
@@ -101,14 +103,19 @@ def test_sizes_past_the_ceiling_are_refused_before_allocating(before_allocating,
 
 
 def test_notebook_sizes_pass_the_ceiling(before_allocating, monkeypatch):
-    """researcher_3's calls, checked without training: the sweep's runs are replaced by a stub."""
+    """researcher_3's calls, checked without training: the races are replaced by a stub."""
     from widgets.research import critical_batch
-    problem = make_problem(2048, seed=0)
+    problem = make_problem(1024, seed=0)
     record = train_with_noise_scale(problem, micro_batch_size=8, accumulation_steps=8, num_updates=2)
     assert len(record.losses) == 2
-    assert critical_batch.training_estimate(2048, 8, 8, 150)[1] < 10  # the notebook's 150 updates: ~3 s estimated
-    monkeypatch.setattr(critical_batch, "steps_to_target", lambda *args, **kwargs: 1)
-    sweep = sweep_effective_batch(problem, micro_batch_size=4, accumulation_steps=[1, 2, 4, 8, 16, 32],
-                                  learning_rates={"sgd": [0.25, 0.5, 1.0, 2.0], "adam": [0.01, 0.03, 0.1]},
-                                  target_loss=0.85, max_updates=120)
-    assert set(sweep.steps.values()) == {1}
+    assert critical_batch.training_estimate(1024, 8, 8, 150)[1] < 10  # the notebook's 150 updates: ~3 s estimated
+    problems = [make_problem(1024, seed=s) for s in (0, 1, 2)]
+    monkeypatch.setattr(critical_batch, "race_to_target", lambda problems, b, k, runs, *a, **kw: [(1, "reached")] * len(runs))
+    grid = [2 ** (i / 2) for i in range(-7, 8)]
+    sweep = sweep_effective_batch(problems, micro_batch_size=4, accumulation_steps=[1, 2, 4, 8, 16, 32],
+                                  learning_rates={"sgd": grid}, target_loss=0.85, max_updates=150, seeds=(0, 1, 2))
+    assert len(sweep.runs) == 3 * 3 * 6 * 15
+    # the real races: their high estimates fit the ceilings (one race per K, 135 runs of 150 updates)
+    for k in (1, 2, 4, 8, 16, 32):
+        memory, seconds = critical_batch.race_estimate(1024, 4, k, 150, 135)
+        assert memory < 200 * 2**20 and seconds < 100

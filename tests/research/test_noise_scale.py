@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from widgets.research.noise_scale import (
-    b_simple_from_norms, ema, estimate_noise_scale, linear_regression_b_simple, linear_regression_micro_grads,
-    smoothed_b_simple,
+    b_simple_from_norms, ema, estimate_noise_scale, exact_noise_scales, linear_regression_b_simple,
+    linear_regression_micro_grads, smoothed_b_simple,
 )
 
 SETTINGS = [  # dim, noise_std, distance, K, b
@@ -118,3 +118,35 @@ def test_notebook_sizes_pass_the_ceiling(before_allocating):
         grads = linear_regression_micro_grads(dim, noise_std, distance, windows=2000, accumulation_steps=K,
                                               micro_batch_size=b, seed=3)
         assert grads.shape == (2000, K, dim)
+
+
+# --- B_noise, exactly, from every example's gradient and the Hessian ---------------------------
+
+def test_exact_noise_scales_against_direct_formulas():
+    g = torch.Generator().manual_seed(0)
+    grads = torch.randn(50, 6, generator=g, dtype=torch.float64) + 0.5
+    a = torch.randn(6, 6, generator=g, dtype=torch.float64)
+    hessian = a @ a.T + torch.eye(6, dtype=torch.float64)
+    got = exact_noise_scales(grads, hessian)
+    mean = grads.mean(0)
+    sigma = torch.cov(grads.T, correction=0)
+    assert got.b_simple == pytest.approx(float(sigma.trace() / (mean @ mean)))
+    assert got.b_noise == pytest.approx(float(torch.trace(hessian @ sigma) / (mean @ hessian @ mean)))
+    assert got.sharpness == pytest.approx(float(torch.linalg.eigvalsh(hessian).max()))
+    # a Hessian that curves equally in every direction makes the two scales one
+    same = exact_noise_scales(grads, 3.0 * torch.eye(6, dtype=torch.float64))
+    assert same.b_noise == pytest.approx(same.b_simple)
+
+
+def test_b_noise_of_linear_regression_is_the_closed_form():
+    # y = x . w* + eps, model at w* + delta: the Hessian of the squared error is 2 X^T X / n, about 2 I
+    g = torch.Generator().manual_seed(0)
+    n, d, sigma, r = 200_000, 4, 0.5, 1.0
+    x = torch.randn(n, d, generator=g, dtype=torch.float64)
+    delta = torch.randn(d, generator=g, dtype=torch.float64)
+    delta *= r / delta.norm()
+    eps = sigma * torch.randn(n, generator=g, dtype=torch.float64)
+    grads = 2 * x * (x @ delta - eps).unsqueeze(1)
+    got = exact_noise_scales(grads, 2 * x.T @ x / n)
+    assert got.b_noise == pytest.approx(linear_regression_b_simple(d, sigma, r), rel=0.03)
+    assert got.b_simple == pytest.approx(linear_regression_b_simple(d, sigma, r), rel=0.03)

@@ -1,9 +1,10 @@
 """Drawing for researcher notebook 3: B_simple over training, the steps/examples trade-off, the
-best learning rate against the effective batch. Each function draws onto the `Axes` it is given
+best learning rate of every replicate against the effective batch. Each function draws onto the `Axes` it is given
 and returns what it drew; no figure is made here."""
 from __future__ import annotations
 
 import math
+import statistics
 
 import matplotlib.axes
 
@@ -69,25 +70,28 @@ def draw_tradeoff(points: list[tuple[int, float]], fit: Tradeoff, ax, b_simple: 
     return {"curve": curve, "measured": measured, "marker": marker}
 
 
-def draw_best_learning_rate(best: dict[str, dict[int, tuple[float, int] | None]], ax, base_batch: int,
-                            rules: dict[str, str]) -> dict:
-    """The best learning rate on the grid against B, per optimizer, beside a scaling rule from the
-    smallest B (`rules`: optimizer -> 'linear' or 'sqrt')."""
+def draw_best_learning_rate(best: dict[int, list[float]], ax, diverging: dict[int, list[float]] | None = None) -> dict:
+    """Each replicate's best learning rate on the grid against the effective batch B (dots), their
+    median (line), linear scaling from that median at the smallest B (dashed) and, if given, the
+    median smallest learning rate that diverged (the stability limit, dotted). Log-log, base 2."""
     _check_ax(ax)
-    drawn = {}
-    for i, (name, by_batch) in enumerate(best.items()):
-        pts = [(B, v[0]) for B, v in sorted(by_batch.items()) if v is not None]
-        if not pts:
-            continue
-        drawn[name], = ax.plot(*zip(*pts), marker="os"[i % 2], color=OKABE_ITO[i], linewidth=2,
-                               label=f"{name}: best learning rate on the grid")
-        lr0 = pts[0][1]
-        power = 1.0 if rules.get(name) == "linear" else 0.5
-        xs = [B for B, _ in pts]
-        ax.plot(xs, [lr0 * (B / base_batch) ** power for B in xs], linestyle="--", color=OKABE_ITO[i],
-                linewidth=1, label=f"{name}: {rules.get(name, 'sqrt')} scaling from B = {base_batch}")
+    batches = sorted(best)
+    if not batches or not all(best[B] for B in batches):
+        raise ValueError("best must map each effective batch to a non-empty list of learning rates")
+    dots = ax.scatter([B for B in batches for _ in best[B]], [lr for B in batches for lr in best[B]], s=14,
+                      color=OKABE_ITO[0], alpha=0.35, label="best learning rate, one replicate")
+    median, = ax.plot(batches, [statistics.median(best[B]) for B in batches], marker="o", color=OKABE_ITO[0],
+                      linewidth=2, label="their median")
+    lr0, B0 = statistics.median(best[batches[0]]), batches[0]
+    rule, = ax.plot(batches, [lr0 * B / B0 for B in batches], linestyle="--", color=OKABE_ITO[5], linewidth=1.5,
+                    label=f"linear scaling from B = {B0}")
+    drawn = {"dots": dots, "median": median, "rule": rule}
+    if diverging:
+        pts = [(B, statistics.median(diverging[B])) for B in batches if diverging.get(B)]
+        drawn["limit"], = ax.plot(*zip(*pts), linestyle=":", color=OKABE_ITO[6], linewidth=2,
+                                  label="smallest learning rate that diverged (median)")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
-    ax.set(xlabel="effective batch K·b", ylabel="learning rate")
+    ax.set(xlabel="effective batch K·b", ylabel="learning rate (SGD)")
     ax.legend(fontsize=7)
     return drawn

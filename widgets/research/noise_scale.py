@@ -168,3 +168,42 @@ def smoothed_b_simple(grad_sq: list[float], trace_sigma: list[float], decay: flo
     if len(grad_sq) != len(trace_sigma):
         raise ValueError(f"grad_sq and trace_sigma must have the same length, got {len(grad_sq)} and {len(trace_sigma)}")
     return [_ratio(t, s) for s, t in zip(ema(grad_sq, decay), ema(trace_sigma, decay))]
+
+
+@dataclass(frozen=True)
+class ExactNoise:
+    """The two noise scales of McCandlish et al. (2018) at one point, from every example's gradient.
+
+    `b_simple` = tr(Sigma) / |G|^2 assumes the loss curves equally in every direction;
+    `b_noise` = tr(H Sigma) / (G^T H G) weighs the noise and the gradient by the Hessian H: it is
+    the batch at which, for SGD at its best step size on the local quadratic, one step gains half
+    what a noiseless step would. Both in examples."""
+
+    b_simple: float
+    b_noise: float
+    grad_sq: float        # |G|^2
+    trace_sigma: float    # tr(Sigma)
+    curvature: float      # G^T H G
+    trace_h_sigma: float  # tr(H Sigma)
+    sharpness: float      # the largest eigenvalue of H: gradient descent is stable for learning rates below 2 / it
+
+
+def exact_noise_scales(per_example_grads: torch.Tensor, hessian: torch.Tensor) -> ExactNoise:
+    """B_simple and B_noise of a finite data set: per_example_grads (n, P), each example's gradient
+    of the mean loss's summand; hessian (P, P), the Hessian of the mean loss. G is their mean and
+    Sigma their covariance over the n examples (1/n, the data set is the whole distribution)."""
+    if not isinstance(per_example_grads, torch.Tensor) or per_example_grads.dim() != 2 or len(per_example_grads) < 2:
+        raise ValueError("per_example_grads must be a tensor of shape (n, P) with n >= 2 examples")
+    p = per_example_grads.shape[1]
+    if not isinstance(hessian, torch.Tensor) or hessian.shape != (p, p):
+        raise ValueError(f"hessian must be a tensor of shape ({p}, {p}), matching per_example_grads (n, {p})")
+    grads, h = per_example_grads.detach().double(), hessian.detach().double()
+    if not (torch.isfinite(grads).all() and torch.isfinite(h).all()):
+        raise ValueError("per_example_grads and hessian must be finite")
+    g = grads.mean(0)
+    centred = grads - g
+    sigma = centred.T @ centred / len(grads)  # (P, P): the covariance of one example's gradient
+    grad_sq, trace = float(g @ g), float(sigma.trace())
+    curvature, trace_h = float(g @ h @ g), float((h * sigma).sum())  # (h * sigma).sum() = tr(H Sigma), both symmetric
+    sharpness = float(torch.linalg.eigvalsh((h + h.T) / 2)[-1])
+    return ExactNoise(_ratio(trace, grad_sq), _ratio(trace_h, curvature), grad_sq, trace, curvature, trace_h, sharpness)
