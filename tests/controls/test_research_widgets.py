@@ -57,3 +57,32 @@ def test_planner_presets_and_bad_input():
         make_planner_widget(budget_gb=0)
     with pytest.raises(TypeError, match="measured"):
         make_planner_widget(measured="tiny")
+
+
+def test_planner_has_a_zero_column_per_stage_and_follows_the_chosen_layout():
+    from widgets.research.planner import PRESETS, Sharding, zero_bytes_per_rank
+    w = make_planner_widget(model="7B, SDPA attention", budget_gb=80.0, target=64, recompute=True)
+    assert "exceed the budget" in w.lines[-1]  # 16 bytes per parameter alone are over 80 GB
+    assert all(f"ZeRO-{s} GB/rank" in w.table.value for s in range(4))
+    figure = w.figure
+    w.controls["world_size"].value = 8
+    w.controls["stage"].value = 3
+    assert w.sharding() == Sharding(3, 8) and w.figure is figure
+    assert "13.2 GB per rank (ZeRO-3" in w.lines[0] and "b = 16, K = 4" in w.lines[-1]  # b = 32: 82.6 GB
+    w.controls["grad_bytes"].value = 4
+    w.controls["no_sync"].value = True  # the whole fp32 gradient on each rank
+    p = PRESETS["7B"].parameters
+    assert f"{zero_bytes_per_rank(p, 3, 8, 4, True)['total'] / 1e9:.3g} GB per rank" in w.lines[0]
+    assert "no_sync" in w.lines[0] and w.errors.outputs == ()
+
+
+def test_planner_lines_name_the_new_terms_and_leave_measured_models_unsharded():
+    models = make_planner_widget().models
+    lines = plan_lines(models["7B"], 141.0, 64, True)
+    assert "fp32 logits 0.524 GB" in lines[1] and "recomputed layer's working set 3.25 GB" in lines[1]
+    assert "b = 4, K = 16" in lines[-1]
+    assert "b = 16, K = 4" in plan_lines(models["7B, SDPA attention"], 141.0, 64, True)[-1]
+    measured = PlannerModel("tiny", 1_000_000_000, 1e8, 1e7)
+    w = make_planner_widget(measured, model="tiny", budget_gb=2.0, target=8)
+    w.controls["stage"].value = 3  # no parameter count: the ZeRO controls do not apply
+    assert w.sharding() is None and "ZeRO" not in w.table.value and "per rank" not in w.lines[0]

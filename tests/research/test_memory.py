@@ -92,3 +92,32 @@ def test_sizes_past_the_ceiling_are_refused_with_the_estimate_and_the_limit(monk
     monkeypatch.setenv("LAB_TIME_LIMIT_S", "0.001")
     with pytest.raises(BudgetError, match=r"would run about \d+ s, over this lab's limit of 0\.001 s"):
         measure_memory_terms(MODEL, 2)
+
+
+# --- the peak over forward and backward ---------------------------------------------------------
+
+def test_peak_counter_counts_new_storages_alive_at_once():
+    from widgets.research.saved_bytes import PeakBytesCounter
+    x = torch.ones(1000)  # 4000 bytes, there before: not counted
+    with PeakBytesCounter() as counter:
+        y = x * 2          # +4000
+        z = y + 1          # +4000: 8000 alive, the peak
+        del y              # -4000
+        z.add_(1)          # in place: no new storage
+        w = z.view(10, 100)  # a view: no new storage
+        v = x[:10]           # a view of a storage from before
+    assert (counter.now, counter.peak) == (4000, 8000)
+    assert w.shape == (10, 100) and v.shape == (10,)
+
+
+def test_peak_sees_backward_and_the_recomputation():
+    plain, ckpt = measure_memory_terms(MODEL, 4), measure_memory_terms(MODEL, 4, checkpointing=True)
+    assert plain.peak > plain.activations  # backward allocates while the saved tensors are alive
+    assert ckpt.activations < plain.activations / 2  # after the forward: a large cut ...
+    assert ckpt.peak > 2 * ckpt.activations and ckpt.peak / plain.peak > 0.4  # ... the peak: a small one
+    assert measure_memory_terms(MODEL, 4, checkpointing=True).peak == ckpt.peak  # deterministic
+
+
+def test_peak_grows_with_b():
+    one, four = measure_memory_terms(MODEL, 1), measure_memory_terms(MODEL, 4)
+    assert 3 * one.peak < four.peak <= 4 * one.peak

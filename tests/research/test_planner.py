@@ -53,3 +53,88 @@ def test_bad_shapes():
         transformer_memory("7B", 1)
     with pytest.raises(ValueError, match="seq_len"):
         activation_bytes_per_layer(0, 1, 8, 2)
+
+
+def test_zero_stages_shard_optimizer_then_grads_then_weights():
+    from widgets.research.planner import zero_bytes_per_rank
+    p, n = 1000, 8
+    totals = [zero_bytes_per_rank(p, stage, n) for stage in range(4)]
+    assert totals[0] == {"weights": 2 * p, "grads": 2 * p, "optimizer": 12 * p, "total": 16 * p}
+    assert totals[1] == {"weights": 2 * p, "grads": 2 * p, "optimizer": 12 * p // n, "total": 4 * p + 12 * p // n}
+    assert totals[2]["grads"] == 2 * p // n and totals[2]["weights"] == 2 * p
+    assert totals[3]["total"] == 16 * p // n
+    assert zero_bytes_per_rank(p, 3, 1)["total"] == 16 * p  # one rank: nothing to shard over
+    assert zero_bytes_per_rank(p, 0, n, grad_bytes=4)["total"] == 18 * p  # fp32 gradient accumulator
+    assert zero_bytes_per_rank(1001, 3, n)["weights"] == 2 * 126  # shards padded to ceil(P / N)
+
+
+def test_no_sync_keeps_the_whole_gradient_on_each_rank():
+    from widgets.research.planner import zero_bytes_per_rank
+    # meta-pytorch/tnt PR #1057: 26B parameters on 16 ranks, bf16 gradients 3.25 GB sharded, ~52 GB unsharded
+    assert zero_bytes_per_rank(26_000_000_000, 3, 16)["grads"] == 3_250_000_000
+    assert zero_bytes_per_rank(26_000_000_000, 3, 16, no_sync=True)["grads"] == 52_000_000_000
+    assert zero_bytes_per_rank(1000, 3, 8, grad_bytes=4, no_sync=True)["grads"] == 4000
+    assert zero_bytes_per_rank(1000, 0, 8, no_sync=True) == zero_bytes_per_rank(1000, 0, 8)  # DDP: already whole
+
+
+@pytest.mark.parametrize("kwargs, error, words", [
+    (dict(stage=4), ValueError, "stage must be a whole number from 0 to 3"),
+    (dict(stage=-1), ValueError, "stage"),
+    (dict(world_size=0), ValueError, "world_size"),
+    (dict(parameters=0), ValueError, "parameters"),
+    (dict(parameters=1.5e9), TypeError, "parameters"),
+    (dict(grad_bytes=0), ValueError, "grad_bytes"),
+    (dict(no_sync="yes"), TypeError, "no_sync"),
+])
+def test_zero_bad_input_names_the_parameter(kwargs, error, words):
+    from widgets.research.planner import zero_bytes_per_rank
+    args = dict(parameters=1000, stage=1, world_size=8)
+    with pytest.raises(error, match=words):
+        zero_bytes_per_rank(**{**args, **kwargs})
+
+
+def test_logits_and_the_recomputed_layer_are_counted():
+    from widgets.research.planner import PRESETS, transformer_memory
+    shape = PRESETS["7B"]
+    m = transformer_memory(shape, 32, recompute=True)
+    assert m.logits == 4096 * 32 * 32000 * 4  # s b V in fp32: ~16.8 GB
+    assert m.recompute_working == activation_bytes_per_layer(4096, 32, 4096, 32)  # one layer, in full
+    assert m.fixed + m.activations < 141e9 < 175e9 < m.total  # the paper's four terms fit; the real step does not
+    sdpa = transformer_memory(shape, 32, recompute=True, sdpa=True)
+    assert 174e9 < sdpa.total < 176e9 and sdpa.recompute_working == 34 * 4096 * 32 * 4096
+    assert transformer_memory(shape, 1).recompute_working == 0  # no checkpointing, nothing rebuilt
+    assert transformer_memory(shape, 1, grad_bytes=4).fixed == 18 * shape.parameters
+
+
+def test_sdpa_drops_the_quadratic_term_only():
+    s, b, h, a = 2048, 2, 1024, 16
+    plain, fused = activation_bytes_per_layer(s, b, h, a), activation_bytes_per_layer(s, b, h, a, sdpa=True)
+    assert plain - fused == 5 * a * s * s * b and fused == 34 * s * b * h
+    assert activation_bytes_per_layer(s, b, h, a, recompute=True, sdpa=True) == 2 * s * b * h
+
+
+def test_planner_model_adds_the_terms_and_shards_the_fixed_bytes():
+    from widgets.research.planner import Sharding, paper_planner_model, zero_bytes_per_rank
+    model = paper_planner_model(PRESETS["7B"], sdpa=True)
+    plans = {p.micro_batch_size: p for p in model.plans(round(141e9), 64, recompute=True)}
+    assert plans[32].memory_bytes == transformer_memory(PRESETS["7B"], 32, recompute=True, sdpa=True).total
+    assert best_plan(list(plans.values())).micro_batch_size == 16
+    p = PRESETS["7B"].parameters
+    for sharding in (Sharding(3, 8), Sharding(2, 8, 4, True)):
+        expected = zero_bytes_per_rank(p, sharding.stage, sharding.world_size, sharding.grad_bytes, sharding.no_sync)
+        assert model.fixed(sharding) == expected["total"]
+    assert model.fixed() == model.fixed(Sharding()) == 16 * p
+    fsdp = {q.micro_batch_size: q for q in model.plans(round(141e9), 64, recompute=True, sharding=Sharding(3, 8))}
+    assert fsdp[32].fits and not plans[32].fits and fsdp[32].memory_bytes == plans[32].memory_bytes - 16 * p + zero_bytes_per_rank(p, 3, 8)["total"]
+
+
+def test_sharding_bad_input_and_measured_models():
+    from widgets.research.planner import PlannerModel, Sharding
+    with pytest.raises(ValueError, match="world_size"):
+        Sharding(1, 0)
+    with pytest.raises(ValueError, match="stage"):
+        Sharding(5, 2)
+    measured = PlannerModel("tiny", 1000, 10.0, 1.0)
+    with pytest.raises(ValueError, match="sharding needs the parameter count"):
+        measured.plans(5000, 8, sharding=Sharding(1, 2))
+    assert measured.per_example(True) == 1.0 and measured.per_example(False) == 10.0

@@ -6,7 +6,12 @@
   the input gradient); those are parameter storage, so `activations` subtracts them and
   `saved_total` keeps them: both are reported.
 
-Only activations grow with the micro-batch size b: accumulation's whole point. `TinyGPT` is a
+- the peak: the most bytes the micro-step's operators hold at once over forward and backward, as
+  in the middle of an accumulation window (the gradient buffer exists and backward adds into it),
+  counted by `PeakBytesCounter`. What autograd saves is the state after the forward; backward
+  adds activation gradients, and checkpointing rebuilds a block's activations there.
+
+Of the four terms, only activations grow with the micro-batch size b. `TinyGPT` is a
 decoder-only transformer laid out like the one Korthikanti et al. (2022) count, so their formula
 can be checked against what autograd really saves (`widgets.research.planner`).
 """
@@ -23,7 +28,7 @@ from torch.utils.checkpoint import checkpoint
 from widgets.core.budget import FLOAT32, FLOPS_PER_SECOND, check_memory, check_time
 from widgets.core.config import check_float, check_int
 from widgets.research.planner import activation_bytes_per_layer
-from widgets.research.saved_bytes import SavedTensorCounter  # researcher_4's cell shows it
+from widgets.research.saved_bytes import PeakBytesCounter, SavedTensorCounter  # researcher_4's cell shows the latter
 
 
 @dataclass(frozen=True)
@@ -37,6 +42,7 @@ class MemoryTerms:
     activations: int
     saved_total: int          # everything autograd saved, the weights it saved included
     forward_passes: int = 1   # block forwards per micro-step (checkpointing recomputes: 2)
+    peak: int = 0             # most bytes alive at once over forward + backward, beyond weights and .grad
 
     @property
     def fixed(self) -> int:
@@ -173,7 +179,9 @@ def measure_memory_terms(model: TinyGPT, micro_batch_size: int, optimizer: str =
     net = copy.deepcopy(model)
     net.checkpoint_blocks, net.block_forwards = bool(checkpointing), 0
     tokens, targets = language_model_batch(net, b, seed)
-    with torch.random.fork_rng(devices=[]):
+    for p in net.parameters():  # a micro-step inside the window: the gradient buffer is already there
+        p.grad = torch.zeros_like(p)
+    with torch.random.fork_rng(devices=[]), PeakBytesCounter() as peak:
         torch.manual_seed(seed)
         with SavedTensorCounter(net) as saved:
             loss = lm_loss(net, tokens, targets)
@@ -189,4 +197,5 @@ def measure_memory_terms(model: TinyGPT, micro_batch_size: int, optimizer: str =
         activations=saved.total - saved.parameter_bytes,
         saved_total=saved.total,
         forward_passes=round(forwards),
+        peak=peak.peak,
     )

@@ -1,11 +1,17 @@
-"""What autograd keeps for backward, in bytes: the activation term of training memory, measured.
+"""What autograd keeps for backward, and the most a micro-step holds at once, in bytes, measured.
 
 `SavedTensorCounter` is the measurement notebook researcher_4 shows in a cell; `memory.py`'s
-`measure_memory_terms` counts with it.
+`measure_memory_terms` counts with it. It sees what is saved when the forward ends, not the peak:
+during backward, gradients of activations are allocated while saved tensors are still alive, and
+checkpointing rebuilds a block's activations. `PeakBytesCounter` follows every tensor the operators
+return, from the forward through the backward, and keeps the most alive at once.
 """
 from __future__ import annotations
 
 import torch
+from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 
 class SavedTensorCounter(torch.autograd.graph.saved_tensors_hooks):
@@ -32,3 +38,35 @@ class SavedTensorCounter(torch.autograd.graph.saved_tensors_hooks):
     @property
     def parameter_bytes(self) -> int:
         return sum(n for ptr, n in self._seen.items() if ptr in self._param_ptrs)
+
+
+class PeakBytesCounter(TorchDispatchMode):
+    """Context manager: bytes of the storages that operators allocate while it is open (forward,
+    backward and checkpointing's recomputation alike), `now` alive and the `peak`. Storages that
+    existed before (weights, an existing .grad that backward adds into, inputs) are not counted.
+
+    It counts the tensors operators return, not a kernel's private scratch space, so the count
+    is the same on every CPU and thread count (an allocator's own statistics would not be)."""
+
+    def __init__(self):
+        super().__init__()
+        self._alive: dict[int, tuple[StorageWeakRef, int]] = {}  # storage -> (weak reference, bytes)
+        self.now = self.peak = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for key, (ref, nbytes) in list(self._alive.items()):  # storages freed since the last operator
+            if ref.expired():
+                del self._alive[key]
+                self.now -= nbytes
+        # a view or an in-place result shares an input's storage: not a new allocation
+        inputs = {StorageWeakRef(t.untyped_storage()).cdata for t in tree_leaves((args, kwargs))
+                  if isinstance(t, torch.Tensor)}
+        for t in tree_leaves(out):
+            if isinstance(t, torch.Tensor):
+                ref = StorageWeakRef(t.untyped_storage())
+                if ref.cdata not in inputs and ref.cdata not in self._alive:
+                    self._alive[ref.cdata] = (ref, t.untyped_storage().nbytes())
+                    self.now += t.untyped_storage().nbytes()
+        self.peak = max(self.peak, self.now)
+        return out
