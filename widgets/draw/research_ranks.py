@@ -1,0 +1,37 @@
+"""Drawing for researcher notebook 6 (across ranks): the gradient's error as the ranks' token counts
+part, one line per way of dividing. Draws onto the `Axes` it is given and returns what it drew."""
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import matplotlib.axes
+from matplotlib.lines import Line2D
+
+from widgets.draw.frames import OKABE_ITO
+
+FLOOR = 1e-17  # an exact zero, drawn on a log axis
+LABELS = {"per_rank_mean": "per-rank mean, averaged by DDP (the bug)",
+          "all_reduce_count": "token sums / all-reduced count (fix 1)",
+          "sum_then_scale": "sums, .grad scaled by W / N_total after the last backward (fix 2)"}
+
+
+def draw_imbalance_gap(ax, imbalances: Sequence[float], rel_errors: Mapping[str, Sequence[float]]) -> dict[str, Line2D]:
+    """|g - one process| / |one process| against the count imbalance (rank 0's targets per row over
+    rank 1's), one line per loop: `rel_errors` maps a loop name to one value per imbalance."""
+    if not isinstance(ax, matplotlib.axes.Axes):
+        raise TypeError(f"ax must be a matplotlib Axes, got {type(ax).__name__}")
+    lines = {}
+    for colour, (name, values) in zip((OKABE_ITO[5], OKABE_ITO[2], OKABE_ITO[0]), rel_errors.items()):
+        if len(values) != len(imbalances):
+            raise ValueError(f"rel_errors[{name!r}] has {len(values)} values for {len(imbalances)} imbalances")
+        style = "o-" if name == "per_rank_mean" else ("s--" if name == "all_reduce_count" else "^:")
+        (lines[name],) = ax.plot(list(imbalances), [max(v, FLOOR) for v in values], style, color=colour,
+                                 label=LABELS.get(name, name))
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(list(imbalances), [f"{x:g}" for x in imbalances])
+    ax.set_yscale("log")
+    ax.set_xlabel("count imbalance: rank 0's real targets / rank 1's")
+    ax.set_ylabel("|g - one process| / |one process|")
+    ax.axhline(1e-7, color="grey", lw=0.8, ls=":", label="1e-7: the allclose tolerance (rtol)")
+    ax.legend(loc="center right", fontsize=8)
+    return lines

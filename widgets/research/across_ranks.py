@@ -1,0 +1,233 @@
+"""Token counts across ranks, on a real two-process gloo run: who divides by what.
+
+`run_across_ranks` spawns W workers (DDP over gloo on CPU, 127.0.0.1, a free port, a timeout, a
+watchdog that ends a worker whose parent died: the process handling of `widgets.research.ddp`).
+For each count imbalance, rank 0's sequences hold `TARGETS_PER_ROW` real targets each and the
+other ranks' sequences 1/imbalance of that. Each worker all-reduces its count, then runs one
+window under each loop of `LOOPS` (from `widgets.research.invariance`) and reports the gradient
+DDP left in `.grad`. The parent compares it with one process on the whole window.
+
+`_worker` lives here, not in a notebook, because spawned processes import it by name. The
+rendezvous store listens on 127.0.0.1 without authentication, as in `widgets.research.ddp`.
+"""
+from __future__ import annotations
+
+import datetime
+import multiprocessing
+import os
+import queue as queue_module
+import socket
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+
+from widgets.core.accumulation import flat_grad
+from widgets.core.budget import check_time
+from widgets.core.config import check_float, check_int
+from widgets.core.threads import one_thread
+from widgets.research.ddp import DDPError, _exit_with_parent, free_port
+from widgets.research.invariance import (
+    VOCAB, all_reduce_count, compare, count_targets, make_window, one_process_gradient, per_rank_mean,
+    split_ranks, sum_then_scale,
+)
+from widgets.research.tokens import TinyCausalLM
+
+TARGETS_PER_ROW = 16  # rank 0's real targets per sequence; imbalance x leaves 16 / x on the others
+IMBALANCES = (1, 2, 4, 8, 16)
+LOOPS = {"per_rank_mean": per_rank_mean, "all_reduce_count": all_reduce_count, "sum_then_scale": sum_then_scale}
+
+
+@dataclass(frozen=True)
+class RanksConfig:
+    """W workers, K micro-batches of b sequences per rank, one window per imbalance."""
+
+    world_size: int = 2
+    accumulation_steps: int = 2
+    micro_batch_size: int = 2
+    imbalances: tuple[int, ...] = IMBALANCES
+    seed: int = 0
+
+    def __post_init__(self):
+        check_int("world_size", self.world_size, 1, 4)
+        check_int("accumulation_steps", self.accumulation_steps, 1, 8)
+        check_int("micro_batch_size", self.micro_batch_size, 1, 16)
+        check_int("seed", self.seed, 0, 2**31 - 1)
+        if not self.imbalances:
+            raise ValueError("imbalances must hold at least one count ratio")
+        for x in self.imbalances:
+            if isinstance(x, bool) or not isinstance(x, int) or x not in IMBALANCES:
+                raise ValueError(f"imbalances must each be one of {IMBALANCES} (rank 0's targets per row over the "
+                                 f"others': {TARGETS_PER_ROW} is divided by it), got {x!r}")
+
+    def seconds_estimate(self) -> float:
+        """High: starting the workers (15 s for two on a busy 2-core machine), then a window per imbalance and loop."""
+        return 10.0 + 4.0 * self.world_size + 0.05 * len(self.imbalances) * len(LOOPS) * self.accumulation_steps
+
+
+def imbalanced_window(config: RanksConfig, imbalance: int):
+    """The window of one imbalance: rank 0's rows have 16 targets each, every other rank's 16 / imbalance."""
+    rows = config.accumulation_steps * config.micro_batch_size  # per rank
+    lengths = [TARGETS_PER_ROW + 1] * rows + [TARGETS_PER_ROW // imbalance + 1] * rows * (config.world_size - 1)
+    return make_window(lengths, config.seed)  # +1: a row of n tokens has n - 1 targets
+
+
+def count_all_ranks(micro_batches) -> int:
+    """This rank's real targets, all-reduced over every rank: the same number on each, before the first backward."""
+    import torch.distributed as dist
+    count = torch.tensor(sum(count_targets(labels) for _, labels in micro_batches))
+    dist.all_reduce(count)  # a sum by default: one small all-reduce per update
+    return int(count)
+
+
+def _train(config: RanksConfig, rank: int) -> dict:
+    from torch.nn.parallel import DistributedDataParallel
+    model = DistributedDataParallel(TinyCausalLM(vocab_size=VOCAB, seed=config.seed))
+    out = {}
+    for x in config.imbalances:
+        micro_batches = split_ranks(imbalanced_window(config, x), config.world_size, config.accumulation_steps)[rank]
+        all_ranks_count = count_all_ranks(micro_batches)
+        for name, loop in LOOPS.items():
+            model.zero_grad(set_to_none=True)
+            loop(model, micro_batches, config.world_size, all_ranks_count)  # DDP averages .grad over the ranks
+            out[f"{x}:{name}"] = flat_grad(model.module).tolist()
+        out[f"{x}:counts"] = [all_ranks_count, sum(count_targets(labels) for _, labels in micro_batches)]
+    return out
+
+
+def _worker(rank: int, config: RanksConfig, port: int, results, fail_on_rank: int | None, timeout_s: float,
+            parent_pid: int, from_main_thread: bool) -> None:
+    """One process: join the group, run every window, report, leave."""
+    _exit_with_parent(parent_pid, from_main_thread)
+    import torch.distributed as dist
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # stay on the loopback interface
+    torch.set_num_threads(1)
+    try:
+        try:
+            dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                                    world_size=config.world_size, timeout=datetime.timedelta(seconds=timeout_s))
+        except Exception as error:
+            results.put(("no_backend", rank, f"{type(error).__name__}: {error}"))
+            return
+        if fail_on_rank == rank:
+            raise RuntimeError(f"worker {rank} raised on purpose (fail_on_rank={rank})")
+        results.put(("ok", rank, _train(config, rank)))
+    except Exception:
+        results.put(("error", rank, traceback.format_exc(limit=4)))
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def _run_workers(config: RanksConfig, timeout_s: float, port: int, fail_on_rank: int | None) -> dict[int, dict]:
+    """Spawn, collect one report per rank, and end every started process whatever happens (as `run_ddp`)."""
+    ctx = multiprocessing.get_context("spawn")
+    results = ctx.Queue()
+    parent = (os.getpid(), threading.current_thread() is threading.main_thread())
+    procs = [ctx.Process(target=_worker, args=(r, config, port, results, fail_on_rank, timeout_s, *parent),
+                         daemon=True) for r in range(config.world_size)]
+    started: list = []
+    start = time.perf_counter()
+    reports: dict[int, dict] = {}
+    try:
+        for rank, p in enumerate(procs):
+            try:
+                p.start()
+            except Exception as error:
+                raise DDPError(f"worker {rank} could not be started ({type(error).__name__}: {error}); "
+                               f"the {len(started)} started before it were stopped") from error
+            started.append(p)
+        while len(reports) < config.world_size:
+            left = timeout_s - (time.perf_counter() - start)
+            if left <= 0:
+                raise DDPError(f"the workers did not finish within timeout_s = {timeout_s:g} s; they were stopped")
+            try:
+                status, rank, payload = results.get(timeout=min(left, 0.5))
+            except queue_module.Empty:
+                dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
+                if dead and results.empty():
+                    raise DDPError(f"a worker died without reporting (exit code {dead[0]}); the others were stopped") from None
+                continue
+            if status == "no_backend":
+                raise DDPError(f"the gloo backend could not start on 127.0.0.1:{port} (rank {rank}): {payload}")
+            if status == "error":
+                raise DDPError(f"worker {rank} raised; every worker was stopped.\n{payload}")
+            reports[rank] = payload
+    finally:
+        for p in started:
+            p.join(timeout=2)
+            if p.is_alive():
+                p.terminate()
+                p.join(timeout=2)
+            if p.is_alive():
+                p.kill()
+                p.join()
+        results.close()
+        results.join_thread()
+    return reports
+
+
+@dataclass(frozen=True)
+class RanksResult:
+    """Per imbalance: each loop's gradient on every rank, the counts, and the one-process truth."""
+
+    config: RanksConfig
+    port: int
+    grads: dict[str, list[list[float]]]  # "imbalance:loop" -> one flat gradient per rank
+    counts: dict[int, list[int]]  # imbalance -> real targets per rank
+    truth: dict[int, list[float]]  # imbalance -> one process's gradient on the whole window
+    seconds: float
+
+    def ranks_agree(self, imbalance: int, loop: str) -> bool:
+        """DDP leaves the same gradient on every rank (exactly: the all-reduce returns one sum to all)."""
+        first, *others = self.grads[f"{imbalance}:{loop}"]
+        return all(g == first for g in others)
+
+    def against_one_process(self, imbalance: int, loop: str) -> tuple[bool, float, float]:
+        """(allclose, ratio along the truth, relative error) of rank 0's gradient against one process."""
+        return compare(torch.tensor(self.grads[f"{imbalance}:{loop}"][0], dtype=torch.float64),
+                       torch.tensor(self.truth[imbalance], dtype=torch.float64))
+
+
+def token_weights(rank_counts: Sequence[int]) -> dict[str, list[float]]:
+    """The weight one real target of each rank gets in the final gradient: 1 / (W n_r) under per-rank
+    means averaged by DDP, 1 / N_total with the all-reduced count (both fixes)."""
+    counts = [check_int(f"rank_counts[{r}]", n, 1) for r, n in enumerate(rank_counts)]
+    if not counts:
+        raise ValueError("rank_counts must hold one count per rank")
+    W, total = len(counts), sum(counts)
+    return {"per_rank_mean": [1 / (W * n) for n in counts], "all_reduce_count": [1 / total] * W}
+
+
+def run_across_ranks(config: RanksConfig | None = None, timeout_s: float = 120.0, port: int | None = None,
+                     fail_on_rank: int | None = None) -> RanksResult:
+    """Spawn the workers, run every window, end every process; raise DDPError if anything fails."""
+    config = config if config is not None else RanksConfig()
+    if not isinstance(config, RanksConfig):
+        raise TypeError(f"config must be a RanksConfig, got {type(config).__name__}")
+    timeout_s = check_float("timeout_s", timeout_s, 0.0, 3600.0)
+    port = free_port() if port is None else check_int("port", port, 1, 65535)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:  # fail fast, before any process starts
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as error:
+            raise DDPError(f"the gloo backend could not start on 127.0.0.1:{port}: the port is taken "
+                           f"({error.strerror}). Try again with port=None; no process was started.") from None
+    if fail_on_rank is not None:
+        check_int("fail_on_rank", fail_on_rank, 0, config.world_size - 1)
+    check_time(f"run_across_ranks on {config}", config.seconds_estimate())
+    import torch.distributed as dist
+    if not dist.is_available() or not dist.is_gloo_available():
+        raise DDPError("this torch build has no gloo backend (torch.distributed.is_gloo_available() is False)")
+    start = time.perf_counter()
+    reports = _run_workers(config, timeout_s, port, fail_on_rank)
+    W = config.world_size
+    grads = {f"{x}:{name}": [reports[r][f"{x}:{name}"] for r in range(W)] for x in config.imbalances for name in LOOPS}
+    counts = {x: [reports[r][f"{x}:counts"][1] for r in range(W)] for x in config.imbalances}
+    model = TinyCausalLM(vocab_size=VOCAB, seed=config.seed)
+    with one_thread():  # a tiny model: one thread is faster
+        truth = {x: one_process_gradient(model, imbalanced_window(config, x)).tolist() for x in config.imbalances}
+    return RanksResult(config, port, grads, counts, truth, time.perf_counter() - start)
