@@ -1,0 +1,203 @@
+"""Pipeline parallelism is gradient accumulation: GPipe and 1F1B schedules, simulated and run.
+
+`simulate` places every micro-batch's forward (F) and backward (B) on a stages x time grid, one
+slot each, as soon as its input is ready and its stage is free, in the order the schedule gives
+each stage. The bubble fraction and the activations each stage holds are read off that grid, not
+from a formula; `bubble_formula` is the (p - 1) / (m + p - 1) they are checked against.
+`run_pipeline` then executes a timeline's operations in its order, on one process with p stage
+modules, and sums the micro-batches' gradients into .grad: the same gradient as the unsplit model.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from widgets.core.config import check_int
+
+SCHEDULES = ("gpipe", "1f1b")
+
+
+@dataclass(frozen=True)
+class Op:
+    """One slot of the timeline: `kind` "F" or "B" of `micro_batch` on `stage`, during [start, start + 1)."""
+
+    stage: int
+    micro_batch: int
+    kind: str
+    start: int
+
+
+def stage_order(schedule: str, stage: int, stages: int, micro_batches: int) -> list[tuple[str, int]]:
+    """The order in which `stage` runs its 2 m operations, [("F", 0), ..., ("B", m - 1)].
+
+    GPipe: every forward, then every backward. 1F1B: p - 1 - stage forwards to fill the pipe,
+    then one forward and one backward in turn, then the backwards left."""
+    m = micro_batches
+    if schedule == "gpipe":
+        return [("F", i) for i in range(m)] + [("B", i) for i in range(m)]
+    warmup = min(stages - stage - 1, m)
+    order = [("F", i) for i in range(warmup)]
+    for i in range(warmup, m):
+        order += [("F", i), ("B", i - warmup)]
+    return order + [("B", i) for i in range(m - warmup, m)]
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """Every operation of one update, and what a reader measures on the grid."""
+
+    schedule: str
+    stages: int
+    micro_batches: int
+    ops: tuple[Op, ...]
+
+    @property
+    def makespan(self) -> int:
+        """Slots from the first forward to the last backward."""
+        return max(op.start for op in self.ops) + 1
+
+    @property
+    def bubble_fraction(self) -> float:
+        """Idle stage-slots / all stage-slots, counted on the grid."""
+        total = self.stages * self.makespan
+        return (total - len(self.ops)) / total
+
+    def in_flight(self, stage: int) -> list[int]:
+        """Micro-batches whose activations `stage` holds at the end of each slot (forward done, backward not)."""
+        held, counts = 0, []
+        by_slot = {op.start: op for op in self.ops if op.stage == stage}
+        for t in range(self.makespan):
+            op = by_slot.get(t)
+            held += 0 if op is None else (1 if op.kind == "F" else -1)
+            counts.append(held)
+        return counts
+
+    def peak_in_flight(self) -> list[int]:
+        """Per stage, the most micro-batches' activations held at once: GPipe m, 1F1B p - stage."""
+        return [max(self.in_flight(s)) for s in range(self.stages)]
+
+
+def simulate(schedule: str, stages: int, micro_batches: int) -> Timeline:
+    """Place every F and B, each one slot long, at the first slot where its stage is free and its
+    input has arrived: F(s, i) after F(s - 1, i); B(s, i) after B(s + 1, i), or after F(s, i) on
+    the last stage."""
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
+    p = check_int("stages", stages, 1, 64)
+    m = check_int("micro_batches", micro_batches, 1, 256)
+    queues = [stage_order(schedule, s, p, m) for s in range(p)]
+    done: dict[tuple[str, int, int], int] = {}  # (kind, stage, micro_batch) -> the slot it ends at
+    ops: list[Op] = []
+    t = 0
+    while any(queues):
+        for s in range(p):
+            if not queues[s]:
+                continue
+            kind, i = queues[s][0]
+            needs = ("F", s - 1, i) if kind == "F" else (("B", s + 1, i) if s < p - 1 else ("F", s, i))
+            if (kind == "F" and s == 0) or done.get(needs, t + 1) <= t:
+                queues[s].pop(0)
+                ops.append(Op(s, i, kind, t))
+                done[(kind, s, i)] = t + 1
+        t += 1
+    return Timeline(schedule, p, m, tuple(ops))
+
+
+def bubble_formula(stages: int, micro_batches: int) -> float:
+    """(p - 1) / (m + p - 1): the share of a synchronous pipeline's stage-time spent idle."""
+    p, m = check_int("stages", stages, 1), check_int("micro_batches", micro_batches, 1)
+    return (p - 1) / (m + p - 1)
+
+
+# --- a real pipeline on one process --------------------------------------------------------------
+
+def split_model(model: torch.nn.Sequential, stages: int) -> list[torch.nn.Sequential]:
+    """Cut a Sequential into `stages` contiguous pieces (sharing the model's parameters)."""
+    layers = list(model)
+    p = check_int("stages", stages, 1, len(layers))
+    bounds = [round(k * len(layers) / p) for k in range(p + 1)]
+    return [torch.nn.Sequential(*layers[bounds[k]:bounds[k + 1]]) for k in range(p)]
+
+
+def gpipe_two_stages(stage0: torch.nn.Module, stage1: torch.nn.Module,
+                     micro_batches: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+    """GPipe on two stage modules in one process: every forward, then every backward. Afterwards .grad
+    holds the gradient of the mean MSE over all examples, added up micro-batch by micro-batch."""
+    n = sum(len(x) for x, _ in micro_batches)
+    held = []
+    for x, y in micro_batches:  # all forwards first (GPipe)
+        h = stage0(x)
+        h_received = h.detach().requires_grad_()  # the cut: stage 1 gets a plain tensor, as over a wire
+        loss = torch.nn.functional.mse_loss(stage1(h_received), y) * len(x) / n  # n_i / n: a mean over all n
+        held.append((h, h_received, loss))
+    for h, h_received, loss in held:  # then every backward: each adds into .grad
+        loss.backward()
+        h.backward(h_received.grad)  # the gradient crosses the cut back to stage 0
+
+
+@dataclass(frozen=True)
+class PipelineRun:
+    """What running a timeline left: the summed gradient and the activations each stage really held."""
+
+    gradient: torch.Tensor
+    peak_in_flight: list[int]
+
+
+def run_pipeline(stages: list[torch.nn.Module], micro_batches: list[tuple[torch.Tensor, torch.Tensor]],
+                 timeline: Timeline) -> PipelineRun:
+    """Run every operation of `timeline` in slot order; .grad holds the gradient of the mean MSE
+    over all examples afterwards. A stage's input is the previous stage's output, detached: the
+    gradient crosses the cut by hand, as it would cross the wire between two machines."""
+    if len(stages) != timeline.stages or len(micro_batches) != timeline.micro_batches:
+        raise ValueError(f"the timeline is for {timeline.stages} stages and {timeline.micro_batches} micro-batches, "
+                         f"got {len(stages)} stages and {len(micro_batches)} micro-batches")
+    n = sum(len(x) for x, _ in micro_batches)
+    last = len(stages) - 1
+    inputs, outputs = {}, {}  # (stage, micro_batch) -> the tensors a backward still needs
+    peaks = [0] * len(stages)
+    for op in sorted(timeline.ops, key=lambda o: (o.start, o.stage)):
+        s, i = op.stage, op.micro_batch
+        if op.kind == "F":
+            x = micro_batches[i][0] if s == 0 else outputs[(s - 1, i)].detach().requires_grad_()
+            out = stages[s](x)
+            if s == last:  # weight n_i / n: the sum over micro-batches is the mean over the whole batch
+                out = torch.nn.functional.mse_loss(out, micro_batches[i][1]) * len(x) / n
+            inputs[(s, i)], outputs[(s, i)] = x, out
+            peaks[s] = max(peaks[s], sum(1 for key in outputs if key[0] == s))
+        else:
+            out = outputs.pop((s, i))
+            # backward adds into .grad: this is the accumulation, micro-batch after micro-batch
+            out.backward() if s == last else out.backward(inputs[(s + 1, i)].grad)
+            if s < last:
+                del inputs[(s + 1, i)]  # the next stage's input was only kept for the gradient it carries back
+    params = [p for stage in stages for p in stage.parameters()]
+    return PipelineRun(torch.cat([p.grad.reshape(-1) for p in params]), peaks)
+
+
+def unsplit_gradient(model: torch.nn.Module, micro_batches: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
+    """The reference: one backward of the mean MSE over all examples at once, on the whole model."""
+    x = torch.cat([x for x, _ in micro_batches])
+    y = torch.cat([y for _, y in micro_batches])
+    model.zero_grad(set_to_none=True)
+    torch.nn.functional.mse_loss(model(x), y).backward()
+    grad = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
+    model.zero_grad(set_to_none=True)
+    return grad
+
+
+def make_mlp(depth: int = 4, width: int = 16, seed: int = 0) -> torch.nn.Sequential:
+    """`depth` Linear(width, width) + Tanh blocks: enough layers to cut into up to `depth` stages."""
+    check_int("depth", depth, 1, 32)
+    check_int("width", width, 1, 1024)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        layers = [torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.Tanh()) for _ in range(depth)]
+    return torch.nn.Sequential(*layers)
+
+
+def make_micro_batches(micro_batches: int, micro_batch_size: int, width: int = 16,
+                       seed: int = 0) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    g = torch.Generator().manual_seed(seed)
+    return [(torch.randn(micro_batch_size, width, generator=g), torch.randn(micro_batch_size, width, generator=g))
+            for _ in range(check_int("micro_batches", micro_batches, 1, 256))]
