@@ -1,0 +1,56 @@
+"""Drawing for the losses that see the batch: the weight each completion's tokens get under each RL loss
+type, and the expert loads per domain after training a router. Each draws onto the Axes it is given
+and returns what it drew."""
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+from matplotlib.axes import Axes
+
+from widgets.draw.frames import OKABE_ITO
+
+
+def _check_axes(ax: object) -> Axes:
+    if not isinstance(ax, Axes):
+        raise TypeError(f"ax must be a matplotlib Axes, got {type(ax).__name__}")
+    return ax
+
+
+def draw_token_weights(ax: Axes, lengths: Sequence[int], weights: Mapping[str, Sequence[float]]) -> dict:
+    """One group of bars per completion (labelled by its length), one bar per loss type: the weight each
+    of its tokens gets, relative to the window's plain token mean (1 / all tokens), so 1 is the token mean."""
+    ax = _check_axes(ax)
+    if not weights or any(len(w) != len(lengths) for w in weights.values()):
+        raise ValueError(f"weights must map each loss type to one weight per completion ({len(lengths)})")
+    total = sum(lengths)
+    width = 0.8 / len(weights)
+    bars = {}
+    for i, (name, values) in enumerate(weights.items()):
+        xs = [j + (i - (len(weights) - 1) / 2) * width for j in range(len(lengths))]
+        bars[name] = ax.bar(xs, [w * total for w in values], width, color=OKABE_ITO[i % len(OKABE_ITO)], label=name)
+    ax.axhline(1.0, color="grey", lw=0.8, ls=":")
+    ax.set_xticks(range(len(lengths)), [str(n) for n in lengths])
+    ax.set(xlabel="completion length (tokens)", ylabel="weight x window tokens")
+    ax.legend(fontsize=8, ncol=2)
+    return bars
+
+
+def draw_expert_load(ax: Axes, load: Sequence[Sequence[float]], title: str = "") -> list:
+    """Stacked bars, one per expert: how much of its load comes from each domain (`load[d][e]`, fractions
+    of domain d's tokens; each domain holds the same number of tokens, so heights add up to the expert's share x D)."""
+    ax = _check_axes(ax)
+    if not load or len({len(row) for row in load}) != 1:
+        raise ValueError("load must be a non-empty list of rows, one per domain, each with one value per expert")
+    num_experts = len(load[0])
+    bottom = [0.0] * num_experts
+    drawn = []
+    for d, row in enumerate(load):
+        share = [v / len(load) for v in row]  # the fraction of all tokens: domain d's tokens at expert e
+        drawn.append(ax.bar(range(num_experts), share, bottom=bottom, color=OKABE_ITO[d % len(OKABE_ITO)],
+                            label=f"domain {d}"))
+        bottom = [b + s for b, s in zip(bottom, share)]
+    ax.axhline(1 / num_experts, color="grey", lw=0.8, ls=":")
+    ax.set_xticks(range(num_experts), [f"expert {e}" for e in range(num_experts)])
+    ax.set(ylabel="fraction of all tokens", ylim=(0, max(0.5, 1.15 * max(bottom))), title=title)
+    ax.legend(fontsize=7, loc="upper right")
+    return drawn
