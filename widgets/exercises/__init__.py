@@ -28,6 +28,10 @@ _SETS = {  # exercise set -> the module that builds it; loaded on first use, so 
     "noise_exercises": "widgets.exercises.researcher_3",
     "memory_exercises": "widgets.exercises.researcher_4",
     "machines_exercises": "widgets.exercises.researcher_5",
+    "stages_exercises": "widgets.exercises.researcher_7",
+    "losses_exercises": "widgets.exercises.researcher_8",
+    "ranks_exercises": "widgets.exercises.researcher_6",
+    "adam_exercises": "widgets.exercises.researcher_9",
 }
 __all__ = sorted(_SETS)
 
