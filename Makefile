@@ -1,6 +1,7 @@
 # Two commands do all the set-up:   make lab   (install the learner set, open start-here)
 #                                   make test  (add the test tools, run every test)
 # While changing code:              make check (the linter, then the unit tests: no notebooks, no browser)
+# A class on one server (as root):  make hub LEARNERS=ada,ben,cy ... make hub-stop   (instructor/hub.md)
 # Options:  make lab TORCH=cpu       CPU-only torch from PyTorch's CPU wheel index (Linux; small)
 #           make lab WHEELS=DIR      install with no network from a folder made by `make wheelhouse`
 PYTHON ?= python3
@@ -60,7 +61,7 @@ present: export LAB_STATE := $(value STATE)
 present: install
 	$(BIN)/python present/serve.py
 
-LINTED := widgets tests tools benchmarks instructor present conftest.py
+LINTED := widgets tests tools benchmarks instructor present hub conftest.py
 RUFF := $(BIN)/ruff check $(LINTED)
 
 # The linter (ruff, pinned in requirements-test.txt; its rules are in pyproject.toml).
@@ -124,3 +125,67 @@ wheelhouse: install
 # The offline plan, run end to end in /tmp: a wheel folder, then an install with no index.
 offline-install: install-test
 	$(BIN)/python benchmarks/offline_install.py
+
+# --- The room on JupyterHub (instructor/hub.md), as root: each learner is a system user ----------
+# make hub LEARNERS=ada,ben,cy [IP=192.168.1.10] [PORT=8000]   (prints the room password once)
+# make hub-stop        stops everything it started      make hub-test   isolation and security tests
+# make hub-room N=10   the simulated room: benchmarks/results/hub_room.json, then instructor/hub.md's sizing
+# The hub's environment is the learner set plus requirements-hub.txt, built at HUB_VENV from HUB_PYTHON:
+# a path every learner can read (a venv whose Python sits under a mode-700 home, as pyenv's under
+# /root does, is unreachable to them). Its proxy, configurable-http-proxy, comes from hub/package-lock.json.
+HUB_VENV ?= /opt/gradient-accumulation-lab/venv
+HUB_PYTHON ?= /usr/bin/python3
+HUB_BIN := $(HUB_VENV)/bin
+HUB_STATE ?= /var/lib/gradient-accumulation-lab-hub
+IP ?= 127.0.0.1
+PORT ?= 8000
+N ?= 10
+APT_GET := DEBIAN_FRONTEND=noninteractive apt-get install -y -qq
+
+.PHONY: hub hub-stop hub-test hub-room hub-system
+
+# Node.js and npm (the proxy) and python3-venv, from Debian, when missing and we are root.
+hub-system:
+	@if ! command -v npm >/dev/null 2>&1 || ! $(HUB_PYTHON) -c "import ensurepip" 2>/dev/null; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && $(APT_GET) nodejs npm python3-venv; \
+	  else echo "The room needs Node.js, npm and python3-venv: sudo apt-get install nodejs npm python3-venv"; exit 1; fi; fi
+	test -x hub/node_modules/.bin/configurable-http-proxy || npm ci --no-audit --no-fund --prefix hub
+
+$(HUB_VENV)/.installed-hub: requirements-hub.txt requirements.txt pyproject.toml
+	$(MAKE) install VENV=$(HUB_VENV) PYTHON=$(HUB_PYTHON)
+	$(HUB_BIN)/python -m pip install --progress-bar on $(if $(WHEELS),--no-index --find-links $(WHEELS),) -r requirements-hub.txt
+	touch $@
+
+$(HUB_VENV)/.installed-hub-test: requirements-test.txt $(HUB_VENV)/.installed-hub
+	$(MAKE) install-test VENV=$(HUB_VENV) PYTHON=$(HUB_PYTHON)
+	touch $@
+
+hub: hub-system $(HUB_VENV)/.installed-hub
+	LAB_HUB_STATE=$(HUB_STATE) $(HUB_BIN)/python tools/hub.py start --ip $(IP) --port $(PORT) $(if $(LEARNERS),--learners $(LEARNERS),)
+
+hub-stop:
+	@if [ -x $(HUB_BIN)/python ]; then LAB_HUB_STATE=$(HUB_STATE) $(HUB_BIN)/python tools/hub.py stop; \
+	else echo "No room hub was ever installed here ($(HUB_VENV))."; fi
+
+# A few minutes: one hub, two throw-away learners; leaves no process, user or file behind (tested).
+# The learners must read the checkout: one under a mode-700 home (a CI clone in /root) is tested from
+# a readable copy in HUB_TEST_COPY instead (the same files, without .git and the environments).
+HUB_TEST_COPY ?= /tmp/gradient-accumulation-lab-hub-test
+hub-test:
+	@if runuser -u nobody -- test -r "$(CURDIR)/notebooks/00_start_here.ipynb" 2>/dev/null; then \
+	  $(MAKE) hub-test-here; \
+	else \
+	  echo "--- other users cannot read $(CURDIR): the room is tested from a copy at $(HUB_TEST_COPY)"; \
+	  rm -rf $(HUB_TEST_COPY) && mkdir -p $(HUB_TEST_COPY) && \
+	  tar -c --exclude=./.git --exclude=./.venv --exclude=./hub/node_modules . | tar -x -C $(HUB_TEST_COPY) && \
+	  chmod -R a+rX $(HUB_TEST_COPY) && chmod a+rx $(dir $(HUB_TEST_COPY)) && \
+	  $(MAKE) -C $(HUB_TEST_COPY) hub-test-here; \
+	fi
+
+.PHONY: hub-test-here
+hub-test-here: hub-system $(HUB_VENV)/.installed-hub-test
+	LAB_HUB_TESTS=1 $(HUB_BIN)/python -m pytest tests/hub -p no:cacheprovider -q -o addopts=""
+
+hub-room: hub-system $(HUB_VENV)/.installed-hub
+	$(HUB_BIN)/python benchmarks/hub_room.py --learners $(N)
+	$(HUB_BIN)/python hub/sizing.py

@@ -8,7 +8,7 @@ kernel (benchmarks/results.json, written by benchmarks/benchmark.py) plus readin
 of its markdown cells at the audience's reading speed), widget time (its live widgets) and
 exercise time (its checked exercises, counted from `.check(` calls). The rates below are the
 assumptions, stated once; change them and re-run. The room checklist reads
-benchmarks/results/classroom.json and install.json. The exercises' answers are each exercise's
+benchmarks/results/classroom.json, hub_room.json and install.json. The exercises' answers are each exercise's
 `solution()`, the tested worked answer.
 """
 from __future__ import annotations
@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 HERE = ROOT / "instructor"
 RESULTS = ROOT / "benchmarks" / "results.json"
 CLASSROOM = ROOT / "benchmarks" / "results" / "classroom.json"
+HUB_ROOM = ROOT / "benchmarks" / "results" / "hub_room.json"
 INSTALL = ROOT / "benchmarks" / "results" / "install.json"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
@@ -187,6 +188,20 @@ def offline_measured() -> str:
             f"{run['offline_install']['seconds']:.0f} s ({run['offline_install']['venv_mb']} MB in .venv).")
 
 
+def hub_measured() -> str:
+    """The simulated room of `make hub-room` (benchmarks/results/hub_room.json), in a sentence."""
+    if not HUB_ROOM.exists():
+        return ""
+    run = json.loads(HUB_ROOM.read_text())
+    learner, books = run["peak_mb"]["learner"], run["notebook_s"]
+    return (f" On one server, `make hub LEARNERS=...` serves the room and `make hub-stop` ends it (instructor/hub.md). "
+            f"Measured with {run['learners']} simulated learners ({run['measured_on']}, {run['machine']}): all spawned "
+            f"after {run['all_spawned_s']} s; start-here and beginner_2 took "
+            + ", ".join(f"{v['median']} s" for v in books.values())
+            + f" (median, everyone at once); each learner peaked at {learner['min']}-{learner['max']} MB, the hub at "
+            f"{run['peak_mb']['hub']} MB and its proxy at {run['peak_mb']['proxy']} MB; {len(run['failures'])} failures.")
+
+
 def write_room(classroom: dict, install: dict) -> str:
     lines = ["# Room setup", "", "Written by `instructor/make_plans.py` from `benchmarks/results/classroom.json` and",
              "`install.json` (`make classroom`, `make install-size`); do not edit by hand.", ""]
@@ -225,7 +240,7 @@ def write_room(classroom: dict, install: dict) -> str:
     else:
         lines[-1] += "."
     lines += ["", "**JupyterHub**: the memory per learner above; the lab's requirements.txt in the image; "
-              "`python tools/lab.py --configure` once in the image (no news pop-up).", "",
+              "`python tools/lab.py --configure` once in the image (no news pop-up)." + hub_measured(), "",
               "**Offline room**: on a machine with network, `make wheelhouse` (every wheel of the learner set into "
               "`wheelhouse/`); copy the checkout with `wheelhouse/` to each machine (USB stick); there, "
               "`make lab WHEELS=wheelhouse` installs with no network. Voila's page links icons from a CDN: offline "

@@ -1,0 +1,5 @@
+"""The room on JupyterHub (`make hub`; instructor/hub.md): config, authenticator, spawner, room view.
+
+Not part of the learners' `widgets` package: the hub's own code, run by root (tools/hub.py) and by
+JupyterHub (jupyterhub_config.py), plus the HTTP client the simulated room and the tests drive it with.
+"""

@@ -1,0 +1,153 @@
+"""A learner, over HTTP: log in to the hub, spawn, and run code in a kernel of their own server.
+
+What the simulated room (benchmarks/hub_room.py) and the hub tests (tests/hub/) drive the room
+with: the same requests a browser makes (the login form with its _xsrf, the hub's REST API with the
+learner's own token, the server's kernel websocket), nothing the hub gives a script for free.
+"""
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+import requests
+import websocket
+
+NOTEBOOKS = "gradient-accumulation-lab"
+
+
+class HubClient:
+    """One person at the hub `base` (http://127.0.0.1:8000): a cookie session, then a token."""
+
+    def __init__(self, base: str, name: str):
+        self.base, self.name = base.rstrip("/"), name
+        self.http = requests.Session()
+        self.token: str | None = None
+
+    # --- the hub ---------------------------------------------------------------------------
+    def login(self, password: str) -> bool:
+        """The login form, as a browser posts it; True if the hub let this person in."""
+        self.http.get(f"{self.base}/hub/login", timeout=30)
+        form = {"username": self.name, "password": password, "_xsrf": self.http.cookies.get("_xsrf", "")}
+        response = self.http.post(f"{self.base}/hub/login", data=form, allow_redirects=False, timeout=60)
+        return response.status_code == 302 and "jupyterhub-session-id" in self.http.cookies
+
+    def new_token(self) -> str:
+        """A token of this person's own (what the hub's token page makes), asked for with their cookie."""
+        response = self.http.post(f"{self.base}/hub/api/users/{self.name}/tokens", json={"note": "room", "expires_in": 7200},
+                                  headers={"X-XSRFToken": self.http.cookies.get("_xsrf", "")}, timeout=30)
+        response.raise_for_status()
+        self.token = response.json()["token"]
+        return self.token
+
+    def hub_api(self, method: str, path: str, **kw) -> requests.Response:
+        return requests.request(method, f"{self.base}/hub/api/{path}", headers=self._auth(), timeout=30, **kw)
+
+    def spawn(self, timeout: float = 240) -> float:
+        """Start this person's server and wait until it is ready; the seconds it took."""
+        t0 = time.monotonic()
+        response = self.hub_api("POST", f"users/{self.name}/server")
+        if response.status_code not in (201, 202, 400):  # 400: already running
+            raise RuntimeError(f"spawn of {self.name}: {response.status_code} {response.text[:300]}")
+        while time.monotonic() - t0 < timeout:
+            server = self.hub_api("GET", f"users/{self.name}").json().get("servers", {}).get("")
+            if server and server.get("ready"):
+                return time.monotonic() - t0
+            time.sleep(0.5)
+        raise TimeoutError(f"the server of {self.name} was not ready in {timeout:.0f} s")
+
+    # --- their server --------------------------------------------------------------------------
+    def server_api(self, method: str, path: str, user: str | None = None, **kw) -> requests.Response:
+        """The Jupyter server API of `user` (default: this person), with this person's token."""
+        return requests.request(method, f"{self.base}/user/{user or self.name}/api/{path}", headers=self._auth(),
+                                timeout=60, **kw)
+
+    def open_notebook(self, path: str) -> tuple[str, str]:
+        """Open a notebook as JupyterLab does (a session on it: the kernel runs in its folder); (session, kernel) ids."""
+        response = self.server_api("POST", "sessions", json={"path": path, "type": "notebook", "name": path.rsplit("/", 1)[-1],
+                                                             "kernel": {"name": "python3"}})
+        response.raise_for_status()
+        session = response.json()
+        return session["id"], session["kernel"]["id"]
+
+    def close_session(self, session_id: str) -> None:
+        self.server_api("DELETE", f"sessions/{session_id}")
+
+    def run_notebook(self, path: str, timeout: float = 600) -> dict:
+        """Open `path` (relative to their home), run its code cells in order; seconds and the first error."""
+        cells = self.server_api("GET", f"contents/{path}").json()["content"]["cells"]
+        session, kernel = self.open_notebook(path)
+        t0 = time.monotonic()
+        try:
+            with Kernel(self, kernel) as k:
+                for i, cell in enumerate(c for c in cells if c["cell_type"] == "code"):
+                    result = k.execute(cell["source"], timeout=max(1.0, timeout - (time.monotonic() - t0)))
+                    if result["error"]:
+                        return {"seconds": round(time.monotonic() - t0, 2), "error": f"code cell {i}: {result['error']}"}
+        finally:
+            self.close_session(session)
+        return {"seconds": round(time.monotonic() - t0, 2), "error": None}
+
+    def _auth(self) -> dict:
+        return {"Authorization": f"token {self.token}"} if self.token else {}
+
+
+def parse_frame(frame: str | bytes) -> dict:
+    """A kernel message from a websocket frame: JSON text, or binary when it carries buffers (a widget's
+    image): uint32 count, uint32 offsets, then the JSON and the buffers (jupyter_server's format)."""
+    if isinstance(frame, str):
+        return json.loads(frame)
+    count = int.from_bytes(frame[:4], "big")
+    offsets = [int.from_bytes(frame[4 + 4 * i:8 + 4 * i], "big") for i in range(count)]
+    return json.loads(frame[offsets[0]:offsets[1] if count > 1 else None])
+
+
+class Kernel:
+    """A kernel's websocket (the Jupyter messaging protocol as JSON frames): execute code, read what it printed."""
+
+    def __init__(self, client: HubClient, kernel_id: str):
+        ws_base = client.base.replace("http://", "ws://").replace("https://", "wss://")
+        self.ws = websocket.create_connection(f"{ws_base}/user/{client.name}/api/kernels/{kernel_id}/channels",
+                                              header=[f"Authorization: token {client.token}"], timeout=30)
+        self.session = uuid.uuid4().hex
+
+    def __enter__(self) -> Kernel:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.ws.close()
+
+    def execute(self, code: str, timeout: float = 120) -> dict:
+        """Run `code`; {"stdout", "result", "error"} once the kernel is idle again (error: 'Name: value' or None)."""
+        msg_id = uuid.uuid4().hex
+        self.ws.send(json.dumps({
+            "header": {"msg_id": msg_id, "msg_type": "execute_request", "session": self.session, "username": "",
+                       "version": "5.3", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
+            "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
+            "content": {"code": code, "silent": False, "store_history": True, "user_expressions": {},
+                        "allow_stdin": False, "stop_on_error": True}}))
+        out = {"stdout": "", "result": None, "error": None}
+        replied = idle = False
+        deadline = time.monotonic() + timeout
+        while not (replied and idle):
+            self.ws.settimeout(max(0.1, deadline - time.monotonic()))
+            try:
+                msg = parse_frame(self.ws.recv())
+            except websocket.WebSocketTimeoutException:
+                raise TimeoutError(f"the kernel did not finish within {timeout:.0f} s") from None
+            if msg.get("parent_header", {}).get("msg_id") != msg_id:
+                continue
+            kind, content = msg["header"]["msg_type"], msg["content"]
+            if kind == "stream" and content.get("name") == "stdout":
+                out["stdout"] += content["text"]
+            elif kind == "execute_result":
+                out["result"] = content["data"].get("text/plain")
+            elif kind == "error":
+                out["error"] = f"{content['ename']}: {content['evalue']}"
+            elif kind == "status" and content["execution_state"] == "idle":
+                idle = True
+            elif kind == "execute_reply":
+                replied = True
+                if content.get("status") == "error" and not out["error"]:
+                    out["error"] = f"{content.get('ename')}: {content.get('evalue')}"
+        return out

@@ -1,0 +1,157 @@
+"""The instructor's room view, a JupyterHub service at /services/room/ (admins only).
+
+For each learner: the notebooks they opened, the checked exercises they passed, the last one they
+tried and when; and the exercise the most learners are stuck on (tried, never passed). The page
+polls `api/room` every few seconds and redraws its table: no reload.
+
+Progress is read as the learner (read_progress.py runs with their uid), so nothing a learner owns
+changes owner or content. "Opened" is what their progress file names plus the notebooks their
+server has had open since this view started (its sessions API, through the hub's token).
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import pwd
+import sys
+from collections import Counter
+from pathlib import Path
+from urllib.parse import urlparse
+
+from jupyterhub.services.auth import HubOAuthCallbackHandler, HubOAuthenticated
+from jupyterhub.utils import url_path_join
+from tornado import web
+from tornado.httpclient import AsyncHTTPClient, HTTPRequest
+from tornado.ioloop import IOLoop
+
+HERE = Path(__file__).resolve().parent
+PREFIX = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/services/room/")
+TOKEN = os.environ.get("JUPYTERHUB_API_TOKEN", "")
+HUB_API = os.environ.get("JUPYTERHUB_API_URL", "http://127.0.0.1:8081/hub/api")
+REFRESH_S = 3
+_seen: dict[str, set[str]] = {}  # learner -> notebooks their server had open, since this view started
+
+
+async def _hub(path: str) -> object:
+    request = HTTPRequest(url_path_join(HUB_API, path), headers={"Authorization": f"token {TOKEN}"}, request_timeout=10)
+    return json.loads((await AsyncHTTPClient().fetch(request)).body)
+
+
+async def _open_notebooks(user: dict) -> list[str]:
+    """Notebooks open in the learner's server now (empty if it is not running or does not answer)."""
+    server = user.get("servers", {}).get("")
+    if not server or not server.get("ready"):
+        return []
+    base = os.environ.get("JUPYTERHUB_BASE_URL_INTERNAL") or _proxy_base()
+    request = HTTPRequest(url_path_join(base, server["url"], "api/sessions"),
+                          headers={"Authorization": f"token {TOKEN}"}, request_timeout=5)
+    try:
+        sessions = json.loads((await AsyncHTTPClient().fetch(request)).body)
+    except Exception:  # noqa: BLE001 -- a server starting or stopping: nothing open
+        return []
+    return [s["path"].rsplit("/", 1)[-1] for s in sessions if s.get("type") == "notebook"]
+
+
+def _proxy_base() -> str:
+    """The proxy's address as the hub sees it (the learners' port), from the hub's public URL."""
+    url = urlparse(os.environ.get("LAB_HUB_PUBLIC_URL", "http://127.0.0.1:8000"))
+    return f"{url.scheme}://{url.netloc}"
+
+
+async def _records(name: str) -> dict:
+    """The learner's progress records, read by read_progress.py running with their uid."""
+    try:
+        user = pwd.getpwnam(name)
+    except KeyError:
+        return {"records": [], "problem": "no such system user"}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-I", str(HERE / "read_progress.py"), user=user.pw_uid,  # -I: no code from their home group=user.pw_gid, extra_groups=[],
+        cwd="/", env={"HOME": user.pw_dir, "LANG": "C.UTF-8"},
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    try:
+        out, err = await asyncio.wait_for(process.communicate(), 20)
+    except asyncio.TimeoutError:
+        process.kill()
+        await process.wait()
+        return {"records": [], "problem": "reading took over 20 s"}
+    if process.returncode:
+        return {"records": [], "problem": err.decode(errors="replace").strip().splitlines()[-1:] or "failed"}
+    return json.loads(out)
+
+
+def summarize(name: str, records: list[dict], open_now: list[str]) -> dict:
+    """One learner's row: opened notebooks, passed exercises, last tried, stuck on (tried, not passed)."""
+    seen = _seen.setdefault(name, set())
+    seen.update(open_now)
+    passed = sorted({f"{r['notebook']}: {r['exercise']}" for r in records if r["result"] == "correct"})
+    tried = {f"{r['notebook']}: {r['exercise']}" for r in records}
+    last = records[-1] if records else None
+    return {
+        "name": name,
+        "opened": sorted(seen | {r["notebook"] for r in records}),
+        "open_now": sorted(open_now),
+        "passed": passed,
+        "stuck": sorted(tried - set(passed)),
+        "last": None if last is None else {"exercise": f"{last['notebook']}: {last['exercise']}",
+                                           "result": last["result"], "time": last["time"]},
+    }
+
+
+async def room() -> dict:
+    users = await _hub("users")
+    learners = sorted((u for u in users if not u.get("admin") and u.get("kind", "user") == "user"),
+                      key=lambda u: u["name"])
+    progress = await asyncio.gather(*(_records(u["name"]) for u in learners))
+    open_now = await asyncio.gather(*(_open_notebooks(u) for u in learners))
+    rows = []
+    for user, found, now in zip(learners, progress, open_now):
+        row = summarize(user["name"], found["records"], now)
+        row["server"] = "running" if user.get("servers", {}).get("", {}).get("ready") else "stopped"
+        row["problem"] = found["problem"]
+        rows.append(row)
+    stuck = Counter(e for row in rows for e in row["stuck"])
+    top = stuck.most_common(1)
+    return {"learners": rows, "most_stuck": {"exercise": top[0][0], "learners": top[0][1]} if top else None,
+            "refresh_s": REFRESH_S}
+
+
+class AdminOnly(HubOAuthenticated):
+    def admin(self) -> dict:
+        user = self.get_current_user()
+        if not user.get("admin"):
+            raise web.HTTPError(403, "the room view is for the hub's admins (the instructor)")
+        return user
+
+
+class PageHandler(AdminOnly, web.RequestHandler):
+    @web.authenticated
+    def get(self):
+        self.admin()
+        self.set_header("Content-Type", "text/html; charset=utf-8")
+        page = (HERE / "room_view.html").read_text().replace("{{refresh_ms}}", str(REFRESH_S * 1000))
+        # a fetch() authenticated by cookie must carry the xsrf token (JupyterHub refuses it otherwise)
+        self.write(page.replace("{{xsrf}}", self.xsrf_token.decode()))
+
+
+class ApiHandler(AdminOnly, web.RequestHandler):
+    @web.authenticated
+    async def get(self):
+        self.admin()
+        self.set_header("Cache-Control", "no-store")
+        self.write(await room())
+
+
+def main() -> None:
+    app = web.Application([
+        (PREFIX, PageHandler),
+        (url_path_join(PREFIX, "api/room"), ApiHandler),
+        (url_path_join(PREFIX, "oauth_callback"), HubOAuthCallbackHandler),
+    ], cookie_secret=os.urandom(32))
+    url = urlparse(os.environ["JUPYTERHUB_SERVICE_URL"])
+    app.listen(url.port, url.hostname)
+    IOLoop.current().start()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,309 @@
+"""The room's isolation and security, over HTTP and from inside a kernel; the room view; clean stop.
+
+One hub for the module (tools/hub.py start, as `make hub` runs it) with two learners, `a` and `b`,
+and an instructor, all throw-away system users. The last test stops it and checks nothing is left.
+"""
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import secrets
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from hub.client import NOTEBOOKS, HubClient, Kernel
+
+ROOT = Path(__file__).resolve().parents[2]
+TOOL = [sys.executable, str(ROOT / "tools" / "hub.py")]
+MEM_LIMIT = 2 * 2**30
+CHECK = "from widgets.exercises import beginner_exercises\nex = beginner_exercises()\n"
+ARTIFACTS = ROOT / "test-artifacts"
+
+
+class Room:
+    def __init__(self, state: Path, info: dict, names: dict, room_password: str, instructor_password: str):
+        self.state, self.info, self.names = state, info, names
+        self.room_password, self.instructor_password = room_password, instructor_password
+        self.url = info["url"]
+        self.clients: dict[str, HubClient] = {}
+
+    def learner(self, key: str) -> HubClient:
+        """Learner `key` ('a' or 'b'), logged in with their own cookie and token, server running."""
+        if key not in self.clients:
+            client = HubClient(self.url, self.names[key])
+            assert client.login(self.room_password)
+            client.new_token()
+            client.spawn()
+            self.clients[key] = client
+        return self.clients[key]
+
+    def uids(self) -> set[int]:
+        found = set()
+        for name in self.names.values():
+            try:
+                found.add(pwd.getpwnam(name).pw_uid)
+            except KeyError:
+                pass
+        return found
+
+    def processes(self) -> list[psutil.Process]:
+        """What the room runs: every learner process, and the hub, proxy and services (marked by the state folder)."""
+        uids, found = self.uids(), []
+        for p in psutil.process_iter(["pid", "uids"]):
+            try:
+                if p.info["uids"].real in uids or p.environ().get("LAB_HUB_STATE") == str(self.state):
+                    found.append(p)
+            except (psutil.Error, OSError):
+                pass
+        return [p for p in found if p.pid != os.getpid()]
+
+
+def in_kernel(client: HubClient, code: str, notebook: str = "beginner_1_carrying_bricks.ipynb") -> dict:
+    session, kernel = client.open_notebook(f"{NOTEBOOKS}/{notebook}")
+    try:
+        with Kernel(client, kernel) as k:
+            return k.execute(code, timeout=180)
+    finally:
+        client.close_session(session)
+
+
+@pytest.fixture(scope="module")
+def room():
+    pytest.importorskip("jupyterhub", reason="run in the hub's environment: make hub-test")
+    tag = secrets.token_hex(2)
+    names = {"a": f"ht{tag}a", "b": f"ht{tag}b", "teacher": f"ht{tag}t"}
+    state = Path(tempfile.mkdtemp(prefix="lab-hub-test-"))
+    passwords = {"LAB_ROOM_PASSWORD": secrets.token_urlsafe(12), "LAB_INSTRUCTOR_PASSWORD": secrets.token_urlsafe(12)}
+    with socket_port() as port:
+        pass
+    try:
+        started = subprocess.run([*TOOL, "--state", str(state), "start", "--learners", f"{names['a']},{names['b']}",
+                                  "--instructor", names["teacher"], "--port", str(port), "--mem-limit", "2G"],
+                                 env={**os.environ, **passwords}, capture_output=True, text=True, timeout=240)
+        assert started.returncode == 0, started.stdout + started.stderr
+        info = json.loads((state / "hub.json").read_text())
+        the_room = Room(state, info, names, passwords["LAB_ROOM_PASSWORD"], passwords["LAB_INSTRUCTOR_PASSWORD"])
+        # real progress: b passes one exercise, a misses another
+        assert in_kernel(the_room.learner("b"), CHECK + "ex.pile.check(9)")["error"] is None
+        assert in_kernel(the_room.learner("a"), CHECK + "ex.trips.check(144)")["error"] is None
+        yield the_room
+    finally:
+        subprocess.run([*TOOL, "--state", str(state), "stop", "--forget"], capture_output=True, timeout=120)
+        shutil.rmtree(state, ignore_errors=True)
+
+
+class socket_port:
+    """A free loopback port (closed again before the hub takes it)."""
+
+    def __enter__(self) -> int:
+        import socket
+        self.s = socket.socket()
+        self.s.bind(("127.0.0.1", 0))
+        return self.s.getsockname()[1]
+
+    def __exit__(self, *exc) -> None:
+        self.s.close()
+
+
+# --- who gets in ---------------------------------------------------------------------------------
+
+def test_wrong_and_empty_passwords_are_refused(room):
+    a, teacher = room.names["a"], room.names["teacher"]
+    for name, password in [(a, "not-the-room-password"), (a, ""), (a, room.instructor_password),
+                           (teacher, room.room_password), (teacher, ""), ("nobodyhere", room.room_password)]:
+        assert not HubClient(room.url, name).login(password), (name, "let in with a wrong or empty password")
+    assert HubClient(room.url, a).login(room.room_password)
+    assert HubClient(room.url, teacher).login(room.instructor_password)
+
+
+def test_a_second_start_finds_the_running_hub(room):
+    again = subprocess.run([*TOOL, "--state", str(room.state), "start"], capture_output=True, text=True, timeout=60)
+    assert again.returncode == 0, again.stderr
+    assert f"already running: {room.url}" in again.stdout and str(room.info["pid"]) in again.stdout
+
+
+def test_state_is_private_and_outside_the_checkout(room):
+    assert ROOT not in room.state.parents
+    assert stat.S_IMODE(room.state.stat().st_mode) == 0o700
+    for name in ("room.json", "jupyterhub.sqlite", "jupyterhub_cookie_secret", "hub.json"):
+        assert stat.S_IMODE((room.state / name).stat().st_mode) == 0o600, name
+
+
+def test_nothing_listens_beyond_the_chosen_address(room):
+    pids = {p.pid for p in room.processes()}
+    listening = [c for c in psutil.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN and c.pid in pids]
+    assert len(listening) >= 5  # proxy (public, API), hub, room view, two learners' servers
+    assert {c.laddr.ip for c in listening} == {"127.0.0.1"}, listening
+
+
+# --- isolation -----------------------------------------------------------------------------------
+
+def test_each_learner_lands_on_start_here_in_a_copy_of_their_own(room):
+    a = room.learner("a")
+    landing = a.http.get(f"{room.url}/user/{a.name}/", timeout=60)
+    assert landing.url.endswith(f"/user/{a.name}/lab/tree/{NOTEBOOKS}/00_start_here.ipynb"), landing.url
+    home = Path(pwd.getpwnam(a.name).pw_dir)
+    assert stat.S_IMODE(home.stat().st_mode) == 0o700
+    copy = home / NOTEBOOKS / "00_start_here.ipynb"
+    assert copy.stat().st_uid == pwd.getpwnam(a.name).pw_uid
+    assert copy.read_bytes() == (ROOT / "notebooks" / "00_start_here.ipynb").read_bytes()
+
+
+def test_a_learner_cannot_open_another_learners_server_over_http(room):
+    a, b = room.learner("a"), room.learner("b")
+    for path in ("contents", f"contents/{NOTEBOOKS}", "sessions", "kernels"):
+        assert a.server_api("GET", path, user=b.name).status_code in (403, 404), path  # with a's token
+        assert b.server_api("GET", path).status_code == 200, path  # b's own works
+    page = a.http.get(f"{room.url}/user/{b.name}/lab", timeout=60)  # with a's cookie, following redirects
+    assert page.status_code in (403, 404) and b.name + "/lab" not in page.url.split("/hub/")[0]
+    progress = a.http.get(f"{room.url}/user/{b.name}/files/.gradient-accumulation-lab/progress.json", timeout=60)
+    assert progress.status_code in (403, 404)
+
+
+def test_a_learners_token_cannot_use_the_admin_api(room):
+    a, b = room.learner("a"), room.names["b"]
+    for method, path in [("GET", "users"), ("GET", f"users/{b}"), ("POST", f"users/{b}/server"),
+                         ("DELETE", f"users/{b}/server"), ("POST", f"users/{b}/tokens"), ("POST", "users/newcomer"),
+                         ("PATCH", f"users/{a.name}"), ("GET", "proxy"), ("POST", "shutdown"), ("GET", "services")]:
+        response = a.hub_api(method, path, json={"admin": True} if method == "PATCH" else None)
+        assert response.status_code in (403, 404), (method, path, response.status_code)
+    assert not a.hub_api("GET", f"users/{a.name}").json().get("admin")
+
+
+def test_from_inside_a_kernel_another_learners_files_and_server_are_out_of_reach(room):
+    a, b = room.learner("a"), room.learner("b")
+    b_home = pwd.getpwnam(b.name).pw_dir
+    assert Path(b_home, ".gradient-accumulation-lab", "progress.json").exists()
+    code = f"""
+import json, os, urllib.request, urllib.error
+found = {{}}
+for path in [{b_home!r}, {b_home + '/.gradient-accumulation-lab/progress.json'!r},
+             {b_home + '/' + NOTEBOOKS + '/00_start_here.ipynb'!r}, {str(room.state / 'room.json')!r},
+             {str(room.state / 'jupyterhub.sqlite')!r}]:
+    try:
+        os.listdir(path) if os.path.isdir(path) else open(path, 'rb').read(1)
+        found[path] = 'read'
+    except PermissionError:
+        found[path] = 'denied'
+ports = sorted({{int(line.split()[1].split(':')[1], 16) for line in open('/proc/net/tcp').read().splitlines()[1:]
+                if line.split()[3] == '0A'}})  # every listening port on this machine
+statuses = set()
+for port in ports:
+    request = urllib.request.Request(f'http://127.0.0.1:{{port}}/user/{b.name}/api/contents',
+                                     headers={{'Authorization': 'token ' + os.environ['JUPYTERHUB_API_TOKEN']}})
+    try:
+        statuses.add(urllib.request.urlopen(request, timeout=3).status)
+    except urllib.error.HTTPError as error:
+        statuses.add(error.code)
+    except Exception:
+        statuses.add('no answer')
+print(json.dumps({{'files': found, 'statuses': sorted(map(str, statuses)), 'ports': len(ports)}}))
+"""
+    result = in_kernel(a, code)
+    assert result["error"] is None, result
+    seen = json.loads(result["stdout"])
+    assert set(seen["files"].values()) == {"denied"}, seen["files"]
+    assert "200" not in seen["statuses"] and seen["ports"] >= 5, seen
+
+
+def test_the_memory_limit_holds_in_a_learners_kernel(room):
+    code = ("import resource\nprint(resource.getrlimit(resource.RLIMIT_AS)[0])\n"
+            "try:\n    hog = bytearray(3 * 2**30)\n    print('allocated')\nexcept MemoryError:\n    print('MemoryError')\n")
+    result = in_kernel(room.learner("a"), code)
+    assert result["stdout"].split() == [str(MEM_LIMIT), "MemoryError"], result
+    assert in_kernel(room.learner("a"), "print(1 + 1)")["stdout"] == "2\n"  # the kernel survived it
+
+
+def test_the_idle_culler_runs_as_a_hub_service(room):
+    teacher = HubClient(room.url, room.names["teacher"])
+    assert teacher.login(room.instructor_password)
+    teacher.new_token()
+    services = teacher.hub_api("GET", "services").json()
+    assert {"idle-culler", "room"} <= set(services)
+    culler = [p.cmdline() for p in room.processes() if "jupyterhub_idle_culler" in " ".join(p.cmdline())]
+    assert len(culler) == 1 and "--timeout=3600" in culler[0], culler
+
+
+# --- the room view -------------------------------------------------------------------------------
+
+def test_the_room_view_is_for_admins_only(room):
+    a = room.learner("a")
+    assert a.http.get(f"{room.url}/services/room/", timeout=60).status_code == 403
+    assert a.http.get(f"{room.url}/services/room/api/room", timeout=60).status_code == 403
+    assert requests_get(f"{room.url}/services/room/api/room", a.token).status_code in (302, 403)
+    teacher = HubClient(room.url, room.names["teacher"])
+    assert teacher.login(room.instructor_password)
+    view = teacher.http.get(f"{room.url}/services/room/api/room", timeout=60)
+    assert view.status_code == 200
+    rows = {row["name"]: row for row in view.json()["learners"]}
+    assert set(rows) == {room.names["a"], room.names["b"]}
+    assert [e.rsplit(": ", 1)[1] for e in rows[room.names["b"]]["passed"]] == ["pile"]
+    assert rows[room.names["a"]]["stuck"] and rows[room.names["a"]]["last"]["result"] == "incorrect"
+    assert view.json()["most_stuck"]["learners"] == 1
+    owner = pwd.getpwnam(room.names["b"]).pw_uid  # reading it changed nothing of b's
+    progress = Path(pwd.getpwnam(room.names["b"]).pw_dir, ".gradient-accumulation-lab", "progress.json")
+    assert progress.stat().st_uid == owner
+
+
+def requests_get(url: str, token: str):
+    import requests
+    return requests.get(url, headers={"Authorization": f"token {token}"}, allow_redirects=False, timeout=60)
+
+
+def test_the_room_view_refreshes_in_chromium(room):
+    sync_api = pytest.importorskip("playwright.sync_api")
+    if not Path("/usr/bin/chromium").exists():
+        pytest.skip("Chromium is not installed (apt-get install chromium)")
+    a = room.learner("a")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox", "--disable-gpu",
+                                                                              "--disable-dev-shm-usage"])
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 700})
+            page.goto(f"{room.url}/hub/login")
+            page.fill("#username_input", room.names["teacher"])
+            page.fill("#password_input", room.instructor_password)
+            page.click("#login_submit")
+            page.wait_for_load_state()
+            page.goto(f"{room.url}/services/room/")
+            row = page.locator(f'tr[data-learner="{a.name}"]')
+            row.wait_for(timeout=60_000)
+            page.evaluate("() => { window.__same_page = true; }")
+            assert "divide_by" not in row.inner_text()
+            assert in_kernel(a, CHECK + "ex.divide_by.check(1)")["error"] is None  # a tries another exercise
+            page.wait_for_function(f"""() => (document.querySelector('tr[data-learner="{a.name}"]') || {{}})
+                                      .textContent?.includes('divide_by')""", timeout=30_000)
+            assert page.evaluate("() => window.__same_page") is True  # updated in place, not reloaded
+            assert "stuck on" in page.locator("#stuck").inner_text()
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "room_view.png"), full_page=True)
+        finally:
+            browser.close()
+
+
+# --- the end -------------------------------------------------------------------------------------
+
+def test_stop_ends_everything_it_started(room):
+    """Last in the module: `make hub-stop` (tools/hub.py stop) leaves no process, port or user of the room."""
+    before = room.processes()
+    assert any(p.pid == room.info["pid"] for p in before) and len(before) >= 5
+    uids = room.uids()
+    stopped = subprocess.run([*TOOL, "--state", str(room.state), "stop", "--forget"], capture_output=True, text=True,
+                             timeout=120)
+    assert stopped.returncode == 0, stopped.stderr
+    time.sleep(1)
+    assert [p for p in before if p.is_running() and p.status() != psutil.STATUS_ZOMBIE] == []
+    assert not [p for p in psutil.process_iter(["uids"]) if p.info["uids"] and p.info["uids"].real in uids]
+    assert room.uids() == set()  # the users are deleted
+    assert not room.state.exists()
+    ports = {room.info["port"], room.info["LAB_HUB_HUB_PORT"], room.info["LAB_HUB_API_PORT"], room.info["LAB_HUB_ROOM_PORT"]}
+    assert not [c for c in psutil.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN and c.laddr.port in ports]
