@@ -86,15 +86,31 @@ NOTEBOOKS: tuple[NotebookEntry, ...] = (
     ),
     NotebookEntry(
         "notebooks/researcher_3_noise_and_critical_batch.ipynb", "researcher", "Gradient noise and the critical batch",
-        "B_simple for free from the accumulation window, checked against theory; the critical batch; learning-rate scaling",
+        "B_simple from the accumulation window, checked against the exact noise scale; the critical batch over seeds on a grid whose best LR is inside it; on one device time grows with examples; LR scaling and its limit",
     ),
     NotebookEntry(
         "notebooks/researcher_4_memory_and_time.ipynb", "researcher", "Memory and time, measured",
-        "the four memory terms counted from the tensors, checkpointing, a transformer formula checked, a (b, K) planner",
+        "the four memory terms counted from the tensors, checkpointing's peak, a transformer formula checked, fp32 vs bf16 time, a (b, K) planner with ZeRO/FSDP columns",
     ),
     NotebookEntry(
         "notebooks/researcher_5_many_machines.ipynb", "researcher", "Many machines",
         "a real two-process gloo DDP run with no_sync, all-reduces counted; ring traffic, ZeRO/FSDP, the uneven tail",
+    ),
+    NotebookEntry(
+        "notebooks/researcher_6_across_ranks.ipynb", "researcher", "Across ranks: who divides by what",
+        "unequal token counts on two real gloo ranks and their two fixes; the invariance oracle over (b, K, ranks) against the division bugs of real trackers; the auditor across ranks",
+    ),
+    NotebookEntry(
+        "notebooks/researcher_7_shards_and_stages.ipynb", "researcher", "Shards and stages",
+        "FSDP2 on two CPU ranks with gradient sync on and off: gradients allclose, collectives counted, bytes held per rank measured; pipeline schedules (GPipe, 1F1B) and their bubble",
+    ),
+    NotebookEntry(
+        "notebooks/researcher_8_rl_and_moe_losses.ipynb", "researcher", "Losses that see the batch",
+        "RL normalisers (grpo, bnpo, dr_grpo, dapo) under K micro-batches, devices and steps_per_generation; the MoE balance loss counted per window; the forgotten /K",
+    ),
+    NotebookEntry(
+        "notebooks/researcher_9_adam_when_k_changes.ipynb", "researcher", "Adam when K changes, and K schedules",
+        "Malladi's sqrt rule vs half-life betas, AdamW's tau, an equal-compute race, K warmed up from B_simple, update counting when K changes",
     ),
 )
 

@@ -32,8 +32,10 @@ def known_torch_state(threads: int | None = 1) -> Iterator[None]:
         torch.set_default_dtype(torch.float32)
         if device.type != "cpu":  # set only when needed: a default device is a mode on every call
             torch.set_default_device("cpu")
-        torch.use_deterministic_algorithms(False)
-        torch.autograd.set_detect_anomaly(False)
+        if deterministic:  # the first call imports torch._inductor (seconds): only when it changes something
+            torch.use_deterministic_algorithms(False)
+        if anomaly:
+            torch.autograd.set_detect_anomaly(False)
         if threads is not None and threads != num_threads:  # a change rebuilds torch's thread pool: only when needed
             torch.set_num_threads(threads)
         with torch.inference_mode(False), torch.enable_grad():
@@ -43,7 +45,10 @@ def known_torch_state(threads: int | None = 1) -> Iterator[None]:
         torch.set_default_dtype(dtype)
         if device.type != "cpu":
             torch.set_default_device(device)
-        torch.use_deterministic_algorithms(deterministic, warn_only=warn_only)
-        torch.autograd.set_detect_anomaly(anomaly, check_nan=check_nan)
+        if (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()) \
+                != (deterministic, warn_only):
+            torch.use_deterministic_algorithms(deterministic, warn_only=warn_only)
+        if (torch.is_anomaly_enabled(), torch.is_anomaly_check_nan_enabled()) != (anomaly, check_nan):
+            torch.autograd.set_detect_anomaly(anomaly, check_nan=check_nan)
         if torch.get_num_threads() != num_threads:
             torch.set_num_threads(num_threads)
