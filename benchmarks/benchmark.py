@@ -19,7 +19,8 @@ Prints, and writes to benchmarks/results.json:
   reading), and the per-process RSS and PSS summed.
 Budgets: median <= 100 ms, p95 <= 250 ms; beginner and developer notebooks <= 25 s and <= 600 MB
 (issue 8), developer_4 <= 30 s (issue 11), researcher 1-2 <= 30 s and <= 600 MB (issue 9),
-researcher 3-5 <= 45 s and <= 800 MB with the DDP workers (issue 10). `python benchmarks/memory.py
+researcher 3-5 <= 45 s and <= 800 MB with the DDP workers (issue 10); researcher 6-9 <= 45 s and
+<= 600 MB (issues 18, 19), <= 800 MB for those that start two workers (researcher_6, researcher_7). `python benchmarks/memory.py
 NOTEBOOK --limit-mb 800` also runs one under a hard 800 MB limit, as Binder would.
 """
 from __future__ import annotations
