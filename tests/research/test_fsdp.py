@@ -170,3 +170,14 @@ def test_the_notebook_shows_the_update_the_workers_run():
     cells = ["".join(c["source"]) for c in json.loads(NOTEBOOK.read_text())["cells"] if c["cell_type"] == "code"]
     assert sum(source in cell for cell in cells) == 1
     assert "sharded_update(" in inspect.getsource(_worker)
+
+
+def test_the_malloc_setting_reaches_only_the_workers():
+    """The fixed mmap threshold is in the environment while the workers start, and gone after."""
+    import os
+
+    from widgets.research.fsdp import _malloc_returns_big_blocks
+    before = os.environ.get("MALLOC_MMAP_THRESHOLD_")
+    with _malloc_returns_big_blocks():
+        assert os.environ["MALLOC_MMAP_THRESHOLD_"] == "65536"
+    assert os.environ.get("MALLOC_MMAP_THRESHOLD_") == before

@@ -12,6 +12,7 @@ the process that started it dies. The rendezvous listens on 127.0.0.1 without au
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import datetime
 import gc
@@ -22,6 +23,7 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass
+from typing import Iterator
 
 import torch
 
@@ -203,6 +205,23 @@ def single_process_gradient(config: FSDPConfig) -> torch.Tensor:
     return torch.cat([p.grad.reshape(-1) for p in model.parameters()])
 
 
+@contextlib.contextmanager
+def _malloc_returns_big_blocks(threshold: int = 65536) -> Iterator[None]:
+    """Workers started inside get glibc's mmap threshold fixed (a spawned process reads it from its
+    environment at start): blocks above it are mapped and given back on free, instead of glibc raising
+    the threshold and keeping freed buffers resident. About 55 MB less per worker here, the same live
+    bytes (mallinfo2 counts mapped blocks too)."""
+    name, before = "MALLOC_MMAP_THRESHOLD_", os.environ.get("MALLOC_MMAP_THRESHOLD_")
+    os.environ[name] = str(threshold)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
+
+
 def run_fsdp(config: FSDPConfig | None = None, timeout_s: float = 90.0, fail_on_rank: int | None = None) -> FSDPResult:
     """Spawn the workers, wait for both modes, end every process; raise DDPError if anything fails."""
     config = config if config is not None else FSDPConfig()
@@ -225,9 +244,10 @@ def run_fsdp(config: FSDPConfig | None = None, timeout_s: float = 90.0, fail_on_
     start = time.perf_counter()
     reports: dict[int, dict] = {}
     try:
-        for p in procs:
-            p.start()
-            started.append(p)
+        with _malloc_returns_big_blocks():
+            for p in procs:
+                p.start()
+                started.append(p)
         while len(reports) < config.world_size:
             left = timeout_s - (time.perf_counter() - start)
             if left <= 0:
