@@ -41,8 +41,11 @@ AUDIENCES = {
 LENGTHS = (60, 90, 180)
 OPENING_MIN, CLOSING_MIN, BREAK_MIN = 5, 5, 10  # welcome + install check; questions; one break per 90 min
 
-# Misconceptions the lab targets: what learners believe, what is true, and a pattern that finds
-# the first cell of a notebook that addresses it.
+# Misconceptions the lab targets: what learners believe, what is true, a pattern that finds the
+# first cell of a notebook that addresses it, and the notebooks (a pattern on the file name) it is
+# looked for in. The first seven are about the loop: not looked for in researcher_6-9, whose cells
+# call zero_grad or divide by K for other reasons.
+LOOP_NOTEBOOKS = r"^(00|beginner|developer|researcher_[1-5])_"
 MISCONCEPTIONS = [
     ("accumulating gradients only approximates a big batch", "with the loss divided by K it is exact, up to float rounding",
      r"allclose"),
@@ -58,6 +61,26 @@ MISCONCEPTIONS = [
      r"clip_every_micro_step|scheduler_every_micro_step|clip_grad_norm_"),
     ("a bigger K saves memory and costs nothing", "memory follows b; time grows with K passes per update",
      r"memory|forward/backward passes"),
+]
+MISCONCEPTIONS = [(belief, truth, pattern, LOOP_NOTEBOOKS) for belief, truth, pattern in MISCONCEPTIONS] + [
+    ("accumulation shortens the time to a target loss", "on one device time grows with the examples; at a fixed b a "
+     "larger K never shortens it (the steps/examples trade-off is about parallel hardware)", r"passes", r"^researcher_3_"),
+    ("accumulation touches only the activations", "it keeps the whole gradient alive across the window (no optimizer "
+     "in backward), often in fp32, unsharded under no_sync", r"register_post_accumulate_grad_hook", r"^researcher_4_"),
+    ("DDP's mean over ranks weighs every token the same", "it weighs ranks: a rank with few tokens weighs more; "
+     "all-reduce the token count first", r"run_across_ranks\(", r"^researcher_6_"),
+    ("no_sync saves memory under FSDP as it does under DDP", "with the sync off each rank holds the whole unsharded "
+     "gradient until the last micro-step", r"run_fsdp\(", r"^researcher_7_"),
+    ("pipeline micro-batches are something other than accumulation", "GPipe and 1F1B sum the micro-batches' "
+     "gradients; the bubble (p-1)/(m+p-1) is why m is large", r"simulate\(", r"^researcher_7_"),
+    ("a token mean inside each micro-batch is the batch's token mean", "only a count over the whole window (DAPO's) "
+     "survives re-partitioning into micro-batches and devices", r"bnpo", r"^researcher_8_"),
+    ("the MoE balance loss can be computed per micro-batch and averaged", "it is a product of batch statistics: "
+     "accumulate the counts over the window, then compute it once", r"window_aux_step", r"^researcher_8_"),
+    ("scaling the learning rate is all Adam needs when K grows", "Malladi's rule rescales beta1, beta2 and eps too; "
+     "beta2's half-life and AdamW's tau change with K", r"malladi", r"^researcher_9_"),
+    ("K can change mid-run with nothing else changed", "a scheduler that counts micro-steps drifts: count updates",
+     r"scheduler_positions|micro_steps", r"^researcher_9_"),
 ]
 
 
@@ -77,7 +100,9 @@ def notebook_facts(path: str, seconds: dict[str, float]) -> dict:
     sets = sorted({m for c in code for m in re.findall(r"\b(\w+_exercises)\(\)", c.source)})
     cells = [(i, c) for i, c in enumerate(nb.cells, 1) if c.cell_type == "code"]  # where it is shown, not said
     found = []
-    for belief, truth, pattern in MISCONCEPTIONS:
+    for belief, truth, pattern, where in MISCONCEPTIONS:
+        if not re.search(where, Path(path).name):
+            continue
         hit = next(((i, c) for i, c in cells if re.search(pattern, c.source)), None)
         if hit:
             i, c = hit
