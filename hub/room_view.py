@@ -25,6 +25,8 @@ from tornado import web
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 from tornado.ioloop import IOLoop
 
+from widgets.core.catalog import NOTEBOOKS
+
 HERE = Path(__file__).resolve().parent
 PREFIX = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/services/room/")
 TOKEN = os.environ.get("JUPYTERHUB_API_TOKEN", "")
@@ -38,8 +40,12 @@ async def _hub(path: str) -> object:
     return json.loads((await AsyncHTTPClient().fetch(request)).body)
 
 
+# A notebook by its title, as the progress records name it (so one notebook is one entry, not two).
+TITLES = {Path(entry.path).name: entry.title for entry in NOTEBOOKS}
+
+
 async def _open_notebooks(user: dict) -> list[str]:
-    """Notebooks open in the learner's server now (empty if it is not running or does not answer)."""
+    """Titles of the notebooks open in the learner's server now (empty if it is not running or does not answer)."""
     server = user.get("servers", {}).get("")
     if not server or not server.get("ready"):
         return []
@@ -50,7 +56,8 @@ async def _open_notebooks(user: dict) -> list[str]:
         sessions = json.loads((await AsyncHTTPClient().fetch(request)).body)
     except Exception:  # noqa: BLE001 -- a server starting or stopping: nothing open
         return []
-    return [s["path"].rsplit("/", 1)[-1] for s in sessions if s.get("type") == "notebook"]
+    return [TITLES.get(name, name) for name in (s["path"].rsplit("/", 1)[-1] for s in sessions
+                                                 if s.get("type") == "notebook")]
 
 
 def _proxy_base() -> str:

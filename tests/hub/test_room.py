@@ -249,6 +249,8 @@ def test_the_room_view_is_for_admins_only(room):
     assert [e.rsplit(": ", 1)[1] for e in rows[room.names["b"]]["passed"]] == ["pile"]
     assert rows[room.names["a"]]["stuck"] and rows[room.names["a"]]["last"]["result"] == "incorrect"
     assert view.json()["most_stuck"]["learners"] == 1
+    for row in rows.values():  # a notebook open now and one with records is one entry, by its title
+        assert row["opened"] and not any(name.endswith(".ipynb") for name in row["opened"]), row["opened"]
     owner = pwd.getpwnam(room.names["b"]).pw_uid  # reading it changed nothing of b's
     progress = Path(pwd.getpwnam(room.names["b"]).pw_dir, ".gradient-accumulation-lab", "progress.json")
     assert progress.stat().st_uid == owner

@@ -173,11 +173,16 @@ def test_the_notebook_shows_the_update_the_workers_run():
 
 
 def test_the_malloc_setting_reaches_only_the_workers():
-    """The fixed mmap threshold is in the environment while the workers start, and gone after."""
+    """FSDP's fixed mmap threshold is in the environment while the workers start, and gone after,
+    also when the start fails."""
     import os
 
-    from widgets.research.fsdp import _malloc_returns_big_blocks
+    from widgets.research.ddp import environment
+    from widgets.research.fsdp import WORKER_ENV
     before = os.environ.get("MALLOC_MMAP_THRESHOLD_")
-    with _malloc_returns_big_blocks():
+    with environment(WORKER_ENV):
         assert os.environ["MALLOC_MMAP_THRESHOLD_"] == "65536"
+    assert os.environ.get("MALLOC_MMAP_THRESHOLD_") == before
+    with pytest.raises(RuntimeError), environment(WORKER_ENV):
+        raise RuntimeError("a worker could not start")
     assert os.environ.get("MALLOC_MMAP_THRESHOLD_") == before

@@ -13,11 +13,7 @@ rendezvous store listens on 127.0.0.1 without authentication, as in `widgets.res
 from __future__ import annotations
 
 import datetime
-import multiprocessing
 import os
-import queue as queue_module
-import socket
-import threading
 import time
 import traceback
 from dataclasses import dataclass
@@ -29,7 +25,7 @@ from widgets.core.accumulation import flat_grad
 from widgets.core.budget import check_time
 from widgets.core.config import check_float, check_int
 from widgets.core.threads import one_thread
-from widgets.research.ddp import DDPError, _exit_with_parent, free_port
+from widgets.research.ddp import DDPError, exit_with_parent, run_workers, usable_port
 from widgets.research.invariance import (
     VOCAB, all_reduce_count, compare, count_targets, make_window, one_process_gradient, per_rank_mean,
     split_ranks, sum_then_scale,
@@ -101,7 +97,7 @@ def _train(config: RanksConfig, rank: int) -> dict:
 def _worker(rank: int, config: RanksConfig, port: int, results, fail_on_rank: int | None, timeout_s: float,
             parent_pid: int, from_main_thread: bool) -> None:
     """One process: join the group, run every window, report, leave."""
-    _exit_with_parent(parent_pid, from_main_thread)
+    exit_with_parent(parent_pid, from_main_thread)
     import torch.distributed as dist
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # stay on the loopback interface
     torch.set_num_threads(1)
@@ -120,54 +116,6 @@ def _worker(rank: int, config: RanksConfig, port: int, results, fail_on_rank: in
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
-
-
-def _run_workers(config: RanksConfig, timeout_s: float, port: int, fail_on_rank: int | None) -> dict[int, dict]:
-    """Spawn, collect one report per rank, and end every started process whatever happens (as `run_ddp`)."""
-    ctx = multiprocessing.get_context("spawn")
-    results = ctx.Queue()
-    parent = (os.getpid(), threading.current_thread() is threading.main_thread())
-    procs = [ctx.Process(target=_worker, args=(r, config, port, results, fail_on_rank, timeout_s, *parent),
-                         daemon=True) for r in range(config.world_size)]
-    started: list = []
-    start = time.perf_counter()
-    reports: dict[int, dict] = {}
-    try:
-        for rank, p in enumerate(procs):
-            try:
-                p.start()
-            except Exception as error:
-                raise DDPError(f"worker {rank} could not be started ({type(error).__name__}: {error}); "
-                               f"the {len(started)} started before it were stopped") from error
-            started.append(p)
-        while len(reports) < config.world_size:
-            left = timeout_s - (time.perf_counter() - start)
-            if left <= 0:
-                raise DDPError(f"the workers did not finish within timeout_s = {timeout_s:g} s; they were stopped")
-            try:
-                status, rank, payload = results.get(timeout=min(left, 0.5))
-            except queue_module.Empty:
-                dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
-                if dead and results.empty():
-                    raise DDPError(f"a worker died without reporting (exit code {dead[0]}); the others were stopped") from None
-                continue
-            if status == "no_backend":
-                raise DDPError(f"the gloo backend could not start on 127.0.0.1:{port} (rank {rank}): {payload}")
-            if status == "error":
-                raise DDPError(f"worker {rank} raised; every worker was stopped.\n{payload}")
-            reports[rank] = payload
-    finally:
-        for p in started:
-            p.join(timeout=2)
-            if p.is_alive():
-                p.terminate()
-                p.join(timeout=2)
-            if p.is_alive():
-                p.kill()
-                p.join()
-        results.close()
-        results.join_thread()
-    return reports
 
 
 @dataclass(frozen=True)
@@ -209,13 +157,7 @@ def run_across_ranks(config: RanksConfig | None = None, timeout_s: float = 120.0
     if not isinstance(config, RanksConfig):
         raise TypeError(f"config must be a RanksConfig, got {type(config).__name__}")
     timeout_s = check_float("timeout_s", timeout_s, 0.0, 3600.0)
-    port = free_port() if port is None else check_int("port", port, 1, 65535)
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:  # fail fast, before any process starts
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError as error:
-            raise DDPError(f"the gloo backend could not start on 127.0.0.1:{port}: the port is taken "
-                           f"({error.strerror}). Try again with port=None; no process was started.") from None
+    port = usable_port(port)
     if fail_on_rank is not None:
         check_int("fail_on_rank", fail_on_rank, 0, config.world_size - 1)
     check_time(f"run_across_ranks on {config}", config.seconds_estimate())
@@ -223,7 +165,7 @@ def run_across_ranks(config: RanksConfig | None = None, timeout_s: float = 120.0
     if not dist.is_available() or not dist.is_gloo_available():
         raise DDPError("this torch build has no gloo backend (torch.distributed.is_gloo_available() is False)")
     start = time.perf_counter()
-    reports = _run_workers(config, timeout_s, port, fail_on_rank)
+    reports = run_workers(_worker, config, config.world_size, port, timeout_s, fail_on_rank, "worker")
     W = config.world_size
     grads = {f"{x}:{name}": [reports[r][f"{x}:{name}"] for r in range(W)] for x in config.imbalances for name in LOOPS}
     counts = {x: [reports[r][f"{x}:counts"][1] for r in range(W)] for x in config.imbalances}

@@ -14,6 +14,7 @@ strangers (the workers' data here are random numbers, but a peer could disturb t
 """
 from __future__ import annotations
 
+import contextlib
 import datetime
 import math
 import multiprocessing
@@ -26,6 +27,7 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass
+from typing import Callable, Iterator
 
 import torch
 
@@ -144,7 +146,7 @@ def _train(config: DDPConfig, rank: int, use_no_sync: bool) -> dict:
     return {"allreduces_per_update": calls, "bytes_per_update": sent, "weights": weights.tolist()}
 
 
-def _exit_with_parent(parent_pid: int, from_main_thread: bool, interval_s: float = 0.1) -> None:
+def exit_with_parent(parent_pid: int, from_main_thread: bool, interval_s: float = 0.1) -> None:
     """End this worker when `parent_pid` is no longer its parent (the kernel died, killed for memory).
 
     A daemon thread polls os.getppid(). On a loaded machine it can wake seconds late, so where the
@@ -165,7 +167,7 @@ def _exit_with_parent(parent_pid: int, from_main_thread: bool, interval_s: float
 def _worker(rank: int, config: DDPConfig, port: int, results, fail_on_rank: int | None, timeout_s: float,
             parent_pid: int, from_main_thread: bool) -> None:
     """One process of the run: join the group, train without and with no_sync, report, leave."""
-    _exit_with_parent(parent_pid, from_main_thread)
+    exit_with_parent(parent_pid, from_main_thread)
     import torch.distributed as dist
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # stay on the loopback interface
     torch.set_num_threads(1)
@@ -220,60 +222,76 @@ def train_single_process(config: DDPConfig) -> list[float]:
     return flat_weights(model).tolist()
 
 
-def run_ddp(config: DDPConfig | None = None, timeout_s: float = 60.0, port: int | None = None,
-            fail_on_rank: int | None = None) -> DDPResult:
-    """Spawn the workers, wait for both trainings, end every process; raise DDPError if anything fails.
+@contextlib.contextmanager
+def environment(variables: dict[str, str]) -> Iterator[None]:
+    """Set `variables` in os.environ for the block (a process spawned inside inherits them), then put
+    back what was there before, also on error."""
+    before = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
-    `port=None` picks a free port; `fail_on_rank` makes that worker raise (to show the clean-up)."""
-    config = config if config is not None else DDPConfig()
-    if not isinstance(config, DDPConfig):
-        raise TypeError(f"config must be a DDPConfig, got {type(config).__name__}")
-    timeout_s = check_float("timeout_s", timeout_s, 0.0, 3600.0)
+
+def usable_port(port: int | None) -> int:
+    """A free port if `port` is None; else `port`, checked free before any process starts (a clear
+    DDPError if it is taken, instead of workers that time out)."""
     port = free_port() if port is None else check_int("port", port, 1, 65535)
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:  # fail fast, before any process starts
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         try:
             probe.bind(("127.0.0.1", port))
         except OSError as error:
             raise DDPError(f"the gloo backend could not start on 127.0.0.1:{port}: the port is taken ({error.strerror}). "
                            "Try again with port=None to pick a free one; no process was started.") from None
-    if fail_on_rank is not None:
-        check_int("fail_on_rank", fail_on_rank, 0, config.world_size - 1)
-    check_time(f"run_ddp on {config}", config.seconds_estimate())
-    import torch.distributed as dist
-    if not dist.is_available() or not dist.is_gloo_available():
-        raise DDPError("this torch build has no gloo backend (torch.distributed.is_gloo_available() is False)")
+    return port
+
+
+def run_workers(worker: Callable, config: object, world_size: int, port: int, timeout_s: float,
+                fail_on_rank: int | None, who: str, no_backend_hint: str = "",
+                env: dict[str, str] | None = None) -> dict[int, object]:
+    """The lab's one way to run gloo workers (researcher_5, 6 and 7): spawn `world_size` processes of
+    `worker(rank, config, port, results, fail_on_rank, timeout_s, parent_pid, from_main_thread)`,
+    collect one ("ok", rank, payload) from each, and end every started process whatever happens: a
+    timeout, a worker's error or death, a start that fails, Kernel > Interrupt. `who` names a worker
+    in the messages ("DDP worker"); `env` is set only while the workers start. Returns rank -> payload."""
     ctx = multiprocessing.get_context("spawn")
     results = ctx.Queue()
     parent = (os.getpid(), threading.current_thread() is threading.main_thread())
-    procs = [ctx.Process(target=_worker, args=(r, config, port, results, fail_on_rank, timeout_s, *parent),
-                         daemon=True) for r in range(config.world_size)]
+    procs = [ctx.Process(target=worker, args=(r, config, port, results, fail_on_rank, timeout_s, *parent),
+                         daemon=True) for r in range(world_size)]
     started: list = []  # only a started process can be joined: a failed start must not hide behind that
     start = time.perf_counter()
     reports: dict[int, object] = {}
     try:
-        for rank, p in enumerate(procs):
-            try:
-                p.start()
-            except Exception as error:
-                raise DDPError(f"DDP worker {rank} could not be started ({type(error).__name__}: {error}); "
-                               f"the {len(started)} started before it were stopped") from error
-            started.append(p)
-        while len(reports) < config.world_size:
+        with environment(env or {}):
+            for rank, p in enumerate(procs):
+                try:
+                    p.start()
+                except Exception as error:
+                    raise DDPError(f"{who} {rank} could not be started ({type(error).__name__}: {error}); "
+                                   f"the {len(started)} started before it were stopped") from error
+                started.append(p)
+        while len(reports) < world_size:
             left = timeout_s - (time.perf_counter() - start)
             if left <= 0:
-                raise DDPError(f"the DDP workers did not finish within timeout_s = {timeout_s:g} s; they were stopped")
+                raise DDPError(f"the {who}s did not finish within timeout_s = {timeout_s:g} s; they were stopped")
             try:
                 status, rank, payload = results.get(timeout=min(left, 0.5))
             except queue_module.Empty:
                 dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
                 if dead and results.empty():
-                    raise DDPError(f"a DDP worker died without reporting (exit code {dead[0]}); the others were stopped") from None
+                    raise DDPError(f"a {who} died without reporting (exit code {dead[0]}); the others were stopped") from None
                 continue
             if status == "no_backend":
                 raise DDPError(f"the gloo backend could not start on 127.0.0.1:{port} (rank {rank}): {payload}. "
-                               "Is the port taken, or were the processes killed? Try again with port=None.")
+                               + no_backend_hint)
             if status == "error":
-                raise DDPError(f"DDP worker {rank} raised; every worker was stopped.\n{payload}")
+                raise DDPError(f"{who} {rank} raised; every worker was stopped.\n{payload}")
             reports[rank] = payload
     finally:
         for p in started:
@@ -286,6 +304,28 @@ def run_ddp(config: DDPConfig | None = None, timeout_s: float = 60.0, port: int 
                 p.join()
         results.close()
         results.join_thread()
+    return reports
+
+
+def run_ddp(config: DDPConfig | None = None, timeout_s: float = 60.0, port: int | None = None,
+            fail_on_rank: int | None = None) -> DDPResult:
+    """Spawn the workers, wait for both trainings, end every process; raise DDPError if anything fails.
+
+    `port=None` picks a free port; `fail_on_rank` makes that worker raise (to show the clean-up)."""
+    config = config if config is not None else DDPConfig()
+    if not isinstance(config, DDPConfig):
+        raise TypeError(f"config must be a DDPConfig, got {type(config).__name__}")
+    timeout_s = check_float("timeout_s", timeout_s, 0.0, 3600.0)
+    port = usable_port(port)
+    if fail_on_rank is not None:
+        check_int("fail_on_rank", fail_on_rank, 0, config.world_size - 1)
+    check_time(f"run_ddp on {config}", config.seconds_estimate())
+    import torch.distributed as dist
+    if not dist.is_available() or not dist.is_gloo_available():
+        raise DDPError("this torch build has no gloo backend (torch.distributed.is_gloo_available() is False)")
+    start = time.perf_counter()
+    reports = run_workers(_worker, config, config.world_size, port, timeout_s, fail_on_rank, "DDP worker",
+                          no_backend_hint="Is the port taken, or were the processes killed? Try again with port=None.")
     per_rank = {mode: [reports[r][mode] for r in range(config.world_size)] for mode in ("every_micro_step", "no_sync")}
     return DDPResult(config, port, per_rank, train_single_process(config), time.perf_counter() - start)
 

@@ -12,25 +12,22 @@ the process that started it dies. The rendezvous listens on 127.0.0.1 without au
 """
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import datetime
 import gc
-import multiprocessing
 import os
-import queue as queue_module
-import threading
 import time
 import traceback
 from dataclasses import dataclass
-from typing import Iterator
 
 import torch
 
 from widgets.core.accumulation import GRAD_ATOL, GRAD_RTOL  # the lab's one allclose rule
 from widgets.core.budget import check_time
 from widgets.core.config import check_float, check_int
-from widgets.research.ddp import INPUTS, OUTPUTS, DDPError, _exit_with_parent, free_port, make_data, rank_micro_batch
+from widgets.research.ddp import (
+    INPUTS, OUTPUTS, DDPError, exit_with_parent, free_port, make_data, rank_micro_batch, run_workers,
+)
 
 MODES = ("sync_every_micro_step", "no_sync")
 # the collectives FSDP2 calls (torch 2.13: the *_single ones; older releases: *_into_tensor / *_tensor)
@@ -135,7 +132,7 @@ def sharded_update(model, x, y, config: FSDPConfig, rank: int, sync_every_micro_
 def _worker(rank: int, config: FSDPConfig, port: int, results, fail_on_rank: int | None, timeout_s: float,
             parent_pid: int, from_main_thread: bool) -> None:
     """One process: join the group, shard the model, warm up, run both modes, report, leave."""
-    _exit_with_parent(parent_pid, from_main_thread)
+    exit_with_parent(parent_pid, from_main_thread)
     import torch.distributed as dist
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # stay on the loopback interface
     torch.set_num_threads(1)
@@ -205,21 +202,11 @@ def single_process_gradient(config: FSDPConfig) -> torch.Tensor:
     return torch.cat([p.grad.reshape(-1) for p in model.parameters()])
 
 
-@contextlib.contextmanager
-def _malloc_returns_big_blocks(threshold: int = 65536) -> Iterator[None]:
-    """Workers started inside get glibc's mmap threshold fixed (a spawned process reads it from its
-    environment at start): blocks above it are mapped and given back on free, instead of glibc raising
-    the threshold and keeping freed buffers resident. About 55 MB less per worker here, the same live
-    bytes (mallinfo2 counts mapped blocks too)."""
-    name, before = "MALLOC_MMAP_THRESHOLD_", os.environ.get("MALLOC_MMAP_THRESHOLD_")
-    os.environ[name] = str(threshold)
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = before
+# FSDP's workers start with glibc's mmap threshold fixed (a spawned process reads it from its environment
+# at start): blocks above it are mapped and given back on free, instead of glibc raising the threshold and
+# keeping freed buffers resident. About 55 MB less per worker here, the same live bytes (mallinfo2 counts
+# mapped blocks too).
+WORKER_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536"}
 
 
 def run_fsdp(config: FSDPConfig | None = None, timeout_s: float = 90.0, fail_on_rank: int | None = None) -> FSDPResult:
@@ -235,46 +222,9 @@ def run_fsdp(config: FSDPConfig | None = None, timeout_s: float = 90.0, fail_on_
     if not dist.is_available() or not dist.is_gloo_available():
         raise DDPError("this torch build has no gloo backend (torch.distributed.is_gloo_available() is False)")
     port = free_port()
-    ctx = multiprocessing.get_context("spawn")
-    results = ctx.Queue()
-    parent = (os.getpid(), threading.current_thread() is threading.main_thread())
-    procs = [ctx.Process(target=_worker, args=(r, config, port, results, fail_on_rank, timeout_s, *parent),
-                         daemon=True) for r in range(config.world_size)]
-    started: list = []
     start = time.perf_counter()
-    reports: dict[int, dict] = {}
-    try:
-        with _malloc_returns_big_blocks():
-            for p in procs:
-                p.start()
-                started.append(p)
-        while len(reports) < config.world_size:
-            left = timeout_s - (time.perf_counter() - start)
-            if left <= 0:
-                raise DDPError(f"the FSDP workers did not finish within timeout_s = {timeout_s:g} s; they were stopped")
-            try:
-                status, rank, payload = results.get(timeout=min(left, 0.5))
-            except queue_module.Empty:
-                dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
-                if dead and results.empty():
-                    raise DDPError(f"an FSDP worker died without reporting (exit code {dead[0]}); the others were stopped") from None
-                continue
-            if status == "no_backend":
-                raise DDPError(f"the gloo backend could not start on 127.0.0.1:{port} (rank {rank}): {payload}")
-            if status == "error":
-                raise DDPError(f"FSDP worker {rank} raised; every worker was stopped.\n{payload}")
-            reports[rank] = payload
-    finally:
-        for p in started:
-            p.join(timeout=2)
-            if p.is_alive():
-                p.terminate()
-                p.join(timeout=2)
-            if p.is_alive():
-                p.kill()
-                p.join()
-        results.close()
-        results.join_thread()
+    reports = run_workers(_worker, config, config.world_size, port, timeout_s, fail_on_rank, "FSDP worker",
+                          env=WORKER_ENV)
     per_rank = {mode: [reports[r][mode] for r in range(config.world_size)] for mode in MODES}
     return FSDPResult(config, per_rank, single_process_gradient(config), gradient_bytes(config),
                       time.perf_counter() - start)
