@@ -28,7 +28,7 @@ from widgets.draw import frames as figures, training_plots as plots  # noqa: E40
 from widgets.core.config import AccumulationConfig  # noqa: E402
 from widgets.research.ddp import DDPConfig  # noqa: E402
 from widgets.research import (  # noqa: E402
-    batchnorm, contrastive, critical_batch, dropout, noise_scale, once_per_update, precision, tokens,
+    batchnorm, contrastive, critical_batch, critical_race, dropout, noise_scale, once_per_update, precision, tokens,
 )
 from widgets.research.memory import TinyGPT, measure_memory_terms  # noqa: E402
 from widgets.lab import presets, progress  # noqa: E402
@@ -160,7 +160,7 @@ CASES["budget"] = [
         critical_batch.make_problem(512), 8, 1024, 100_000), ValueError, "num_updates=100000"),
     Case("a micro-batch of 10^9 examples", lambda: critical_batch.steps_to_target(
         critical_batch.make_problem(512), 10**9, 1, 0.1, 0.5), ValueError, "micro_batch_size=1000000000"),
-    Case("a sweep of 60 x 10,000 updates", lambda: critical_batch.sweep_effective_batch(
+    Case("a sweep of 60 x 10,000 updates", lambda: critical_race.sweep_effective_batch(
         critical_batch.make_problem(512), 4, [1, 2, 4, 8, 16, 32], {"sgd": [0.1] * 10}, 0.5, max_updates=10_000),
          ValueError, "60 runs"),
     Case("1000 updates of 1024 micro-steps", lambda: critical_batch.same_update_any_split(

@@ -4,8 +4,9 @@ import torch
 
 from widgets.research.critical_batch import (
     Tradeoff, fit_tradeoff, make_classifier, make_problem, same_update_any_split, steps_to_target,
-    sweep_effective_batch, train_with_noise_scale,
+    train_with_noise_scale,
 )
+from widgets.research.critical_race import sweep_effective_batch
 
 PROBLEM = make_problem(512)
 
@@ -104,18 +105,18 @@ def test_sizes_past_the_ceiling_are_refused_before_allocating(before_allocating,
 
 def test_notebook_sizes_pass_the_ceiling(before_allocating, monkeypatch):
     """researcher_3's calls, checked without training: the races are replaced by a stub."""
-    from widgets.research import critical_batch
+    from widgets.research import critical_batch, critical_race
     problem = make_problem(1024, seed=0)
     record = train_with_noise_scale(problem, micro_batch_size=8, accumulation_steps=8, num_updates=2)
     assert len(record.losses) == 2
     assert critical_batch.training_estimate(1024, 8, 8, 150)[1] < 10  # the notebook's 150 updates: ~3 s estimated
     problems = [make_problem(1024, seed=s) for s in (0, 1, 2)]
-    monkeypatch.setattr(critical_batch, "race_to_target", lambda problems, b, k, runs, *a, **kw: [(1, "reached")] * len(runs))
+    monkeypatch.setattr(critical_race, "race_to_target", lambda problems, b, k, runs, *a, **kw: [(1, "reached")] * len(runs))
     grid = [2 ** (i / 2) for i in range(-7, 8)]
     sweep = sweep_effective_batch(problems, micro_batch_size=4, accumulation_steps=[1, 2, 4, 8, 16, 32],
                                   learning_rates={"sgd": grid}, target_loss=0.85, max_updates=150, seeds=(0, 1, 2))
     assert len(sweep.runs) == 3 * 3 * 6 * 15
     # the real races: their high estimates fit the ceilings (one race per K, 135 runs of 150 updates)
     for k in (1, 2, 4, 8, 16, 32):
-        memory, seconds = critical_batch.race_estimate(1024, 4, k, 150, 135)
+        memory, seconds = critical_race.race_estimate(1024, 4, k, 150, 135)
         assert memory < 200 * 2**20 and seconds < 100

@@ -1,6 +1,6 @@
-"""The many-seed critical-batch experiment of researcher_3: the batched race is the single-run loop,
-the exact noise scales and Hessian meet autograd, and the notebook's sweep keeps every best
-learning rate inside its grid."""
+"""researcher_3's many-seed critical-batch experiment (widgets.research.critical_race): the batched
+race is the single-run loop, the exact noise scales and Hessian meet autograd, and the notebook's
+sweep keeps every best learning rate inside its grid."""
 import math
 import statistics
 
@@ -8,9 +8,10 @@ import pytest
 import torch
 
 from widgets.research.critical_batch import (
-    Run, classifier_hessian, fit_tradeoff, make_classifier, make_problem, malladi_rule, model_at_target,
-    noise_scales_at, per_example_gradients, race_to_target, steps_to_target, sweep_effective_batch,
+    classifier_hessian, fit_tradeoff, make_classifier, make_problem, model_at_target, noise_scales_at,
+    per_example_gradients, steps_to_target,
 )
+from widgets.research.critical_race import Run, malladi_rule, race_to_target, sweep_effective_batch
 from widgets.research.noise_scale import exact_noise_scales
 
 SMALL = make_problem(256, seed=1)
