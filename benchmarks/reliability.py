@@ -14,9 +14,10 @@
   stay constant, and the kernel's RSS grows <= 30 MB after the first 50 changes (warm-up: caches,
   fonts, torch's allocator).
 - nbval: `python -m pytest notebooks/` three times; every run must pass.
-- offline: each notebook executed top to bottom (nbclient, a fresh kernel on ipc sockets, so no
-  TCP at all) inside `unshare -n` — a network namespace with no interface up — and with an audit
-  hook in the kernel that records any socket connect or DNS lookup other than loopback/unix.
+- offline: each notebook executed top to bottom (nbclient, a fresh kernel on ipc sockets) inside
+  `unshare -n` — a network namespace with only the loopback interface, brought up as on any machine
+  without a network (researcher_5-7's gloo workers meet on 127.0.0.1) — and with an audit hook in the
+  kernel that records any socket connect or DNS lookup other than loopback/unix.
   Where `unshare -n` is not permitted, the audit hook alone decides (the mode is recorded).
 - progress: 2, then 8 writer processes each record 100 passes of their own into one progress file
   (widgets/lab/progress.py), in a tight loop, all at once. Passes if no pass and no record is lost
@@ -183,7 +184,8 @@ sys.addaudithook(_hook)
 
 def unshare_permitted() -> bool:
     unshare = shutil.which("unshare")
-    return bool(unshare) and subprocess.run([unshare, "-n", "true"], capture_output=True).returncode == 0
+    return bool(unshare) and subprocess.run([unshare, "-n", "sh", "-c", "ip link set lo up"],
+                                            capture_output=True).returncode == 0
 
 
 def offline(notebooks: list[Path]) -> dict:
@@ -197,8 +199,8 @@ def offline(notebooks: list[Path]) -> dict:
         log.touch()
         env = dict(os.environ, PYTHONPATH=str(work), OFFLINE_GUARD_LOG=str(log))
         command = [sys.executable, str(Path(__file__).resolve()), "_execute_notebook", str(path)]
-        if namespace:
-            command = [shutil.which("unshare"), "-n", *command]
+        if namespace:  # a new namespace's loopback starts down: up it, as an offline laptop has it
+            command = [shutil.which("unshare"), "-n", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", *command]
         start = time.perf_counter()
         run = subprocess.run(command, env=env, capture_output=True, text=True)
         attempts = sorted(set(log.read_text().splitlines()))
@@ -213,7 +215,7 @@ def offline(notebooks: list[Path]) -> dict:
     shutil.rmtree(work, ignore_errors=True)
     return {
         "passed": bool(results) and all(r["passed"] for r in results.values()),
-        "mode": "unshare -n (no network interface) + audit hook" if namespace else "audit hook only (unshare -n not permitted)",
+        "mode": "unshare -n (loopback only) + audit hook" if namespace else "audit hook only (unshare -n not permitted)",
         "notebooks": results,
     }
 

@@ -2,7 +2,7 @@
 
 Two checks here, a cheap one over every notebook and a real one over one notebook:
 - no code cell contains a download (URLs, urllib/requests, pip/wget/curl, dataset fetchers);
-- the explorer notebook runs top to bottom inside `unshare -n` (no network interface) with an
+- the explorer notebook runs top to bottom inside `unshare -n` (loopback only, no other interface) with an
   audit hook that records any non-loopback connection or DNS lookup — even one a cell swallows.
 The same run over every notebook is `python benchmarks/reliability.py offline`, recorded in
 benchmarks/results/reliability.json (too slow for `make test`).
