@@ -245,7 +245,7 @@ USED_BY = [
     ("widgets.research.batchnorm", "make_norm_model", "GhostBatchNorm1d("),
     ("widgets.research.ddp", "_train", "accumulate_micro_steps("),
     ("widgets.research.memory", "measure_memory_terms", "SavedTensorCounter("),
-    ("widgets.research.fsdp", "_worker", "sharded_update("),
+    ("widgets.research.fsdp", "_fsdp_job", "sharded_update("),
     ("widgets.research.rl_losses", "accumulated_policy_gradient", "micro_batch_loss("),
     ("widgets.research.moe", "_window_step", "window_aux_step("),
     ("widgets.research.adam_k", "scale_adam", "malladi_scaled("),

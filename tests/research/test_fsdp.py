@@ -14,7 +14,7 @@ import pytest
 from widgets.core.budget import BudgetError
 from widgets.research.ddp import DDPError
 from widgets.research.fsdp import (
-    MODES, FSDPConfig, _worker, gradient_bytes, make_model, process_bytes, run_fsdp, sharded_update,
+    MODES, FSDPConfig, _fsdp_job, gradient_bytes, make_model, process_bytes, run_fsdp, sharded_update,
 )
 
 slow = pytest.mark.slow  # each run starts two processes that import torch's FSDP (10-30 s on a busy machine)
@@ -169,7 +169,7 @@ def test_the_notebook_shows_the_update_the_workers_run():
     source = inspect.getsource(sharded_update).rstrip("\n")
     cells = ["".join(c["source"]) for c in json.loads(NOTEBOOK.read_text())["cells"] if c["cell_type"] == "code"]
     assert sum(source in cell for cell in cells) == 1
-    assert "sharded_update(" in inspect.getsource(_worker)
+    assert "sharded_update(" in inspect.getsource(_fsdp_job)
 
 
 def test_the_malloc_setting_reaches_only_the_workers():

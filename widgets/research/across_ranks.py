@@ -7,15 +7,13 @@ other ranks' sequences 1/imbalance of that. Each worker all-reduces its count, t
 window under each loop of `LOOPS` (from `widgets.research.invariance`) and reports the gradient
 DDP left in `.grad`. The parent compares it with one process on the whole window.
 
-`_worker` lives here, not in a notebook, because spawned processes import it by name. The
+`_train` lives here, not in a notebook, because spawned processes import it by name (the workers are
+`widgets.research.ddp.run_workers`'s). The
 rendezvous store listens on 127.0.0.1 without authentication, as in `widgets.research.ddp`.
 """
 from __future__ import annotations
 
-import datetime
-import os
 import time
-import traceback
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -25,7 +23,7 @@ from widgets.core.accumulation import flat_grad
 from widgets.core.budget import check_time
 from widgets.core.config import check_float, check_int
 from widgets.core.threads import one_thread
-from widgets.research.ddp import DDPError, exit_with_parent, run_workers, usable_port
+from widgets.research.ddp import DDPError, run_workers, usable_port
 from widgets.research.invariance import (
     VOCAB, all_reduce_count, compare, count_targets, make_window, one_process_gradient, per_rank_mean,
     split_ranks, sum_then_scale,
@@ -94,30 +92,6 @@ def _train(config: RanksConfig, rank: int) -> dict:
     return out
 
 
-def _worker(rank: int, config: RanksConfig, port: int, results, fail_on_rank: int | None, timeout_s: float,
-            parent_pid: int, from_main_thread: bool) -> None:
-    """One process: join the group, run every window, report, leave."""
-    exit_with_parent(parent_pid, from_main_thread)
-    import torch.distributed as dist
-    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # stay on the loopback interface
-    torch.set_num_threads(1)
-    try:
-        try:
-            dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                                    world_size=config.world_size, timeout=datetime.timedelta(seconds=timeout_s))
-        except Exception as error:
-            results.put(("no_backend", rank, f"{type(error).__name__}: {error}"))
-            return
-        if fail_on_rank == rank:
-            raise RuntimeError(f"worker {rank} raised on purpose (fail_on_rank={rank})")
-        results.put(("ok", rank, _train(config, rank)))
-    except Exception:
-        results.put(("error", rank, traceback.format_exc(limit=4)))
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
-
-
 @dataclass(frozen=True)
 class RanksResult:
     """Per imbalance: each loop's gradient on every rank, the counts, and the one-process truth."""
@@ -165,7 +139,7 @@ def run_across_ranks(config: RanksConfig | None = None, timeout_s: float = 120.0
     if not dist.is_available() or not dist.is_gloo_available():
         raise DDPError("this torch build has no gloo backend (torch.distributed.is_gloo_available() is False)")
     start = time.perf_counter()
-    reports = run_workers(_worker, config, config.world_size, port, timeout_s, fail_on_rank, "worker")
+    reports = run_workers(_train, config, config.world_size, port, timeout_s, fail_on_rank, "worker")
     W = config.world_size
     grads = {f"{x}:{name}": [reports[r][f"{x}:{name}"] for r in range(W)] for x in config.imbalances for name in LOOPS}
     counts = {x: [reports[r][f"{x}:counts"][1] for r in range(W)] for x in config.imbalances}

@@ -5,7 +5,7 @@ which trains the same small model twice with gradient accumulation: once letting
 after every micro-step, once with `no_sync()` on all but the last micro-step of each update. A DDP
 communication hook counts the all-reduces and their bytes. The workers are always ended, also
 when one raises or the run times out, and each one exits by itself within a second if the process
-that started it dies (a kernel killed for memory). `_worker` lives here, not in a notebook, because
+that started it dies (a kernel killed for memory). The workers' code lives here, not in a notebook, because
 spawned processes import it by name.
 
 The rendezvous store listens on 127.0.0.1 without authentication: while a run lasts, any user of
@@ -164,9 +164,11 @@ def exit_with_parent(parent_pid: int, from_main_thread: bool, interval_s: float 
     threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
-def _worker(rank: int, config: DDPConfig, port: int, results, fail_on_rank: int | None, timeout_s: float,
-            parent_pid: int, from_main_thread: bool) -> None:
-    """One process of the run: join the group, train without and with no_sync, report, leave."""
+def _gloo_worker(rank: int, job: Callable, config: object, port: int, results, fail_on_rank: int | None,
+                 timeout_s: float, parent_pid: int, from_main_thread: bool) -> None:
+    """One worker process of `run_workers`: join the gloo group on 127.0.0.1, run `job(config, rank)`,
+    report ("ok", rank, what it returned), or ("no_backend" | "error", rank, why); always leave the group.
+    `job` is a module-level function: a spawned process imports it by name."""
     exit_with_parent(parent_pid, from_main_thread)
     import torch.distributed as dist
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # stay on the loopback interface
@@ -180,13 +182,17 @@ def _worker(rank: int, config: DDPConfig, port: int, results, fail_on_rank: int 
             return
         if fail_on_rank == rank:
             raise RuntimeError(f"worker {rank} raised on purpose (fail_on_rank={rank})")
-        out = {mode: _train(config, rank, use_no_sync=mode == "no_sync") for mode in ("every_micro_step", "no_sync")}
-        results.put(("ok", rank, out))
+        results.put(("ok", rank, job(config, rank)))
     except Exception:
         results.put(("error", rank, traceback.format_exc(limit=4)))
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
+
+
+def _ddp_job(config: DDPConfig, rank: int) -> dict:
+    """What each DDP worker runs: train without and with no_sync."""
+    return {mode: _train(config, rank, use_no_sync=mode == "no_sync") for mode in ("every_micro_step", "no_sync")}
 
 
 @dataclass(frozen=True)
@@ -251,18 +257,18 @@ def usable_port(port: int | None) -> int:
     return port
 
 
-def run_workers(worker: Callable, config: object, world_size: int, port: int, timeout_s: float,
+def run_workers(job: Callable, config: object, world_size: int, port: int, timeout_s: float,
                 fail_on_rank: int | None, who: str, no_backend_hint: str = "",
                 env: dict[str, str] | None = None) -> dict[int, object]:
-    """The lab's one way to run gloo workers (researcher_5, 6 and 7): spawn `world_size` processes of
-    `worker(rank, config, port, results, fail_on_rank, timeout_s, parent_pid, from_main_thread)`,
-    collect one ("ok", rank, payload) from each, and end every started process whatever happens: a
-    timeout, a worker's error or death, a start that fails, Kernel > Interrupt. `who` names a worker
-    in the messages ("DDP worker"); `env` is set only while the workers start. Returns rank -> payload."""
+    """The lab's one way to run gloo workers (researcher_5, 6 and 7): spawn `world_size` processes that
+    join one gloo group and each run `job(config, rank)` (`_gloo_worker`), collect what each returns,
+    and end every started process whatever happens: a timeout, a worker's error or death, a start that
+    fails, Kernel > Interrupt. `who` names a worker in the messages ("DDP worker"); `env` is set only
+    while the workers start. Returns rank -> what `job` returned there."""
     ctx = multiprocessing.get_context("spawn")
     results = ctx.Queue()
     parent = (os.getpid(), threading.current_thread() is threading.main_thread())
-    procs = [ctx.Process(target=worker, args=(r, config, port, results, fail_on_rank, timeout_s, *parent),
+    procs = [ctx.Process(target=_gloo_worker, args=(r, job, config, port, results, fail_on_rank, timeout_s, *parent),
                          daemon=True) for r in range(world_size)]
     started: list = []  # only a started process can be joined: a failed start must not hide behind that
     start = time.perf_counter()
@@ -324,7 +330,7 @@ def run_ddp(config: DDPConfig | None = None, timeout_s: float = 60.0, port: int 
     if not dist.is_available() or not dist.is_gloo_available():
         raise DDPError("this torch build has no gloo backend (torch.distributed.is_gloo_available() is False)")
     start = time.perf_counter()
-    reports = run_workers(_worker, config, config.world_size, port, timeout_s, fail_on_rank, "DDP worker",
+    reports = run_workers(_ddp_job, config, config.world_size, port, timeout_s, fail_on_rank, "DDP worker",
                           no_backend_hint="Is the port taken, or were the processes killed? Try again with port=None.")
     per_rank = {mode: [reports[r][mode] for r in range(config.world_size)] for mode in ("every_micro_step", "no_sync")}
     return DDPResult(config, port, per_rank, train_single_process(config), time.perf_counter() - start)

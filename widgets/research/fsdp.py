@@ -13,11 +13,8 @@ the process that started it dies. The rendezvous listens on 127.0.0.1 without au
 from __future__ import annotations
 
 import ctypes
-import datetime
 import gc
-import os
 import time
-import traceback
 from dataclasses import dataclass
 
 import torch
@@ -25,9 +22,7 @@ import torch
 from widgets.core.accumulation import GRAD_ATOL, GRAD_RTOL  # the lab's one allclose rule
 from widgets.core.budget import check_time
 from widgets.core.config import check_float, check_int
-from widgets.research.ddp import (
-    INPUTS, OUTPUTS, DDPError, exit_with_parent, free_port, make_data, rank_micro_batch, run_workers,
-)
+from widgets.research.ddp import INPUTS, OUTPUTS, DDPError, free_port, make_data, rank_micro_batch, run_workers
 
 MODES = ("sync_every_micro_step", "no_sync")
 # the collectives FSDP2 calls (torch 2.13: the *_single ones; older releases: *_into_tensor / *_tensor)
@@ -129,44 +124,26 @@ def sharded_update(model, x, y, config: FSDPConfig, rank: int, sync_every_micro_
     return {"held_bytes": held, "sharded_grad_bytes": shard_bytes, "gradient": gradient.numpy().tobytes(), **collectives}
 
 
-def _worker(rank: int, config: FSDPConfig, port: int, results, fail_on_rank: int | None, timeout_s: float,
-            parent_pid: int, from_main_thread: bool) -> None:
-    """One process: join the group, shard the model, warm up, run both modes, report, leave."""
-    exit_with_parent(parent_pid, from_main_thread)
-    import torch.distributed as dist
-    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # stay on the loopback interface
-    torch.set_num_threads(1)
-    counted = []
+def _fsdp_job(config: FSDPConfig, rank: int) -> dict:
+    """What each FSDP worker runs (in its gloo group): shard the model, warm up, run both modes."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    mesh = init_device_mesh("cpu", (config.world_size,))
+    model = make_model(config.hidden, config.seed)
+    for layer in model:
+        if isinstance(layer, torch.nn.Linear):
+            fully_shard(layer, mesh=mesh)  # one all-gather / reduce-scatter group per Linear
+    fully_shard(model, mesh=mesh)
+    x, y = make_data(config.examples_per_update, config.seed)
+    counts = {"all_gathers": 0, "reduce_scatters": 0}
+    counted = [_Counted(GATHERS, counts, "all_gathers"), _Counted(SCATTERS, counts, "reduce_scatters")]
     try:
-        try:
-            dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                                    world_size=config.world_size, timeout=datetime.timedelta(seconds=timeout_s))
-        except Exception as error:
-            results.put(("no_backend", rank, f"{type(error).__name__}: {error}"))
-            return
-        if fail_on_rank == rank:
-            raise RuntimeError(f"worker {rank} raised on purpose (fail_on_rank={rank})")
-        from torch.distributed.device_mesh import init_device_mesh
-        from torch.distributed.fsdp import fully_shard
-        mesh = init_device_mesh("cpu", (config.world_size,))
-        model = make_model(config.hidden, config.seed)
-        for layer in model:
-            if isinstance(layer, torch.nn.Linear):
-                fully_shard(layer, mesh=mesh)  # one all-gather / reduce-scatter group per Linear
-        fully_shard(model, mesh=mesh)
-        x, y = make_data(config.examples_per_update, config.seed)
-        counts = {"all_gathers": 0, "reduce_scatters": 0}
-        counted = [_Counted(GATHERS, counts, "all_gathers"), _Counted(SCATTERS, counts, "reduce_scatters")]
         sharded_update(model, x, y, config, rank, True, counts)  # warm-up: FSDP's lazy set-up is not the gradient
-        out = {mode: sharded_update(model, x, y, config, rank, mode == "sync_every_micro_step", counts) for mode in MODES}
-        results.put(("ok", rank, out))
-    except Exception:
-        results.put(("error", rank, traceback.format_exc(limit=4)))
+        return {mode: sharded_update(model, x, y, config, rank, mode == "sync_every_micro_step", counts)
+                for mode in MODES}
     finally:
         for c in counted:
             c.restore()
-        if dist.is_initialized():
-            dist.destroy_process_group()
 
 
 @dataclass(frozen=True)
@@ -223,7 +200,7 @@ def run_fsdp(config: FSDPConfig | None = None, timeout_s: float = 90.0, fail_on_
         raise DDPError("this torch build has no gloo backend (torch.distributed.is_gloo_available() is False)")
     port = free_port()
     start = time.perf_counter()
-    reports = run_workers(_worker, config, config.world_size, port, timeout_s, fail_on_rank, "FSDP worker",
+    reports = run_workers(_fsdp_job, config, config.world_size, port, timeout_s, fail_on_rank, "FSDP worker",
                           env=WORKER_ENV)
     per_rank = {mode: [reports[r][mode] for r in range(config.world_size)] for mode in MODES}
     return FSDPResult(config, per_rank, single_process_gradient(config), gradient_bytes(config),
