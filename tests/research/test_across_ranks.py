@@ -2,8 +2,6 @@
 process, both fixes pass, and no worker process or port is left after a run or a worker's error."""
 import signal
 import socket
-import subprocess
-import sys
 import time
 
 import psutil
@@ -123,29 +121,12 @@ run_across_ranks(RanksConfig(accumulation_steps=8, micro_batch_size=16), timeout
 
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["interrupted", "killed"])
-def test_no_worker_is_left_when_the_kernel_is_interrupted_or_killed(sig):
+def test_no_worker_is_left_when_the_kernel_is_interrupted_or_killed(sig, kernel_with_workers):
     """Kernel > Interrupt (SIGINT: the finally stops the workers) or a kernel killed for memory
     (SIGKILL: no finally runs; each worker exits when its parent is gone) leaves no worker behind."""
-    kernel = subprocess.Popen([sys.executable, "-c", KERNEL], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    parent, workers = psutil.Process(kernel.pid), []
-    try:
-        deadline = time.monotonic() + 120
-        while len(workers) < 2:
-            assert kernel.poll() is None and time.monotonic() < deadline, "the workers never started"
-            time.sleep(0.1)
-            workers = [p for p in parent.children() if "multiprocessing.spawn" in " ".join(p.cmdline())
-                       and "resource_tracker" not in " ".join(p.cmdline())]
-        time.sleep(0.3)
-        kernel.send_signal(sig)
-        kernel.wait(timeout=30)
-        _, alive = psutil.wait_procs(workers, timeout=15)
-        assert alive == [], f"{len(alive)} worker(s) still running after their kernel got {sig.name}"
-    finally:
-        if kernel.poll() is None:
-            kernel.kill()
-            kernel.wait()
-        for w in workers:
-            try:
-                w.kill()
-            except psutil.NoSuchProcess:
-                pass
+    kernel, workers = kernel_with_workers(KERNEL)
+    time.sleep(0.3)
+    kernel.send_signal(sig)
+    kernel.wait(timeout=30)
+    _, alive = psutil.wait_procs(workers, timeout=15)
+    assert alive == [], f"{len(alive)} worker(s) still running after their kernel got {sig.name}"

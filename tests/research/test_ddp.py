@@ -2,8 +2,6 @@
 import multiprocessing.context
 import signal
 import socket
-import subprocess
-import sys
 import time
 
 import psutil
@@ -129,48 +127,12 @@ run_ddp(DDPConfig(accumulation_steps=64, micro_batch_size=64, num_updates=100), 
 """
 
 
-def _spawned_workers(parent: psutil.Process) -> list[psutil.Process]:
-    try:
-        children = parent.children()
-    except psutil.NoSuchProcess:
-        return []
-    return [p for p in children if "multiprocessing.spawn" in " ".join(p.cmdline()) and "resource_tracker" not in
-            " ".join(p.cmdline())]
-
-
-def _joined(worker: psutil.Process) -> bool:
-    """The worker holds a TCP connection: it has joined the process group (the store on 127.0.0.1)."""
-    try:
-        return any(c.status == psutil.CONN_ESTABLISHED for c in worker.net_connections(kind="tcp"))
-    except psutil.NoSuchProcess:
-        return False
-
-
-def test_workers_exit_within_3_s_when_the_kernel_is_killed():
+def test_workers_exit_within_3_s_when_the_kernel_is_killed(kernel_with_workers):
     """A kernel killed for memory (SIGKILL: no finally runs) must not leave its workers training."""
-    kernel = subprocess.Popen([sys.executable, "-c", KERNEL], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    parent, workers = psutil.Process(kernel.pid), []
-    try:
-        deadline = time.monotonic() + 120
-        while len(workers) < 2:
-            assert kernel.poll() is None and time.monotonic() < deadline, "the workers never started"
-            time.sleep(0.2)
-            workers = _spawned_workers(parent)
-        while not all(_joined(w) for w in workers):  # past start-up (seconds on a busy machine): training
-            assert kernel.poll() is None and time.monotonic() < deadline, "the workers never joined the group"
-            time.sleep(0.2)
-        time.sleep(1)
-        assert all(w.is_running() for w in workers), "the run ended before the kernel was killed: make it longer"
-        kernel.send_signal(signal.SIGKILL)
-        kernel.wait()
-        gone, alive = psutil.wait_procs(workers, timeout=3)
-        assert alive == [], f"{len(alive)} DDP worker(s) still running 3 s after their kernel died"
-    finally:
-        if kernel.poll() is None:
-            kernel.kill()
-            kernel.wait()
-        for w in workers:
-            try:
-                w.kill()
-            except psutil.NoSuchProcess:
-                pass
+    kernel, workers = kernel_with_workers(KERNEL, joined=True)  # past start-up (seconds on a busy machine)
+    time.sleep(1)
+    assert all(w.is_running() for w in workers), "the run ended before the kernel was killed: make it longer"
+    kernel.send_signal(signal.SIGKILL)
+    kernel.wait()
+    _, alive = psutil.wait_procs(workers, timeout=3)
+    assert alive == [], f"{len(alive)} DDP worker(s) still running 3 s after their kernel died"
