@@ -18,7 +18,6 @@ import platform
 import pwd
 import secrets
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -33,6 +32,7 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a script: the checkout's hub/ folder
 from hub.client import NOTEBOOKS, HubClient, Kernel  # noqa: E402
+from hub.room import free_port  # noqa: E402
 
 RUN = ["00_start_here.ipynb", "beginner_2_watch_a_model_learn.ipynb"]
 EXERCISES = "beginner_1_carrying_bricks.ipynb"
@@ -121,12 +121,6 @@ def learner(base: str, name: str, password: str, i: int, failures: list, deadlin
 
 def interrupted(signum, frame) -> None:
     raise KeyboardInterrupt
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def left_processes(uids: set[int], hub_pid: int | None) -> list[str]:

@@ -20,6 +20,7 @@ import pwd
 import re
 import resource
 import secrets
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -34,6 +35,13 @@ NAME = re.compile(r"^[a-z][a-z0-9]{1,15}$")  # a system user name that needs no 
 NOTEBOOKS_FOLDER = "gradient-accumulation-lab"  # each learner's own copy, in their home
 START_HERE = "00_start_here.ipynb"
 _SCRYPT = {"n": 2**14, "r": 8, "p": 1}  # ~50 ms a login: cheap for a room, slow for a guesser
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (the hub's internal ports, a test's hub)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def check_name(name: str, what: str = "learner name") -> str:

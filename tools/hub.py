@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 HUB = ROOT / "hub"
 sys.path.insert(0, str(ROOT))  # run as a script: the checkout's hub/ folder
-from hub.room import check_name, hash_password, load_room, parse_bytes, room_file, save_room  # noqa: E402
+from hub.room import check_name, free_port, hash_password, load_room, parse_bytes, room_file, save_room  # noqa: E402
 
 DEFAULT_STATE = Path("/var/lib/gradient-accumulation-lab-hub")
 PROXY = HUB / "node_modules" / ".bin" / "configurable-http-proxy"
@@ -43,12 +43,6 @@ class HubError(SystemExit):
 
 def state_dir(named: str | None) -> Path:
     return Path(named or os.environ.get("LAB_HUB_STATE") or DEFAULT_STATE)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def running(state: Path) -> dict | None:

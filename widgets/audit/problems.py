@@ -39,6 +39,7 @@ import torch
 import torch.nn.functional as F
 
 from widgets.audit.rl_problem import COMPLETIONS_PER_MICRO_BATCH, Policy, completion_batches
+from widgets.audit.window_count import describe_window_factors, window_readings
 from widgets.core.loop import train_loop
 from widgets.core.shared import IGNORE_INDEX, real_tokens
 
@@ -164,23 +165,12 @@ class Tokens:
         micro-batches (`group`: their targets; None, the right one: 1 / the window's real tokens)."""
         n, items, window = len(group), real_tokens(targets), sum(real_tokens(t) for t in group)
         positions, all_positions = targets.numel(), sum(t.numel() for t in group)  # padding included
-        return {
-            None: [1 / window],
-            "normalised_per_micro_batch": [1 / (n * items), 1 / (K * items)],
-            "loss_not_divided": [1 / items],
-            "padding_counted": [1 / (n * positions), 1 / (K * positions), 1 / positions, 1 / all_positions],
-            "loss_divided_twice": [1 / (n * window), 1 / (K * window), items / window**2],
-            "loss_sum_reduction": [1.0, 1 / n, 1 / K],
-        }
+        return window_readings(n, K, items, window, positions, all_positions, "normalised_per_micro_batch")
 
     @staticmethod
     def describe_factors(u: int, factors: list, group_items: dict[int, int]) -> str:
         """What the first micro-batch of update u was divided by, against the window's real tokens."""
-        j, c = factors[0].batch, factors[0].factor
-        window = sum(group_items.values())
-        return f"micro-batch {j} of update {u} ({group_items[j]} real tokens; the window holds {window}) " \
-               f"had its summed token loss divided by {1 / c:.4g}, so each of its tokens weighs " \
-               f"{c * window:.3g} x its share 1/{window}"
+        return describe_window_factors(u, factors, group_items, "real tokens", "summed token loss")
 
 
 TASKS = {"regression": Regression, "tokens": Tokens, "rl": Policy}

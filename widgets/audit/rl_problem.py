@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from widgets.audit.window_count import describe_window_factors, window_readings
 from widgets.core.shared import IGNORE_INDEX
 
 FEATURES = 4  # features per position, what the policy reads
@@ -98,23 +99,12 @@ class Policy:
         micro-batches (`group`; None, the right one: 1 / the window's completion tokens)."""
         n, items, window = len(group), completion_tokens(targets), sum(completion_tokens(t) for t in group)
         positions, all_positions = targets.tokens.numel(), sum(t.tokens.numel() for t in group)
-        return {
-            None: [1 / window],
-            "per_micro_batch_normaliser": [1 / (n * items), 1 / (K * items)],  # bnpo, then / K (or / n)
-            "divided_by_group_twice": [1 / (window * GROUP_SIZE)],
-            "loss_not_divided": [1 / items],
-            "padding_counted": [1 / (n * positions), 1 / (K * positions), 1 / positions, 1 / all_positions],
-            "loss_divided_twice": [1 / (n * window), 1 / (K * window), items / window**2],
-            "loss_sum_reduction": [1.0, 1 / n, 1 / K],
-        }
+        return window_readings(n, K, items, window, positions, all_positions, "per_micro_batch_normaliser",  # bnpo
+                               also={"divided_by_group_twice": [1 / (window * GROUP_SIZE)]})
 
     @staticmethod
     def describe_factors(u: int, factors: list, group_items: dict[int, int]) -> str:
-        j, c = factors[0].batch, factors[0].factor
-        window = sum(group_items.values())
-        return f"micro-batch {j} of update {u} ({group_items[j]} completion tokens; the window holds {window}) " \
-               f"had its summed -A log p divided by {1 / c:.4g}, so each of its tokens weighs " \
-               f"{c * window:.3g} x its share 1/{window}"
+        return describe_window_factors(u, factors, group_items, "completion tokens", "summed -A log p")
 
 
 def completion_batches(num_batches: int, last_rows: int, g: torch.Generator) -> list[tuple[torch.Tensor, Completions]]:

@@ -20,10 +20,9 @@ from typing import Sequence
 import torch
 
 from widgets.core.accumulation import flat_grad
-from widgets.core.budget import check_time
 from widgets.core.config import check_float, check_int
 from widgets.core.threads import one_thread
-from widgets.research.ddp import DDPError, run_workers, usable_port
+from widgets.research.ddp import check_gloo_run, run_workers, usable_port
 from widgets.research.invariance import (
     VOCAB, all_reduce_count, compare, count_targets, make_window, one_process_gradient, per_rank_mean,
     split_ranks, sum_then_scale,
@@ -132,12 +131,7 @@ def run_across_ranks(config: RanksConfig | None = None, timeout_s: float = 120.0
         raise TypeError(f"config must be a RanksConfig, got {type(config).__name__}")
     timeout_s = check_float("timeout_s", timeout_s, 0.0, 3600.0)
     port = usable_port(port)
-    if fail_on_rank is not None:
-        check_int("fail_on_rank", fail_on_rank, 0, config.world_size - 1)
-    check_time(f"run_across_ranks on {config}", config.seconds_estimate())
-    import torch.distributed as dist
-    if not dist.is_available() or not dist.is_gloo_available():
-        raise DDPError("this torch build has no gloo backend (torch.distributed.is_gloo_available() is False)")
+    check_gloo_run(f"run_across_ranks on {config}", config.world_size, fail_on_rank, config.seconds_estimate())
     start = time.perf_counter()
     reports = run_workers(_train, config, config.world_size, port, timeout_s, fail_on_rank, "worker")
     W = config.world_size

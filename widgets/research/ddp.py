@@ -257,6 +257,17 @@ def usable_port(port: int | None) -> int:
     return port
 
 
+def check_gloo_run(what: str, world_size: int, fail_on_rank: int | None, seconds_estimate: float) -> None:
+    """The checks before any worker starts: `fail_on_rank` names one of the ranks, the run fits the
+    lab's time ceiling (`check_time`), and this torch build has the gloo backend."""
+    if fail_on_rank is not None:
+        check_int("fail_on_rank", fail_on_rank, 0, world_size - 1)
+    check_time(what, seconds_estimate)
+    import torch.distributed as dist
+    if not dist.is_available() or not dist.is_gloo_available():
+        raise DDPError("this torch build has no gloo backend (torch.distributed.is_gloo_available() is False)")
+
+
 def run_workers(job: Callable, config: object, world_size: int, port: int, timeout_s: float,
                 fail_on_rank: int | None, who: str, no_backend_hint: str = "",
                 env: dict[str, str] | None = None) -> dict[int, object]:
@@ -323,12 +334,7 @@ def run_ddp(config: DDPConfig | None = None, timeout_s: float = 60.0, port: int 
         raise TypeError(f"config must be a DDPConfig, got {type(config).__name__}")
     timeout_s = check_float("timeout_s", timeout_s, 0.0, 3600.0)
     port = usable_port(port)
-    if fail_on_rank is not None:
-        check_int("fail_on_rank", fail_on_rank, 0, config.world_size - 1)
-    check_time(f"run_ddp on {config}", config.seconds_estimate())
-    import torch.distributed as dist
-    if not dist.is_available() or not dist.is_gloo_available():
-        raise DDPError("this torch build has no gloo backend (torch.distributed.is_gloo_available() is False)")
+    check_gloo_run(f"run_ddp on {config}", config.world_size, fail_on_rank, config.seconds_estimate())
     start = time.perf_counter()
     reports = run_workers(_ddp_job, config, config.world_size, port, timeout_s, fail_on_rank, "DDP worker",
                           no_backend_hint="Is the port taken, or were the processes killed? Try again with port=None.")

@@ -19,10 +19,9 @@ from dataclasses import dataclass
 
 import torch
 
-from widgets.core.accumulation import GRAD_ATOL, GRAD_RTOL  # the lab's one allclose rule
-from widgets.core.budget import check_time
+from widgets.core.accumulation import GRAD_ATOL, GRAD_RTOL, flat_grad  # GRAD_*: the lab's one allclose rule
 from widgets.core.config import check_float, check_int
-from widgets.research.ddp import INPUTS, OUTPUTS, DDPError, free_port, make_data, rank_micro_batch, run_workers
+from widgets.research.ddp import INPUTS, OUTPUTS, free_port, make_data, rank_micro_batch, run_workers, check_gloo_run
 
 MODES = ("sync_every_micro_step", "no_sync")
 # the collectives FSDP2 calls (torch 2.13: the *_single ones; older releases: *_into_tensor / *_tensor)
@@ -176,7 +175,7 @@ def single_process_gradient(config: FSDPConfig) -> torch.Tensor:
     x, y = make_data(config.examples_per_update, config.seed)
     model = make_model(config.hidden, config.seed)
     torch.nn.functional.mse_loss(model(x), y).backward()
-    return torch.cat([p.grad.reshape(-1) for p in model.parameters()])
+    return flat_grad(model)
 
 
 # FSDP's workers start with glibc's mmap threshold fixed (a spawned process reads it from its environment
@@ -192,12 +191,7 @@ def run_fsdp(config: FSDPConfig | None = None, timeout_s: float = 90.0, fail_on_
     if not isinstance(config, FSDPConfig):
         raise TypeError(f"config must be an FSDPConfig, got {type(config).__name__}")
     timeout_s = check_float("timeout_s", timeout_s, 0.0, 3600.0)
-    if fail_on_rank is not None:
-        check_int("fail_on_rank", fail_on_rank, 0, config.world_size - 1)
-    check_time(f"run_fsdp on {config}", config.seconds_estimate())
-    import torch.distributed as dist
-    if not dist.is_available() or not dist.is_gloo_available():
-        raise DDPError("this torch build has no gloo backend (torch.distributed.is_gloo_available() is False)")
+    check_gloo_run(f"run_fsdp on {config}", config.world_size, fail_on_rank, config.seconds_estimate())
     port = free_port()
     start = time.perf_counter()
     reports = run_workers(_fsdp_job, config, config.world_size, port, timeout_s, fail_on_rank, "FSDP worker",

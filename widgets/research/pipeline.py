@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
+from widgets.core.accumulation import flat_grad
 from widgets.core.config import check_int
 
 SCHEDULES = ("gpipe", "1f1b")
@@ -181,7 +182,7 @@ def unsplit_gradient(model: torch.nn.Module, micro_batches: list[tuple[torch.Ten
     y = torch.cat([y for _, y in micro_batches])
     model.zero_grad(set_to_none=True)
     torch.nn.functional.mse_loss(model(x), y).backward()
-    grad = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
+    grad = flat_grad(model)
     model.zero_grad(set_to_none=True)
     return grad
 
