@@ -68,12 +68,17 @@ RUFF := $(BIN)/ruff check $(LINTED)
 lint: install-test
 	$(RUFF)
 
-# The second pass re-runs every notebook with torch held to its plain (no AVX) CPU kernels: the
-# committed outputs must reproduce on any CPU, not only on one like this (make reproducibility).
+# The second pass re-runs every notebook, and the unit tests that state a claim about rounding (marked
+# `rounding`), with torch's own kernels held to plain code (ATEN_CPU_CAPABILITY) and Intel MKL's matrix
+# products to SSE4.2 (MKL picks its own path by CPU and reads only its own variable): the committed outputs
+# must reproduce on any CPU, not only on one like this (make reproducibility runs more legs). Both libraries
+# read these variables when they load, hence a separate pytest process.
+CPU_LEG := ATEN_CPU_CAPABILITY=default MKL_ENABLE_INSTRUCTIONS=SSE4_2
 test: install-test
 	$(RUFF)
 	$(BIN)/python -m pytest
-	ATEN_CPU_CAPABILITY=default $(BIN)/python -m pytest notebooks -q -p no:cacheprovider
+	$(CPU_LEG) $(BIN)/python -m pytest notebooks -q -p no:cacheprovider
+	$(CPU_LEG) $(BIN)/python -m pytest tests -m rounding -q -p no:cacheprovider
 
 # The quick loop: the linter, then the unit tests. Not the notebooks (nbval), not the browser, not
 # the tests marked slow (they start processes or run a notebook; tests/conftest.py): `make test` has them.
@@ -100,8 +105,9 @@ reliability: install-test
 binder-check: install-test
 	$(BIN)/python benchmarks/check_binder_env.py
 
-# nbval over every notebook under ATEN_CPU_CAPABILITY=default, avx2 and avx512 (those this CPU has),
-# each with 1 and 2 threads: benchmarks/results/reproducibility.json. Minutes per leg.
+# nbval over every notebook on legs that move both dispatchers (ATen's ATEN_CPU_CAPABILITY, MKL's
+# MKL_ENABLE_INSTRUCTIONS, and MKL_CBWR, which alone moves MKL on AMD CPUs), those this CPU has, each
+# with 1 and 2 threads: benchmarks/results/reproducibility.json. About 3 minutes a leg.
 reproducibility: install-test
 	$(BIN)/python benchmarks/reproducibility.py
 

@@ -1,13 +1,20 @@
-"""Do the committed notebook outputs reproduce on another CPU? nbval over every notebook, once per leg:
-torch's CPU kernels forced to one instruction set (ATEN_CPU_CAPABILITY) x 1 or 2 threads.
+"""Do the committed notebook outputs reproduce on another CPU? nbval over every notebook, once per leg.
+
+A leg holds both of torch's dispatchers to one code path: ATen's own kernels (ATEN_CPU_CAPABILITY) and
+Intel MKL, which does the CPU wheel's matrix products and picks its own path by CPU whatever ATen was
+told (MKL_ENABLE_INSTRUCTIONS caps the instruction set on Intel CPUs; on AMD CPUs MKL ignores it and
+only MKL_CBWR, its "conditional numerical reproducibility" switch, moves it), each with 1 and 2 threads.
 
     python benchmarks/reproducibility.py                       # every leg this CPU can run
-    python benchmarks/reproducibility.py --legs default:1 avx2:2
+    python benchmarks/reproducibility.py --legs default:1 cbwr-auto:2
     python benchmarks/reproducibility.py --budget-s 1200       # start no leg after 20 minutes
 
-Writes benchmarks/results/reproducibility.json: each leg with its passed and failed counts and
-seconds, or why it was skipped (the CPU lacks the instruction set) or not run (out of budget,
-or not asked for). A leg is a plain `pytest notebooks` run; its kernels inherit the variables.
+No set of legs spans every path a learner's machine may take (an AVX512 CPU, Apple's BLAS): the legs find
+what they can, and the notebooks print numbers at the rounding floor as bounds (widgets/core/floor.py).
+
+Writes benchmarks/results/reproducibility.json: each leg with its variables, passed and failed counts and
+seconds, or why it was skipped (the CPU lacks the instruction set) or not run (out of budget, or not
+asked for). A leg is a plain `pytest notebooks` run; its kernels inherit the variables.
 """
 from __future__ import annotations
 
@@ -23,10 +30,19 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULT = ROOT / "benchmarks" / "results" / "reproducibility.json"
-# ATEN_CPU_CAPABILITY value -> the /proc/cpuinfo flag the CPU needs for it (default: plain code, any CPU)
-CAPABILITIES = {"default": None, "avx2": "avx2", "avx512": "avx512f"}
+# leg -> (the variables it sets, the /proc/cpuinfo flag the CPU needs for it, or None: any x86 CPU)
+PATHS: dict[str, tuple[dict[str, str], str | None]] = {
+    "native": ({}, None),  # what this CPU picks by itself
+    "default": ({"ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2"}, None),  # make test's leg
+    "avx2": ({"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}, "avx2"),
+    "avx512": ({"ATEN_CPU_CAPABILITY": "avx512", "MKL_ENABLE_INSTRUCTIONS": "AVX512"}, "avx512f"),
+    # MKL's reproducible paths: COMPATIBLE is the same code on every x86 CPU; AUTO picks a fixed path per
+    # CPU family (on this project's AMD machine it gave the float32 digits an AVX512 machine printed)
+    "cbwr-compatible": ({"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE"}, None),
+    "cbwr-auto": ({"MKL_CBWR": "AUTO"}, None),
+}
 THREADS = (1, 2)
-ALL_LEGS = [f"{cap}:{n}" for cap in CAPABILITIES for n in THREADS]
+ALL_LEGS = [f"{path}:{n}" for path in PATHS for n in THREADS]
 
 
 def cpu_flags() -> set[str]:
@@ -39,10 +55,11 @@ def cpu_flags() -> set[str]:
     return set(match.group(1).split()) if match else set()
 
 
-def run_leg(capability: str, threads: int) -> dict:
-    """nbval over notebooks/ with torch held to `capability` and `threads` threads."""
-    env = dict(os.environ, ATEN_CPU_CAPABILITY=capability, OMP_NUM_THREADS=str(threads),
-               MKL_NUM_THREADS=str(threads))
+def run_leg(path: str, threads: int) -> dict:
+    """nbval over notebooks/ with torch held to the code path `path` (PATHS) and `threads` threads."""
+    clean = {k: v for k, v in os.environ.items()
+             if k not in ("ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "MKL_CBWR")}
+    env = dict(clean, **PATHS[path][0], OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
     command = [sys.executable, "-m", "pytest", "notebooks", "-q", "-p", "no:cacheprovider", "-rf"]
     start = time.perf_counter()
     run = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
@@ -53,6 +70,16 @@ def run_leg(capability: str, threads: int) -> dict:
     return {"status": "passed" if run.returncode == 0 else "failed", "passed": counts.get("passed", 0),
             "failed": counts.get("failed", 0) + counts.get("error", 0) + counts.get("errors", 0),
             "failed_cells": failed, "seconds": seconds, "returncode": run.returncode}
+
+
+def cpu_model() -> str:
+    """The vendor and model name of the first processor (MKL treats Intel and AMD CPUs differently)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.processor() or "unknown"
+    fields = dict(re.findall(r"^(vendor_id|model name)\s*:\s*(.*)$", text, re.MULTILINE))
+    return " ".join(fields.get(k, "") for k in ("vendor_id", "model name")).strip() or "unknown"
 
 
 def tree_state() -> dict:
@@ -82,9 +109,9 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     legs = []
     for leg in ALL_LEGS:
-        capability, threads = leg.split(":")
-        record = {"leg": leg, "ATEN_CPU_CAPABILITY": capability, "threads": int(threads)}
-        needs = CAPABILITIES[capability]
+        path, threads = leg.split(":")
+        variables, needs = PATHS[path]
+        record = {"leg": leg, "variables": variables, "threads": int(threads)}
         if needs is not None and needs not in flags:
             record |= {"status": "skipped", "reason": f"this CPU lacks the {needs} flag (/proc/cpuinfo)"}
         elif leg not in args.legs:
@@ -93,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
             record |= {"status": "not run", "reason": f"past the time budget (--budget-s {args.budget_s:g})"}
         else:
             print(f"--- {leg}: nbval over notebooks/ ...", flush=True)
-            record |= run_leg(capability, int(threads))
+            record |= run_leg(path, int(threads))
             print(f"    {record['status']}: {record['passed']} passed, {record['failed']} failed, "
                   f"{record['seconds']} s {' '.join(record['failed_cells'])}", flush=True)
         legs.append(record)
@@ -101,8 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     ran = [leg for leg in legs if leg["status"] in ("passed", "failed")]
     result = {
         "command": "python benchmarks/reproducibility.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "what": "nbval over every notebook, torch held to one CPU instruction set (ATEN_CPU_CAPABILITY) "
-                "and 1 or 2 threads (OMP_NUM_THREADS, MKL_NUM_THREADS)",
+        "what": "nbval over every notebook, torch's ATen kernels and Intel MKL each held to one code path "
+                "(ATEN_CPU_CAPABILITY, MKL_ENABLE_INSTRUCTIONS, MKL_CBWR) and 1 or 2 threads "
+                "(OMP_NUM_THREADS, MKL_NUM_THREADS)",
         "all_passed": bool(ran) and all(leg["status"] == "passed" for leg in ran),
         "legs_run": len(ran),
         "legs_not_run": [leg["leg"] for leg in legs if leg["status"] == "not run"],
@@ -110,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         "legs": legs,
         "tree": tree,
         "cpu_flags": sorted(flags & {"avx2", "avx512f"}),
+        "cpu": cpu_model(),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
         "date": time.strftime("%Y-%m-%d %H:%M"),
     }

@@ -32,10 +32,23 @@ SLOW = (
 )
 
 
+# Tests that state a claim about float rounding (a bound, an ulp count, which side of 1 a factor lands):
+# marked `rounding`, which `make test` runs a second time with ATen and MKL held to other code paths.
+ROUNDING = (
+    "tests/research/test_precision.py::",
+    "tests/core/test_exactness.py::",
+    "tests/core/test_accumulation.py::",
+    "tests/research/test_tokens.py::",
+    "tests/audit/test_problems.py::test_a_factor_a_hair_off_a_simple_value",
+)
+
+
 def pytest_collection_modifyitems(items):
     for item in items:
         if item.nodeid.startswith(SLOW):
             item.add_marker(pytest.mark.slow)
+        if item.nodeid.startswith(ROUNDING):
+            item.add_marker(pytest.mark.rounding)
 
 
 _started = time.time()

@@ -68,3 +68,13 @@ def test_on_one_rank_the_right_factor_is_one_over_the_window_items(task):
     for u, g in enumerate(problem.groups):
         assert problem.right_factor(u) == 1 / sum(problem.items(j) for j in g)
         assert problem.readings(g.start)[None] == pytest.approx([problem.right_factor(u)])
+
+
+@pytest.mark.parametrize("factor, text", [(1.0, "1"), (1 - 3e-8, "1"), (1 + 3e-8, "1"), (0.25 - 1e-9, "1/4"),
+                                          (0.25 + 1e-9, "1/4"), (4 + 1e-7, "4"), (1.25, "1.25"), (0.3, "0.3")])
+def test_a_factor_a_hair_off_a_simple_value_prints_the_same_on_every_cpu(factor, text):
+    """Which side of 1 a float32 factor lands on depends on the CPU's summation order (an AVX512
+    machine printed '1' where this one printed '1/1'): the printed text must not."""
+    from widgets.audit.problems import _fraction
+
+    assert _fraction(factor) == text

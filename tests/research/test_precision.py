@@ -81,10 +81,13 @@ def test_sizes_past_the_ceiling_are_refused_before_allocating(before_allocating,
 
 
 @pytest.mark.parametrize("seed", range(5))
-def test_float32_is_flat_to_k_64_and_grows_by_k_256(seed):
-    """researcher_1's claim: float32 stays at its rounding up to K = 64; at K = 256 the error is larger, still < 1e-6."""
-    errors = precision_curves(make_precision_problem(256, 64, 128, seed=seed), modes=("float32",),
-                              accumulation_steps=KS + (128, 256))["float32"]
-    up_to_64, at_256 = max(errors[:len(KS)]), errors[-1]
-    assert up_to_64 < 5e-7
-    assert 1.2 * up_to_64 <= at_256 < 1e-6
+def test_float32_is_flat_to_k_64_and_grows_many_times_by_k_4096(seed):
+    """researcher_1's claim: float32 stays at its rounding (below 1e-6) up to K = 64 and is at least 4 times
+    that by K = 4096, still below 1e-5. The factor measured is 6 to 10 on every path tried (native, MKL_CBWR
+    AUTO and COMPATIBLE, ATEN default): a growth, not the order the rounding noise of one CPU happens to take.
+    (The earlier claim, "at least 1.2 times larger at K = 256", failed on an AVX512 machine.)"""
+    errors = precision_curves(make_precision_problem(4096, 64, 128, seed=seed), modes=("float32",),
+                              accumulation_steps=(1, 4, 16, 64, 4096))["float32"]
+    up_to_64, at_4096 = max(errors[:-1]), errors[-1]
+    assert up_to_64 < 1e-6
+    assert 4 * up_to_64 <= at_4096 < 1e-5

@@ -48,8 +48,16 @@ MAX_LENGTH = 8  # its padded sequence length
 
 
 def _fraction(a: float) -> str:
-    """0.0625 as '1/16', 1.25 as '1.25'."""
-    return f"1/{round(1 / a)}" if 0 < a < 1 and math.isclose(1 / a, round(1 / a), rel_tol=1e-6) else f"{a:.4g}"
+    """0.0625 as '1/16', 1.0000001 and 0.9999999 both as '1', 1.25 as '1.25'.
+
+    A factor computed through float32 lands a hair above or below a whole number or 1/n, which side
+    depending on the CPU's summation order: snap to the nearby simple value first, so every CPU prints
+    the same text."""
+    if a > 0 and math.isclose(a, round(a), rel_tol=1e-6):
+        return f"{round(a)}"
+    if 0 < a < 1 and math.isclose(1 / a, round(1 / a), rel_tol=1e-6):
+        return f"1/{round(1 / a)}"
+    return f"{a:.4g}"
 
 
 def short_size(b: int) -> int:
