@@ -90,10 +90,10 @@ def learner_pause(change: tuple[str, object], last: tuple[str, object] | None, r
 
 
 def work_ahead_while_paused(explorer, pause: float) -> tuple[int, float]:
-    """What the kernel's idle time does in `pause` after a change (see widgets.controls.explorer):
+    """What the kernel's idle time does in `pause` after a change (see widgets.lessons.beginner_2.controls):
     the next notch at once, the other moves from QUIET_S on. Returns the steps taken and how long
     the work still runs past the pause (the next change waits that long)."""
-    from widgets.controls.explorer_ahead import QUIET_S
+    from widgets.lessons.beginner_2.controls_ahead import QUIET_S
 
     start = time.perf_counter()
     steps = explorer.train_ahead(next_notch_only=True)
@@ -107,7 +107,7 @@ def work_ahead_while_paused(explorer, pause: float) -> tuple[int, float]:
 
 
 def measure_explorer(read_pause: float = READ_PAUSE_S) -> dict:
-    from widgets.controls.explorer import make_accumulation_explorer
+    from widgets.lessons.beginner_2.controls import make_accumulation_explorer
 
     load_at_start = [round(x, 2) for x in psutil.getloadavg()]
     start = time.perf_counter()

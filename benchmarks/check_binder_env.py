@@ -83,7 +83,7 @@ def main(notebooks: list[str]) -> bool:
     )
     if ok:
         imported = step(log, "import widgets", [bin_ / "python", "-c",
-                        "import widgets, widgets.controls.explorer; print(widgets.__file__)"], cwd=work, env=env)
+                        "import widgets, widgets.lessons.beginner_2.controls; print(widgets.__file__)"], cwd=work, env=env)
         ok = imported.returncode == 0 and str(repo) in imported.stdout
         extensions = step(log, "jupyter labextension list", [bin_ / "jupyter", "labextension", "list"], env=env)
         ok = ok and re.search(r"@jupyter-widgets/jupyterlab-manager.*enabled.*OK", extensions.stdout + extensions.stderr)

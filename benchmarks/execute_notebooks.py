@@ -67,8 +67,10 @@ def execute(path: Path) -> float:
     nb = nbformat.read(path, as_version=4)
     # The notebooks' checked exercises record progress: never into this machine's own progress file.
     os.environ.setdefault("LAB_PROGRESS_FILE", str(Path(tempfile.mkdtemp(prefix="lab-execute-")) / "progress.json"))
+    for cell in nb.cells:  # when each cell ran is noise in a diff, and a merge conflict in every cell
+        cell.metadata.pop("execution", None)
     client = NotebookClient(
-        nb, timeout=600, kernel_name="python3", store_widget_state=False,
+        nb, timeout=600, kernel_name="python3", store_widget_state=False, record_timing=False,
         resources={"metadata": {"path": str(path.parent)}},
     )
     start = time.perf_counter()

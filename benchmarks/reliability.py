@@ -53,7 +53,7 @@ import gc, json, random
 import psutil
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
-from widgets.controls.explorer import MAIN_BUGS, make_accumulation_explorer
+from widgets.lessons.beginner_2.controls import MAIN_BUGS, make_accumulation_explorer
 from widgets.core.shared import B_RANGE, K_RANGE
 
 box = make_accumulation_explorer()

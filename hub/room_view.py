@@ -25,7 +25,7 @@ from tornado import web
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 from tornado.ioloop import IOLoop
 
-from widgets.core.catalog import NOTEBOOKS
+from widgets.lessons.start_here.catalog import NOTEBOOKS
 
 HERE = Path(__file__).resolve().parent
 PREFIX = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/services/room/")

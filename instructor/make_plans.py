@@ -279,7 +279,7 @@ def write_room(classroom: dict, install: dict) -> str:
 
 def main(argv: list[str]) -> int:
     out = Path(argv[argv.index("--out") + 1]) if "--out" in argv else HERE
-    from widgets.core.catalog import NOTEBOOKS
+    from widgets.lessons.start_here.catalog import NOTEBOOKS
 
     seconds = measured_seconds()
     present = [e for e in NOTEBOOKS if (ROOT / e.path).exists()]

@@ -17,7 +17,7 @@ import warnings
 
 import pytest
 
-from browser_support import (
+from tests.browser_support import (
     CHROMIUM,
     CHROMIUM_ARGS,
     ROOT,

@@ -24,7 +24,7 @@ import nbformat
 import psutil
 import pytest
 
-from browser_support import CHROMIUM, CHROMIUM_ARGS, ROOT, LabPage, free_port, jupyterlab, stop
+from tests.browser_support import CHROMIUM, CHROMIUM_ARGS, ROOT, LabPage, free_port, jupyterlab, stop
 
 try:
     from playwright import sync_api

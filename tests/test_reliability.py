@@ -22,14 +22,15 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from widgets.controls import explorer  # noqa: E402
+from widgets.lessons.beginner_2 import controls as explorer  # noqa: E402
 from widgets.core import accumulation, config, loop, symptoms, training  # noqa: E402
 from widgets.draw import frames as figures, training_plots as plots  # noqa: E402
 from widgets.core.config import AccumulationConfig  # noqa: E402
 from widgets.research.ddp import DDPConfig  # noqa: E402
-from widgets.research import (  # noqa: E402
-    batchnorm, contrastive, critical_batch, critical_race, dropout, noise_scale, once_per_update, precision, tokens,
-)
+from widgets.research import noise_scale, tokens  # noqa: E402
+from widgets.lessons.researcher_1 import precision  # noqa: E402
+from widgets.lessons.researcher_2 import batchnorm, contrastive, dropout, once_per_update  # noqa: E402
+from widgets.lessons.researcher_3 import critical_batch, critical_race  # noqa: E402
 from widgets.research.memory import TinyGPT, measure_memory_terms  # noqa: E402
 from widgets.lab import presets, progress  # noqa: E402
 

@@ -155,7 +155,7 @@ def test_parse_number_refuses_non_text():
 
 
 def test_the_beginner_predictions_build_and_reveal():
-    from widgets.exercises.beginner import beginner_predictions
+    from widgets.lessons.beginner_1.exercises import beginner_predictions
 
     for name, kwargs in beginner_predictions().items():
         widget = make_prediction(**kwargs)

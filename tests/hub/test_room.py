@@ -25,7 +25,7 @@ from hub.client import NOTEBOOKS, HubClient, Kernel
 ROOT = Path(__file__).resolve().parents[2]
 TOOL = [sys.executable, str(ROOT / "tools" / "hub.py")]
 MEM_LIMIT = 2 * 2**30
-CHECK = "from widgets.exercises import beginner_exercises\nex = beginner_exercises()\n"
+CHECK = "from widgets.lessons.beginner_1 import beginner_exercises\nex = beginner_exercises()\n"
 ARTIFACTS = ROOT / "test-artifacts"
 
 

@@ -30,7 +30,7 @@ def test_preset_gives_the_verdict_it_promises(name):
 
 def test_presets_match_the_explorer_and_build_it():
     inspect = pytest.importorskip("inspect")
-    explorer = pytest.importorskip("widgets.controls.explorer")
+    explorer = pytest.importorskip("widgets.lessons.beginner_2.controls")
     from widgets.lab import presets
 
     parameters = inspect.signature(explorer.make_accumulation_explorer).parameters

@@ -16,17 +16,17 @@ from pathlib import Path
 import pytest
 import torch
 
-from widgets.research.batchnorm import GhostBatchNorm1d
-from widgets.research.adam_k import malladi_scaled
-from widgets.research.contrastive import gradient_cache, info_nce, make_encoders, make_pairs
-from widgets.research.fsdp import sharded_update
-from widgets.research.invariance import all_reduce_count, per_rank_mean, sum_then_scale
-from widgets.research.k_schedule import next_k
-from widgets.research.moe import window_aux_step
+from widgets.lessons.researcher_2.batchnorm import GhostBatchNorm1d
+from widgets.lessons.researcher_9.adam_k import malladi_scaled
+from widgets.lessons.researcher_2.contrastive import gradient_cache, info_nce, make_encoders, make_pairs
+from widgets.lessons.researcher_7.fsdp import sharded_update
+from widgets.lessons.researcher_6.invariance import all_reduce_count, per_rank_mean, sum_then_scale
+from widgets.lessons.researcher_9.k_schedule import next_k
+from widgets.lessons.researcher_8.moe import window_aux_step
 from widgets.research.no_sync import accumulate_micro_steps
 from widgets.research.noise_scale import window_noise
-from widgets.research.pipeline import gpipe_two_stages
-from widgets.research.rl_losses import micro_batch_loss
+from widgets.lessons.researcher_7.pipeline import gpipe_two_stages
+from widgets.lessons.researcher_8.rl_losses import micro_batch_loss
 from widgets.research.saved_bytes import SavedTensorCounter
 from widgets.research.tokens import (
     IGNORE_INDEX, TinyCausalLM, accumulate_window, big_batch_token_gradient, make_token_batch, split_window,
@@ -240,16 +240,16 @@ def test_saved_tensor_counter_counts_each_saved_storage_once():
 # The package runs the shown function itself: its sweeps and checks are the cell's code.
 USED_BY = [
     ("widgets.research.tokens", "accumulated_token_gradient", "accumulate_window("),
-    ("widgets.research.contrastive", "gradient_cache_contrastive", "gradient_cache("),
+    ("widgets.lessons.researcher_2.contrastive", "gradient_cache_contrastive", "gradient_cache("),
     ("widgets.research.noise_scale", "estimate_noise_scale", "window_noise("),
-    ("widgets.research.batchnorm", "make_norm_model", "GhostBatchNorm1d("),
+    ("widgets.lessons.researcher_2.batchnorm", "make_norm_model", "GhostBatchNorm1d("),
     ("widgets.research.ddp", "_train", "accumulate_micro_steps("),
     ("widgets.research.memory", "measure_memory_terms", "SavedTensorCounter("),
-    ("widgets.research.fsdp", "_fsdp_job", "sharded_update("),
-    ("widgets.research.rl_losses", "accumulated_policy_gradient", "micro_batch_loss("),
-    ("widgets.research.moe", "_window_step", "window_aux_step("),
-    ("widgets.research.adam_k", "scale_adam", "malladi_scaled("),
-    ("widgets.research.k_schedule", "train_k_schedule", "next_k("),
+    ("widgets.lessons.researcher_7.fsdp", "_fsdp_job", "sharded_update("),
+    ("widgets.lessons.researcher_8.rl_losses", "accumulated_policy_gradient", "micro_batch_loss("),
+    ("widgets.lessons.researcher_8.moe", "_window_step", "window_aux_step("),
+    ("widgets.lessons.researcher_9.adam_k", "scale_adam", "malladi_scaled("),
+    ("widgets.lessons.researcher_9.k_schedule", "train_k_schedule", "next_k("),
 ]
 
 

@@ -10,7 +10,7 @@ very `if` developer_3 shows. All three clip once per update (`max_grad_norm`) an
 once per update (`warmup_updates`). What a `RunRecord` holds is measured from outside the loop,
 by the loss function handed to it (`mse`, noted as the loop computes it) and hooks on the
 parameters and the optimizer (`_Watch`), which never change `.grad` or the weights.
-`widgets.core.symptoms` reads a record back as sentences; `widgets.core.equal_examples` races the
+`widgets.core.symptoms` reads a record back as sentences; `widgets.lessons.beginner_2.equal_examples` races the
 regimes at equal examples.
 """
 from __future__ import annotations

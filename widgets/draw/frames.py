@@ -12,6 +12,7 @@ from collections import OrderedDict
 from contextlib import contextmanager
 
 import matplotlib.artist
+import matplotlib.axes
 import matplotlib.figure
 import matplotlib.patches
 from matplotlib.transforms import Bbox
@@ -20,6 +21,13 @@ from PIL import Image
 
 # Okabe-Ito: distinguishable under the common colour-vision deficiencies.
 OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
+
+
+def check_ax(ax: object, name: str = "ax") -> matplotlib.axes.Axes:
+    """`ax` itself when it is a matplotlib Axes (what every drawing function draws onto), else a TypeError."""
+    if not isinstance(ax, matplotlib.axes.Axes):
+        raise TypeError(f"{name} must be a matplotlib Axes, got {type(ax).__name__}")
+    return ax
 
 
 @contextmanager

@@ -6,7 +6,7 @@ answer over explicitly, as a value or a function: `ex.ratio.check(my_ratio)`.
 
 Every call returns a small object a test can inspect and Jupyter renders as Markdown; its
 plain-text form is deterministic, so executed notebooks re-run identically under nbval.
-Pure Python: the checkers that need torch live in `widgets.exercises.developer`.
+Pure Python: the checkers that need torch live with their lessons (`widgets.lessons.<lesson>.exercises`).
 """
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ from widgets.core.shared import B_RANGE, K_RANGE, LR_RANGE  # the explorer's sli
 
 VERSION = "1"
 PREFIX = f"GA{VERSION}"
-# The explorer's other controls (widgets/controls/explorer.py; tests/lab/test_presets.py keeps them equal).
+# The explorer's other controls (widgets/lessons/beginner_2/controls.py; tests/lab/test_presets.py keeps them equal).
 CLIP_OPTIONS = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
 OPTIMIZERS = ("sgd", "adamw")  # index in the code: a new optimizer is appended (same version)
 BUG_ORDER = tuple(BUGS)  # bit i of the bug mask is BUG_ORDER[i]; a new bug is appended (same version)

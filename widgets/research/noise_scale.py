@@ -7,7 +7,7 @@ appendix A need. With |G_B|^2 the squared norm of a gradient over B examples,
     E|G_B|^2 = |G|^2 + tr(Sigma) / B,
 
 so two batch sizes B_small = b and B_big = K*b give |G|^2 and tr(Sigma), and B_simple =
-tr(Sigma) / |G|^2, in examples. Nothing here draws; records go to `widgets.draw.research_noise`.
+tr(Sigma) / |G|^2, in examples. Nothing here draws; records go to `widgets.lessons.researcher_3.draw`.
 """
 from __future__ import annotations
 

@@ -1,0 +1,146 @@
+"""The bricks widget, driven from Python: it follows its controls, blits, and survives errors."""
+import base64
+import sys
+
+import pytest
+
+import widgets.lessons.beginner_1.controls as bricks_explorer
+from widgets.lessons.beginner_1.bricks import MAX_BRICKS_PER_TRIP, MAX_TRIPS, BricksState
+from widgets.lessons.beginner_1.controls import BricksWidget, make_bricks_widget
+from widgets.lessons.beginner_1.draw import X_LIMITS, Y_LIMITS
+
+
+def _counts(widget):
+    """Bricks drawn (downstairs, pile, wall), read back from the figure itself."""
+    a = widget._artists
+    return len(a.downstairs.get_paths()), len(a.pile.get_paths()), len(a.wall.get_paths())
+
+
+def test_builder_returns_the_widget_with_its_starting_picture():
+    widget = make_bricks_widget(micro_batch_size=5, accumulation_steps=4)
+    assert isinstance(widget, BricksWidget)
+    assert widget.state == BricksState(5, 4, 0)
+    assert bytes(widget.image.value).startswith(b"\x89PNG")
+    assert _counts(widget) == (20, 0, 0)
+    assert "pyplot" not in repr(type(widget.figure))  # a plain Figure, nothing left open in pyplot
+    assert "matplotlib.pyplot" not in sys.modules or not sys.modules["matplotlib.pyplot"].get_fignums()
+
+
+def test_trip_slider_grows_the_pile_and_only_the_last_trip_builds_the_wall():
+    widget = make_bricks_widget(micro_batch_size=3, accumulation_steps=4)
+    images = {bytes(widget.image.value)}
+    for t in range(1, 4):
+        widget.controls["trip"].value = t
+        assert _counts(widget) == (12 - 3 * t, 3 * t, 0)
+        assert "No wall yet" in widget.readout.value
+        images.add(bytes(widget.image.value))
+    widget.controls["trip"].value = 4
+    assert _counts(widget) == (0, 0, 12)  # the whole pile went into one wall
+    assert "ONE wall" in widget.readout.value
+    images.add(bytes(widget.image.value))
+    assert len(images) == 5  # every trip drew a different picture
+    assert widget.errors.outputs == ()
+
+
+def test_changing_b_and_k_redraws_and_keeps_the_trip_in_range():
+    widget = make_bricks_widget(micro_batch_size=2, accumulation_steps=6, trip=5)
+    widget.controls["micro_batch_size"].value = 4
+    assert widget.state == BricksState(4, 6, 5) and _counts(widget) == (4, 20, 0)
+    widget.controls["accumulation_steps"].value = 3  # fewer trips than already done
+    assert widget.state == BricksState(4, 3, 3) and _counts(widget) == (0, 0, 12)
+    assert widget.controls["trip"].max == widget.play.max == 3
+    widget.controls["accumulation_steps"].value = 8
+    assert widget.controls["trip"].max == widget.play.max == 8
+    assert widget.state == BricksState(4, 8, 3)
+
+
+def test_redraws_blit_without_redrawing_the_whole_figure():
+    widget = make_bricks_widget()
+    for b in range(1, MAX_BRICKS_PER_TRIP + 1):
+        widget.controls["micro_batch_size"].value = b
+        widget.controls["trip"].value = b % (widget.state.accumulation_steps + 1)
+    assert widget.canvas.full_redraws == 1  # fixed limits: only the moving artists are drawn again
+
+
+def test_a_callback_error_is_shown_and_the_widget_keeps_working(monkeypatch):
+    widget = make_bricks_widget(micro_batch_size=2, accumulation_steps=4)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("injected failure")
+
+    monkeypatch.setattr(bricks_explorer, "update_bricks", broken)
+    widget.controls["trip"].value = 1  # must not raise
+    assert "injected failure" in widget.errors.outputs[0]["text"]
+    monkeypatch.undo()
+    widget.controls["trip"].value = 2
+    assert widget.errors.outputs == ()
+    assert widget.state == BricksState(2, 4, 2) and _counts(widget) == (4, 4, 0)
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, word",
+    [
+        (dict(micro_batch_size=0), ValueError, "micro_batch_size must be a whole number from 1 to 8"),
+        (dict(micro_batch_size=MAX_BRICKS_PER_TRIP + 1), ValueError, "micro_batch_size"),
+        (dict(accumulation_steps=MAX_TRIPS + 1), ValueError, "accumulation_steps must be a whole number from 1 to 8"),
+        (dict(accumulation_steps=2, trip=3), ValueError, "trip must be a whole number from 0 to 2"),
+        (dict(micro_batch_size="five"), TypeError, "micro_batch_size"),
+    ],
+)
+def test_bad_starting_values_name_the_parameter(kwargs, error, word):
+    with pytest.raises(error, match=word):
+        make_bricks_widget(**kwargs)
+
+
+def test_the_bug_box_builds_the_wall_from_the_undivided_pile():
+    widget = make_bricks_widget(micro_batch_size=5, accumulation_steps=4, trip=4)
+    right = bytes(widget.image.value)
+    assert widget._artists.labels["update"].get_text() == "update = pile ÷ 4\n(the average armful)"
+    widget.controls["divided"].value = True  # ticked: "forget to divide"
+    assert widget.state == BricksState(5, 4, 4, divided=False)
+    assert "4x too strong" in widget._artists.labels["update"].get_text()
+    assert "4 times too strong" in widget.readout.value and bytes(widget.image.value) != right
+    widget.controls["trip"].value = 2  # before the wall, nothing is built from the pile yet
+    assert widget._artists.labels["update"].get_text() == ""
+    assert make_bricks_widget(divided=False).controls["divided"].value is True
+
+
+def test_static_fallback_is_the_midway_frame_and_leaves_the_live_picture_alone():
+    widget = make_bricks_widget(micro_batch_size=5, accumulation_steps=4)  # live at trip 0
+    live = bytes(widget.image.value)
+    bundle = widget._repr_mimebundle_()
+    data = bundle[0] if isinstance(bundle, tuple) else bundle
+    midway_frame = make_bricks_widget(micro_batch_size=5, accumulation_steps=4, trip=2)
+    assert base64.b64decode(data["image/png"]) == bytes(midway_frame.image.value)  # trip 2: a pile, no wall
+    assert bytes(widget.image.value) == live and _counts(widget) == (20, 0, 0)
+    assert data["text/plain"].startswith("BricksWidget: Trip 0 of 4")  # the live state, for nbval
+
+
+def test_static_fallback_is_a_png_and_deterministic_text():
+    a, b = make_bricks_widget(3, 2, trip=1), make_bricks_widget(3, 2, trip=1)
+    bundle_a, bundle_b = a._repr_mimebundle_(), b._repr_mimebundle_()
+    data_a = bundle_a[0] if isinstance(bundle_a, tuple) else bundle_a
+    data_b = bundle_b[0] if isinstance(bundle_b, tuple) else bundle_b
+    assert base64.b64decode(data_a["image/png"]).startswith(b"\x89PNG")
+    assert data_a["text/plain"] == data_b["text/plain"]
+    assert data_a["text/plain"].startswith("BricksWidget: Trip 1 of 2")
+
+
+def test_the_largest_scene_fits_inside_the_fixed_limits():
+    widget = make_bricks_widget(MAX_BRICKS_PER_TRIP, MAX_TRIPS, trip=MAX_TRIPS - 1)
+    for trip in (MAX_TRIPS - 1, MAX_TRIPS, 0):
+        widget.controls["trip"].value = trip
+        for collection in (widget._artists.downstairs, widget._artists.pile, widget._artists.wall):
+            for path in collection.get_paths():
+                xs, ys = path.vertices[:, 0], path.vertices[:, 1]
+                assert X_LIMITS[0] <= xs.min() and xs.max() <= X_LIMITS[1]
+                assert Y_LIMITS[0] <= ys.min() and ys.max() <= Y_LIMITS[1]
+    assert widget._ax.get_xlim() == X_LIMITS and widget._ax.get_ylim() == Y_LIMITS
+
+
+def test_drawing_functions_refuse_a_non_state():
+    from widgets.lessons.beginner_1.draw import draw_bricks
+
+    widget = make_bricks_widget()
+    with pytest.raises(TypeError, match="state"):
+        draw_bricks({"trip": 1}, widget._ax)

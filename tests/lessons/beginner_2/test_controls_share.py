@@ -1,0 +1,51 @@
+"""Presets and share codes in the explorer: a room sees one setting; a bad code says what is wrong."""
+import pytest
+
+from widgets.lessons.beginner_2.controls import make_accumulation_explorer
+from widgets.lab.presets import PRESETS, StateCodeError
+
+
+@pytest.fixture(scope="module")
+def moved():
+    """An explorer moved away from its defaults, the way a teacher would before sharing."""
+    explorer = make_accumulation_explorer()
+    explorer.controls["accumulation_steps"].value = 8
+    explorer.controls["micro_batch_size"].value = 2
+    explorer.controls["optimizer"].value = "adamw"
+    explorer.controls["loss_not_divided"].value = True
+    return explorer
+
+
+def test_a_share_code_rebuilds_the_same_settings(moved):
+    code = moved.share_code()
+    assert code.startswith("GA1-")
+    again = make_accumulation_explorer(state=code)
+    assert again.current_config() == moved.current_config()
+    assert again.record.eval_loss == moved.record.eval_loss
+
+
+def test_the_button_shows_the_code_to_paste(moved):
+    moved.share.click()
+    assert moved.share_code() in moved.share_text.value and "state=" in moved.share_text.value
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_every_preset_builds_with_its_verdict(name):
+    explorer = make_accumulation_explorer(preset=name)
+    assert explorer.record.matches_big_batch == PRESETS[name].allclose, name
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    (dict(state="GA1-XXXX-XX"), "mistyped or cut short"),
+    (dict(state="GA9-2002-NZ"), "another version"),
+    (dict(state="hello"), "not an explorer share code"),
+    (dict(preset="no-such-demo"), "no preset named"),
+    (dict(preset="healthy", state="GA1-2002-NZ"), "not both"),
+])
+def test_bad_codes_and_names_say_what_is_wrong(kwargs, words):
+    with pytest.raises(ValueError, match=words):
+        make_accumulation_explorer(**kwargs)
+
+
+def test_a_stale_code_is_a_state_code_error():
+    assert issubclass(StateCodeError, ValueError)

@@ -1,0 +1,176 @@
+"""researcher_3's many-seed critical-batch experiment (widgets.lessons.researcher_3.critical_race): the batched
+race is the single-run loop, the exact noise scales and Hessian meet autograd, and the notebook's
+sweep keeps every best learning rate inside its grid."""
+import math
+import statistics
+
+import pytest
+import torch
+
+from widgets.lessons.researcher_3.critical_batch import (
+    classifier_hessian, fit_tradeoff, make_classifier, make_problem, model_at_target, noise_scales_at,
+    per_example_gradients, steps_to_target,
+)
+from widgets.lessons.researcher_3.critical_race import Run, malladi_rule, race_to_target, sweep_effective_batch
+from widgets.research.noise_scale import exact_noise_scales
+
+SMALL = make_problem(256, seed=1)
+
+
+def _perturbed(seed: int = 0, scale: float = 0.3) -> torch.nn.Module:
+    model = make_classifier(seed)
+    g = torch.Generator().manual_seed(seed + 7)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(scale * torch.randn(p.shape, generator=g))
+    return model
+
+
+# --- the race is steps_to_target, many runs at once ------------------------------------------------
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_race_takes_the_steps_of_single_runs_sgd(k):
+    rates = [0.1, 0.5, 2.0, 40.0]  # the last diverges
+    runs = [Run(0, s, lr) for s in (0, 2) for lr in rates]
+    raced = race_to_target([SMALL], 4, k, runs, 1.0, max_updates=60, give_up=100.0)
+    for run, (steps, outcome) in zip(runs, raced):
+        assert steps == steps_to_target(SMALL, 4, k, run.learning_rate, 1.0, max_updates=60, seed=run.seed)
+        assert (outcome == "reached") == (steps is not None)
+    assert raced[3][1] == "diverged"
+
+
+def test_race_adam_is_torch_adam_and_runs_do_not_mix():
+    runs = [Run(0, 0, 0.01), Run(0, 0, 0.03), Run(0, 1, 0.02)]
+    raced = race_to_target([SMALL], 4, 2, runs, 1.0, "adam", max_updates=80, give_up=100.0)
+    for run, (steps, _) in zip(runs, raced):
+        assert steps == steps_to_target(SMALL, 4, 2, run.learning_rate, 1.0, "adam", max_updates=80, seed=run.seed)
+    alone = race_to_target([SMALL], 4, 2, runs[1:2], 1.0, "adam", max_updates=80, give_up=100.0)
+    assert alone[0] == raced[1]
+
+
+def test_race_over_two_problems_and_giving_up():
+    other = make_problem(256, seed=2)
+    runs = [Run(0, 0, 0.5), Run(1, 0, 0.5), Run(1, 0, 0.01)]
+    raced = race_to_target([SMALL, other], 4, 2, runs, 1.0, max_updates=200, give_up=2.0)
+    assert raced[0][0] == steps_to_target(SMALL, 4, 2, 0.5, 1.0, max_updates=200)
+    assert raced[1][0] == steps_to_target(other, 4, 2, 0.5, 1.0, max_updates=200)
+    # the tiny rate is stopped at twice the steps of the fastest run of its problem and seed
+    assert raced[2] == (None, "slow")
+
+
+def test_race_bad_input_names_the_parameter():
+    with pytest.raises(ValueError, match="runs"):
+        race_to_target([SMALL], 4, 1, [Run(1, 0, 0.1)], 1.0)
+    with pytest.raises(ValueError, match="optimizer"):
+        race_to_target([SMALL], 4, 1, [Run(0, 0, 0.1)], 1.0, "lamb")
+    with pytest.raises(ValueError, match="give_up"):
+        race_to_target([SMALL], 4, 1, [Run(0, 0, 0.1)], 1.0, give_up=0.5)
+    with pytest.raises(ValueError, match="problems"):
+        race_to_target([SMALL, make_problem(128)], 4, 1, [Run(0, 0, 0.1)], 1.0)
+    with pytest.raises(ValueError, match="learning_rate"):
+        race_to_target([SMALL], 4, 1, [Run(0, 0, -1.0)], 1.0)
+    with pytest.raises(ValueError, match=r"betas must be two numbers in \[0, 1\)"):
+        race_to_target([SMALL], 4, 1, [Run(0, 0, 0.1, (0.9, 1.0))], 1.0, "adam")
+
+
+# --- exact noise scales ---------------------------------------------------------------------------
+
+def test_per_example_gradients_are_autograd_gradients():
+    model = _perturbed()
+    grads = per_example_gradients(SMALL, model)
+    for i in (0, 17, 255):
+        model.zero_grad()
+        torch.nn.functional.cross_entropy(model(SMALL.x[i:i + 1]), SMALL.y[i:i + 1]).backward()
+        assert torch.allclose(torch.cat([p.grad.reshape(-1) for p in model.parameters()]).double(), grads[i],
+                              atol=1e-6)
+
+
+def test_closed_form_hessian_is_the_autograd_hessian():
+    model = _perturbed(1)
+    shapes = [p.shape for p in model.parameters()]
+    x = SMALL.x.double()
+
+    def loss(flat):
+        w1, c1, w2, c2 = (part.view(s) for part, s in zip(flat.split([s.numel() for s in shapes]), shapes))
+        return torch.nn.functional.cross_entropy(torch.tanh(x @ w1.T + c1) @ w2.T + c2, SMALL.y)
+
+    flat = torch.cat([p.detach().double().reshape(-1) for p in model.parameters()])
+    expected = torch.autograd.functional.hessian(loss, flat)
+    assert torch.allclose(classifier_hessian(SMALL, model), expected, atol=1e-12)
+
+
+def test_noise_scales_at_and_model_at_target():
+    model = model_at_target(SMALL, 4, 2, 0.5, 1.0, max_updates=100)
+    with torch.no_grad():
+        assert float(torch.nn.functional.cross_entropy(model(SMALL.x), SMALL.y)) <= 1.0
+    scales = noise_scales_at(SMALL, model)
+    assert scales.b_simple > 0 and scales.sharpness > 0 and math.isfinite(scales.b_noise)
+    with pytest.raises(ValueError, match="learning_rate"):
+        model_at_target(SMALL, 4, 2, 1e-6, 0.1, max_updates=3)
+    with pytest.raises(ValueError, match="hessian"):
+        exact_noise_scales(torch.zeros(3, 2), torch.zeros(3, 3))
+    with pytest.raises(ValueError, match="per_example_grads"):
+        exact_noise_scales(torch.zeros(1, 2), torch.zeros(2, 2))
+
+
+# --- the scaling rules ----------------------------------------------------------------------------
+
+def test_malladi_rule():
+    lr, betas, eps = malladi_rule(4, 0.01)
+    assert lr == pytest.approx(0.02) and betas == pytest.approx((0.6, 0.996)) and eps == pytest.approx(5e-9)
+    lr, betas, eps = malladi_rule(1, 0.01)
+    assert (lr, eps) == pytest.approx((0.01, 1e-8)) and betas == pytest.approx((0.9, 0.999))
+    with pytest.raises(ValueError, match=r"k must be below 1 / \(1 - beta\) = 10 "):
+        malladi_rule(12, 0.01)
+    with pytest.raises(ValueError, match="learning_rate"):
+        malladi_rule(2, -1.0)
+
+
+def test_linear_rule_reads_the_grid():
+    grid = [2 ** (i / 2) for i in range(-4, 5)]
+    sweep = sweep_effective_batch(SMALL, 4, [1, 2], {"sgd": grid}, 1.0, max_updates=80)
+    assert sweep.replicates == [(1, 0)]
+    (lr0, steps0) = sweep.best(1, 0)[4]
+    rule = sweep.linear_rule(1, 0)
+    assert rule[4] == (lr0, steps0, "reached")
+    doubled = [g for g in grid if math.isclose(g, 2 * lr0)]
+    assert rule[8][0] == pytest.approx(2 * lr0)
+    assert rule[8][1:] == (sweep.runs[(1, 0, 8, doubled[0])] if doubled else (None, "off the grid"))
+
+
+# --- the notebook's sweep -------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def notebook_sweep():
+    """researcher_3's sweep, as its cell calls it: 3 problems x 3 run seeds x 6 batches x 15 rates."""
+    problems = [make_problem(1024, seed=s) for s in (0, 1, 2)]
+    grid = [2 ** (i / 2) for i in range(-7, 8)]
+    return sweep_effective_batch(problems, micro_batch_size=4, accumulation_steps=[1, 2, 4, 8, 16, 32],
+                                 learning_rates={"sgd": grid}, target_loss=0.85, max_updates=150, seeds=(0, 1, 2))
+
+
+def test_no_best_learning_rate_sits_at_a_grid_edge(notebook_sweep):
+    sweep = notebook_sweep
+    assert len(sweep.problems) >= 3 and len(sweep.seeds) >= 3
+    for p, s in sweep.replicates:
+        for B in sweep.effective_batches:
+            tied = sweep.tied_best(p, s, B)
+            assert tied, f"replicate {(p, s)} never reached the target at K·b = {B}"
+            assert sweep.learning_rates[0] not in tied and sweep.learning_rates[-1] not in tied, (p, s, B, tied)
+    assert sweep.best_at_edge() == []
+
+
+def test_every_replicate_fits_the_tradeoff(notebook_sweep):
+    sweep = notebook_sweep
+    crit = []
+    for rep in sweep.replicates:
+        best = sweep.best(*rep)
+        crit.append(fit_tradeoff(list(best), [v[1] for v in best.values()]).b_crit)
+    assert len(crit) == 9 and min(crit) > 4 and statistics.median(crit) < 128  # inside the measured batches
+
+
+def test_the_adam_base_grid_holds_its_optimum():
+    problems = [make_problem(1024, seed=s) for s in (0, 1, 2)]
+    adam = sweep_effective_batch(problems, 4, [1], {"adam": [0.01 * 2 ** (i / 2) for i in range(-4, 7)]}, 0.85,
+                                 max_updates=150, seeds=(0, 1, 2))
+    assert adam.best_at_edge() == []

@@ -1,0 +1,132 @@
+"""A real two-process gloo run with unequal token counts: the per-rank mean fails allclose against one
+process, both fixes pass, and no worker process or port is left after a run or a worker's error."""
+import signal
+import socket
+import time
+
+import psutil
+import pytest
+
+from widgets.core.budget import BudgetError
+from widgets.lessons.researcher_6.across_ranks import RanksConfig, imbalanced_window, run_across_ranks, token_weights
+from widgets.research.ddp import DDPError
+from widgets.lessons.researcher_6.invariance import count_targets, split_ranks
+
+
+def _new_children(before):
+    # the multiprocessing resource tracker may stay for the test session; workers must not
+    return [p for p in psutil.Process().children(recursive=True)
+            if p.pid not in before and "resource_tracker" not in " ".join(p.cmdline())]
+
+
+def _port_free(port):
+    """Nothing listens on the port (connections the run closed may linger in TIME_WAIT: SO_REUSEADDR
+    lets a new bind past them, but never past a socket still listening)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+            s.listen()
+        except OSError:
+            return False
+    return True
+
+
+@pytest.fixture(scope="module")
+def run():
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    result = run_across_ranks(RanksConfig(imbalances=(1, 4)), timeout_s=180)
+    return result, _new_children(before)
+
+
+def test_per_rank_mean_fails_with_unequal_counts_and_both_fixes_pass(run):
+    result, _ = run
+    assert result.counts == {1: [64, 64], 4: [64, 16]}
+    assert result.against_one_process(1, "per_rank_mean")[0]  # equal counts: the mean of means is the mean
+    assert not result.against_one_process(4, "per_rank_mean")[0]
+    for x in (1, 4):
+        for loop in ("all_reduce_count", "sum_then_scale"):
+            assert result.against_one_process(x, loop)[0], (x, loop)
+        assert all(result.ranks_agree(x, loop) for loop in ("per_rank_mean", "all_reduce_count", "sum_then_scale"))
+
+
+def test_nothing_is_left_after_a_run(run):
+    result, left = run
+    assert left == []
+    assert _port_free(result.port)
+
+
+def test_an_error_in_a_worker_stops_every_worker_and_frees_the_port():
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    port = None
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(DDPError, match="worker 1 raised"):
+        run_across_ranks(RanksConfig(imbalances=(2,)), timeout_s=180, port=port, fail_on_rank=1)
+    assert _new_children(before) == []
+    assert _port_free(port)
+
+
+def test_a_taken_port_starts_nothing():
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        assert not _port_free(s.getsockname()[1])  # the check sees a listening socket
+        with pytest.raises(DDPError, match="port is taken"):
+            run_across_ranks(port=s.getsockname()[1])
+    assert _new_children(before) == []
+
+
+def test_token_weights():
+    weights = token_weights([300, 100])
+    assert weights["per_rank_mean"] == pytest.approx([1 / 600, 1 / 200])
+    assert weights["all_reduce_count"] == pytest.approx([1 / 400, 1 / 400])
+    with pytest.raises(ValueError, match=r"rank_counts\[1\]"):
+        token_weights([3, 0])
+
+
+def test_the_windows_have_the_counts_they_say():
+    config = RanksConfig(world_size=2, accumulation_steps=2, micro_batch_size=2)
+    ranks = split_ranks(imbalanced_window(config, 8), 2, 2)
+    assert [sum(count_targets(labels) for _, labels in rank) for rank in ranks] == [64, 8]
+
+
+def test_bad_input(monkeypatch):
+    with pytest.raises(ValueError, match="imbalances"):
+        RanksConfig(imbalances=(3,))
+    with pytest.raises(ValueError, match="imbalances"):
+        RanksConfig(imbalances=())
+    with pytest.raises(ValueError, match="world_size"):
+        RanksConfig(world_size=9)
+    with pytest.raises(TypeError, match="config"):
+        run_across_ranks("two")
+    with pytest.raises(ValueError, match="timeout_s"):
+        run_across_ranks(timeout_s=0)
+    with pytest.raises(ValueError, match="fail_on_rank"):
+        run_across_ranks(fail_on_rank=2)
+    monkeypatch.setenv("LAB_TIME_LIMIT_S", "5")
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    with pytest.raises(BudgetError, match="over this lab's limit of 5 s"):
+        run_across_ranks()
+    assert _new_children(before) == []
+
+
+KERNEL = """
+from widgets.lessons.researcher_6.across_ranks import RanksConfig, run_across_ranks
+run_across_ranks(RanksConfig(accumulation_steps=8, micro_batch_size=16), timeout_s=300)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["interrupted", "killed"])
+def test_no_worker_is_left_when_the_kernel_is_interrupted_or_killed(sig, kernel_with_workers):
+    """Kernel > Interrupt (SIGINT: the finally stops the workers) or a kernel killed for memory
+    (SIGKILL: no finally runs; each worker exits when its parent is gone) leaves no worker behind."""
+    kernel, workers = kernel_with_workers(KERNEL)
+    time.sleep(0.3)
+    kernel.send_signal(sig)
+    kernel.wait(timeout=30)
+    _, alive = psutil.wait_procs(workers, timeout=15)
+    assert alive == [], f"{len(alive)} worker(s) still running after their kernel got {sig.name}"

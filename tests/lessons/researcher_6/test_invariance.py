@@ -1,0 +1,96 @@
+"""The invariance oracle: every division bug fails allclose against one process, every fix passes,
+over seeds 0-2 and K in {2, 3, 4}; the truth is torch's own cross_entropy mean, computed apart."""
+import inspect
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from widgets.lessons.researcher_6.invariance import (
+    BUGS, all_reduce_count, count_every_label, count_targets, ddp_gradient, grid, holds, invariance_oracle,
+    make_window, one_process_gradient, per_rank_mean, random_window, split_ranks, sum_then_scale, window_and_k,
+)
+from widgets.research.tokens import TinyCausalLM
+
+SEEDS, KS = (0, 1, 2), (2, 3, 4)
+NOTEBOOK = Path(__file__).resolve().parents[3] / "notebooks" / "researcher_6_across_ranks.ipynb"
+
+
+def _setup(seed):
+    return random_window(24, 16, seed=seed), TinyCausalLM(vocab_size=12, seed=seed)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("K", KS)
+def test_each_bug_fails_and_each_fix_passes_at_two_ranks(seed, K):
+    window, model = _setup(seed)
+    truth = one_process_gradient(model, window)
+    ranks = split_ranks(window, 2, K)
+    assert len({sum(count_targets(labels) for _, labels in rank) for rank in ranks}) == 2, "counts must differ"
+    for bug in BUGS:
+        wrong = ddp_gradient(model, window, 2, K, bug.loop, bug.count)
+        fixed = ddp_gradient(model, window, 2, K, bug.fix, bug.fix_count)
+        assert not torch.allclose(wrong, truth, rtol=1e-7, atol=1e-10), bug.name
+        assert torch.allclose(fixed, truth, rtol=1e-9, atol=1e-12), bug.name
+    assert torch.allclose(ddp_gradient(model, window, 2, K, sum_then_scale), truth, rtol=1e-9, atol=1e-12)
+
+
+def test_each_bug_has_its_own_size():
+    window, model = _setup(0)
+    truth = one_process_gradient(model, window)
+    for K in KS:
+        g = ddp_gradient(model, window, 2, K, window_and_k)
+        assert torch.allclose(g, truth / K, rtol=1e-9, atol=1e-12)  # exactly 1/K
+    rows, targets = window.num_sequences, count_targets(window.labels)
+    over = ddp_gradient(model, window, 2, 4, all_reduce_count, count_every_label)
+    assert torch.allclose(over, truth * targets / (targets + rows), rtol=1e-9, atol=1e-12)  # one extra per row
+    assert count_every_label(window.labels) == targets + rows
+    ignores = next(b for b in BUGS if b.name == "ignores_count")
+    g = ddp_gradient(model, window, 2, 4, ignores.loop)
+    assert 2.5 < float(g @ truth / (truth @ truth)) < 6  # about K = 4 times too big
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_the_oracle_over_the_grid(seed):
+    window, model = _setup(seed)
+    for bug in BUGS:
+        assert not holds(invariance_oracle(bug.loop, bug.count, window, model)), bug.name
+        assert holds(invariance_oracle(bug.fix, bug.fix_count, window, model)), bug.name
+    points = invariance_oracle(per_rank_mean, window=window, model=model)
+    assert all(p.allclose for p in points if p.world_size == 1)  # one rank: the per-rank mean is the window mean
+    assert {(p.world_size, p.accumulation_steps) for p in points} >= {(w, k) for w in (1, 2, 3, 4) for k in KS
+                                                                      if 24 % (w * k) == 0}
+
+
+def test_equal_counts_hide_the_per_rank_bug():
+    window = make_window([9] * 8, seed=3)
+    model = TinyCausalLM(vocab_size=12, seed=3)
+    assert holds(invariance_oracle(per_rank_mean, window=window, model=model, sizes=(1, 2, 4)))
+
+
+def test_grid_and_bad_input():
+    assert grid(24, (1, 2, 3, 4)) == [(w, k, 24 // (w * k)) for w in (1, 2, 3, 4) for k in (1, 2, 3, 4)
+                                      if 24 % (w * k) == 0]
+    window = random_window(6, seed=0)
+    with pytest.raises(ValueError, match="world_size x accumulation_steps must divide the 6 sequences"):
+        split_ranks(window, 2, 2)
+    with pytest.raises(ValueError, match="world_size"):
+        split_ranks(window, 0, 1)
+    with pytest.raises(ValueError, match=r"lengths\[1\]"):
+        make_window([4, 1])
+    with pytest.raises(ValueError, match="lengths"):
+        make_window([])
+    with pytest.raises(TypeError, match="window"):
+        invariance_oracle(all_reduce_count, window="text")
+    with pytest.raises(TypeError, match="loop must be a function"):
+        invariance_oracle("per_rank_mean", window=window)
+    with pytest.raises(ValueError, match=r"sizes\[0\] must be a whole number from 1 to 6"):
+        invariance_oracle(all_reduce_count, window=window, sizes=(0, 2))
+
+
+def test_the_notebook_shows_the_loops_it_runs():
+    cells = ["".join(c["source"]) for c in json.loads(NOTEBOOK.read_text())["cells"] if c["cell_type"] == "code"]
+    for function in (per_rank_mean, all_reduce_count, sum_then_scale):
+        source = inspect.getsource(function).rstrip("\n")
+        assert sum(source in cell for cell in cells) == 1, function.__name__

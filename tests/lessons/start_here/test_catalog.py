@@ -1,0 +1,115 @@
+"""The map of the lab: complete, in order, and honest about run times that were never measured."""
+import json
+
+import pytest
+
+from widgets.lessons.start_here.catalog import (
+    NOT_MEASURED,
+    NOTEBOOKS,
+    RESULTS_PATH,
+    ROOT,
+    TIERS,
+    catalog_text,
+    load_run_times,
+    measurement_note,
+    run_time_text,
+)
+
+# The notebooks written with this module; the developer tier's are listed before they exist.
+OWN_NOTEBOOKS = (
+    "notebooks/00_start_here.ipynb",
+    "notebooks/beginner_1_carrying_bricks.ipynb",
+    "notebooks/beginner_2_watch_a_model_learn.ipynb",
+)
+
+
+def _write(tmp_path, data):
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(data) if not isinstance(data, str) else data, encoding="utf-8")
+    return path
+
+
+def test_map_starts_here_and_follows_the_tiers_in_order():
+    paths = [e.path for e in NOTEBOOKS]
+    assert paths[0] == "notebooks/00_start_here.ipynb"
+    assert len(set(paths)) == len(paths)
+    order = list(TIERS)
+    assert [order.index(e.tier) for e in NOTEBOOKS] == sorted(order.index(e.tier) for e in NOTEBOOKS)
+    assert {"notebooks/developer_1_proving_equivalence.ipynb", "notebooks/developer_2_training_loop.ipynb",
+            "notebooks/developer_3_bug_gallery.ipynb"} <= set(paths)
+    assert all(e.title and e.description and "\n" not in e.description for e in NOTEBOOKS)
+
+
+@pytest.mark.parametrize("path", OWN_NOTEBOOKS)
+def test_own_notebooks_are_listed_and_exist(path):
+    assert path in [e.path for e in NOTEBOOKS]
+    assert (ROOT / path).is_file()
+
+
+def test_without_a_results_file_nothing_is_measured(tmp_path):
+    missing = tmp_path / "results.json"
+    assert load_run_times(missing) == {}
+    text = catalog_text(missing)
+    assert text.count(f"[{NOT_MEASURED}]") == len(NOTEBOOKS)
+    assert "RESEARCHER" in text and "researcher_1_why_exact.ipynb" in text
+    assert "(planned, not written yet)" not in text  # every tier has notebooks now
+
+
+def test_a_planned_tier_without_notebooks_says_so(tmp_path, monkeypatch):
+    from widgets.lessons.start_here import catalog
+
+    monkeypatch.setitem(catalog.TIERS, "future", catalog.Tier("Future", "nobody yet", planned=True))
+    assert "FUTURE  (nobody yet)\n  (planned, not written yet)" in catalog.catalog_text(tmp_path / "results.json")
+
+
+def test_measured_times_are_read_and_the_rest_stay_unmeasured(tmp_path):
+    path = _write(tmp_path, {
+        "notebooks": {
+            "notebooks/00_start_here.ipynb": {"seconds": 4.26},
+            "notebooks/beginner_1_carrying_bricks.ipynb": {"seconds": 12, "peak_rss_mb": 300},
+        },
+        "explorer": {"median_ms": 40.0},  # other results in the same file are ignored
+        "machine": {"cpus": 2},
+        "measured_on": "2026-11-29",
+        "command": "python benchmarks/benchmark.py",
+    })
+    times = load_run_times(path)
+    assert times == {"notebooks/00_start_here.ipynb": 4.26, "notebooks/beginner_1_carrying_bricks.ipynb": 12.0}
+    assert run_time_text("notebooks/00_start_here.ipynb", times) == "4.3 s"
+    assert run_time_text("notebooks/developer_3_bug_gallery.ipynb", times) == NOT_MEASURED
+    text = catalog_text(path)
+    assert "00_start_here.ipynb  [4.3 s]" in text and "beginner_1_carrying_bricks.ipynb  [12.0 s]" in text
+    assert text.count(f"[{NOT_MEASURED}]") == len(NOTEBOOKS) - 2
+    note = "Run times measured from a fresh kernel on 2026-11-29, with 2 CPUs, by `python benchmarks/benchmark.py`."
+    assert measurement_note(path) == note and text.endswith(note)
+
+
+def test_the_note_is_empty_when_the_file_does_not_say(tmp_path):
+    assert measurement_note(tmp_path / "missing.json") == ""
+    assert measurement_note(_write(tmp_path, {"notebooks": {}})) == ""
+
+
+def test_a_file_without_notebook_times_measures_nothing(tmp_path):
+    assert load_run_times(_write(tmp_path, {"explorer": {}})) == {}
+
+
+@pytest.mark.parametrize(
+    "content, word",
+    [
+        ("{not json", "not valid JSON"),
+        ([1, 2], "must hold a JSON object"),
+        ({"notebooks": [1]}, "'notebooks' must map"),
+        ({"notebooks": {"notebooks/x.ipynb": 3.0}}, r"notebooks\['notebooks/x.ipynb'\]\['seconds'\]"),
+        ({"notebooks": {"notebooks/x.ipynb": {"seconds": "fast"}}}, "must be a number >= 0"),
+        ({"notebooks": {"notebooks/x.ipynb": {"seconds": -1}}}, "must be a number >= 0"),
+    ],
+)
+def test_a_malformed_results_file_is_refused_by_name(tmp_path, content, word):
+    with pytest.raises(ValueError, match=word) as error:
+        load_run_times(_write(tmp_path, content))
+    assert "results_path" in str(error.value)
+
+
+def test_default_results_file_is_the_benchmarks_one():
+    assert RESULTS_PATH == ROOT / "benchmarks" / "results.json"
+    assert (ROOT / "pyproject.toml").is_file()

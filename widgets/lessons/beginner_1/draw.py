@@ -1,0 +1,166 @@
+"""Draw the bricks analogy onto a given Axes: bricks downstairs, a staircase, the pile, the wall.
+
+`draw_bricks` lays out the scene once and returns the few artists that change (three brick
+collections and five labels); `update_bricks` moves them to another `BricksState` in place.
+The axis limits never change, so a `FastCanvas` redraws a frame by blitting only those artists.
+Bricks are coloured by the trip that carried them (Okabe-Ito colours, safe for colour-blind eyes).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import matplotlib.axes
+from matplotlib.collections import PolyCollection
+from matplotlib.patches import Polygon
+from matplotlib.text import Text
+
+from widgets.lessons.beginner_1.bricks import BricksState, count, update_rule
+from widgets.draw.frames import OKABE_ITO
+
+# One colour per trip: the Okabe-Ito palette with its vermillion (the most brick-like) first.
+TRIP_COLOURS = (OKABE_ITO[5], *OKABE_ITO[:5], *OKABE_ITO[6:])
+DOWNSTAIRS_COLOUR = "#C9B8A4"  # not yet carried: no trip colour
+BUG_COLOUR = OKABE_ITO[5]  # the update built from the undivided pile
+BRICK_W, BRICK_H = 0.6, 0.3  # data units; the layout below holds MAX_BRICKS_PER_TRIP x MAX_TRIPS
+FLOOR = 3.5  # height of the top landing
+DOWNSTAIRS_X = (0.3, 6.5)
+STAIRS_X = (7.0, 11.0)
+PILE_X = (11.3, 15.6)
+WALL_X = (16.0, 20.2)
+X_LIMITS, Y_LIMITS = (0.0, 20.4), (-1.9, 7.3)
+
+
+@dataclass
+class BricksArtists:
+    """The artists `draw_bricks` made that change from one state to the next."""
+
+    downstairs: PolyCollection
+    pile: PolyCollection
+    wall: PolyCollection
+    labels: dict[str, Text]  # "title", "downstairs", "pile", "wall", "update"
+
+    @property
+    def moving(self) -> list:
+        """Everything a redraw must repaint (what `FastCanvas` is given)."""
+        return [self.downstairs, self.pile, self.wall, *self.labels.values()]
+
+
+def _brick(x: float, y: float, angle_deg: float = 0.0) -> list[tuple[float, float]]:
+    """The four corners of a brick whose lower-left corner is (x, y), turned about its centre."""
+    cx, cy = x + BRICK_W / 2, y + BRICK_H / 2
+    c, s = math.cos(math.radians(angle_deg)), math.sin(math.radians(angle_deg))
+    w, h = BRICK_W / 2, BRICK_H / 2
+    return [(cx + c * dx - s * dy, cy + s * dx + c * dy) for dx, dy in ((-w, -h), (w, -h), (w, h), (-w, h))]
+
+
+def _heap(n: int, x_range: tuple[float, float], y0: float) -> list[list[tuple[float, float]]]:
+    """n bricks dropped in rows from the bottom, each a little askew: a heap, not a wall.
+
+    The tilt and shift come from the brick's index, so the same n always gives the same heap.
+    """
+    per_row = int((x_range[1] - x_range[0]) // BRICK_W)
+    bricks = []
+    for i in range(n):
+        row, col = divmod(i, per_row)
+        in_row = min(per_row, n - row * per_row)
+        x = (x_range[0] + x_range[1]) / 2 - in_row * BRICK_W / 2 + col * BRICK_W
+        x += ((i * 31) % 5 - 2) * 0.02
+        bricks.append(_brick(x, y0 + row * BRICK_H, ((i * 7919) % 13 - 6) * 1.6))
+    return bricks
+
+
+def _wall(n: int, x_range: tuple[float, float], y0: float) -> list[list[tuple[float, float]]]:
+    """n bricks laid neatly in courses, every other course shifted by half a brick (a running bond)."""
+    per_row = int((x_range[1] - x_range[0] - BRICK_W / 2) // BRICK_W)
+    bricks = []
+    for i in range(n):
+        row, col = divmod(i, per_row)
+        x = x_range[0] + (BRICK_W / 2 if row % 2 else 0.0) + col * BRICK_W
+        bricks.append(_brick(x, y0 + row * BRICK_H))
+    return bricks
+
+
+def _trip_colours(trips: tuple[int, ...]) -> list[str]:
+    return [TRIP_COLOURS[(t - 1) % len(TRIP_COLOURS)] for t in trips]
+
+
+def _draw_scene(ax: matplotlib.axes.Axes) -> None:
+    """The parts that never change: ground, staircase, upper floor, and the word-to-vocabulary key."""
+    ax.set_xlim(*X_LIMITS)
+    ax.set_ylim(*Y_LIMITS)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    ax.plot([X_LIMITS[0], STAIRS_X[0]], [0, 0], color="0.35", linewidth=1.5)
+    steps = 4
+    run, rise = (STAIRS_X[1] - STAIRS_X[0]) / steps, FLOOR / steps
+    outline = [(STAIRS_X[0], 0.0)]
+    for k in range(steps):
+        outline += [(STAIRS_X[0] + k * run, (k + 1) * rise), (STAIRS_X[0] + (k + 1) * run, (k + 1) * rise)]
+    outline += [(X_LIMITS[1], FLOOR), (X_LIMITS[1], 0.0)]
+    ax.add_patch(Polygon(outline, closed=True, facecolor="0.9", edgecolor="0.45", linewidth=1.2))
+    ax.annotate("", xy=(STAIRS_X[1] - 0.6, FLOOR + 0.5), xytext=(STAIRS_X[0] - 0.4, 0.9),
+                arrowprops=dict(arrowstyle="-|>", color="0.5", linewidth=1.2, connectionstyle="arc3,rad=-0.15"))
+    key = (
+        "bricks per trip = micro_batch_size b     trips = accumulation_steps K     "
+        "bricks in the wall = effective_batch_size K·b\n"
+        "one trip = one micro_step     pile at the top = accumulated gradient (.grad), a sum     "
+        "the wall (all K·b bricks) = update, pushing with pile ÷ K"
+    )
+    ax.text(sum(X_LIMITS) / 2, Y_LIMITS[0] + 0.1, key, ha="center", va="bottom", fontsize=8.5, color="0.25")
+    # What each place means stays fixed; only the counts below these captions move (text is what
+    # costs most to draw, so the moving labels are kept short).
+    ax.text(STAIRS_X[0] - 0.6, 2.4, "one trip up\n= one micro_step", ha="right", va="bottom", fontsize=9, color="0.3")
+    captions = {sum(PILE_X) / 2: "pile at the top: a sum\n(accumulated gradient)", sum(WALL_X) / 2: "the wall\n(the update)"}
+    for x, caption in captions.items():
+        ax.text(x, FLOOR - 0.2, caption, ha="center", va="top", fontsize=9, color="0.3")
+
+
+def draw_bricks(state: BricksState, ax: matplotlib.axes.Axes) -> BricksArtists:
+    """Draw the whole scene for `state` onto `ax` (whose limits it fixes) and return the moving parts."""
+    if not isinstance(state, BricksState):
+        raise TypeError(f"state must be a BricksState, got {type(state).__name__}")
+    _draw_scene(ax)
+    collections = []
+    for _ in range(3):
+        collection = PolyCollection([], edgecolors="white", linewidths=0.8)
+        ax.add_collection(collection)
+        collections.append(collection)
+    count_text = dict(ha="center", va="top", fontsize=10, weight="bold")
+    labels = {
+        "title": ax.text(X_LIMITS[0] + 0.2, Y_LIMITS[1] - 0.2, "", ha="left", va="top", fontsize=12, weight="bold"),
+        "downstairs": ax.text(sum(DOWNSTAIRS_X) / 2, -0.15, "", ha="center", va="top", fontsize=9),
+        "pile": ax.text(sum(PILE_X) / 2, FLOOR - 1.05, "", **count_text),
+        "wall": ax.text(sum(WALL_X) / 2, FLOOR - 1.05, "", **count_text),
+        # the pile's blame is a sum; the update pushes with the pile ÷ K (the average armful), once built
+        "update": ax.text(sum(WALL_X) / 2, FLOOR - 1.6, "", ha="center", va="top", fontsize=9),
+    }
+    return update_bricks(state, ax, BricksArtists(*collections, labels))
+
+
+def update_bricks(state: BricksState, ax: matplotlib.axes.Axes, artists: BricksArtists) -> BricksArtists:
+    """Move the artists `draw_bricks` made to `state`, in place; the axis limits stay as they are."""
+    if not isinstance(state, BricksState):
+        raise TypeError(f"state must be a BricksState, got {type(state).__name__}")
+    b, K, t = state.micro_batch_size, state.accumulation_steps, state.trip
+    artists.downstairs.set_verts(_heap(state.downstairs, DOWNSTAIRS_X, 0.0))
+    artists.downstairs.set_facecolor([DOWNSTAIRS_COLOUR] * state.downstairs)
+    # Once the wall stands, the pile has gone into it: the same bricks are never drawn twice.
+    pile_trips = () if state.wall_built else state.pile_trips
+    artists.pile.set_verts(_heap(len(pile_trips), PILE_X, FLOOR))
+    artists.pile.set_facecolor(_trip_colours(pile_trips))
+    wall_trips = state.pile_trips if state.wall_built else ()
+    artists.wall.set_verts(_wall(len(wall_trips), WALL_X, FLOOR))
+    artists.wall.set_facecolor(_trip_colours(wall_trips))
+    labels = artists.labels
+    carried = "nothing carried yet" if t == 0 else f"+{count(b, 'brick')} carried up"
+    built = ", ONE wall built (the update)" if state.wall_built else ""
+    labels["title"].set_text(f"Trip {t} of {K}: {carried}{built}")
+    labels["downstairs"].set_text(f"{count(state.downstairs, 'brick')} downstairs")
+    pile = "all went into the wall" if state.wall_built else f"{t} x {b} = {count(state.pile, 'brick')}"
+    labels["pile"].set_text(pile)
+    labels["wall"].set_text(f"{K} x {b} = {count(state.wall, 'brick')}" if state.wall_built else "not built yet")
+    labels["update"].set_text(update_rule(state) if state.wall_built else "")
+    labels["update"].set_color(BUG_COLOUR if state.strength > 1 else "0.2")
+    return artists
+

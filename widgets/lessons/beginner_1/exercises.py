@@ -1,0 +1,223 @@
+"""The beginner tier's checked questions and predictions (notebook `beginner_1_carrying_bricks`),
+and the two tiny PyTorch computations their answers come from.
+
+    from widgets.lessons.beginner_1.exercises import beginner_exercises
+    ex = beginner_exercises()
+    ex.trips                      # the question
+    ex.trips.check(4)             # Correct / Incorrect: why / Not attempted
+    ex.trips.hint()               # hints one at a time; ex.trips.solution() after a try
+
+    from widgets.controls.prediction import make_prediction
+    make_prediction(**beginner_predictions()["wall"])   # guess first, then see
+
+Every answer is computed here, never typed: by counting (bricks), or by PyTorch itself
+(`grad_after_backwards`, `knob_pile`), so a checker can never disagree with what a cell prints.
+"""
+from __future__ import annotations
+
+import torch
+
+from widgets.lessons.beginner_1.bricks import BricksState
+from widgets.core.config import check_int
+from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, as_number, close_to, correct, diagnose
+from widgets.exercises.toolkit import incorrect
+
+
+def grad_after_backwards(times: int, blame: float = 3.0) -> float:
+    """What `knob.grad` holds after `(blame * knob).backward()` runs `times` times, never cleared."""
+    check_int("times", times, 1, 100)
+    knob = torch.tensor(2.0, requires_grad=True)
+    for _ in range(times):
+        (blame * knob).backward()  # backward adds into .grad: the pile grows
+    return knob.grad.item()
+
+
+def knob_pile(examples: int, trips: int, divide: bool = True, only_last_trip: bool = False,
+              start: float = 0.5) -> float:
+    """The notebook's tiny model `y = knob * x` on x = 1..examples (answers y = 2x), the mean
+    squared error carried in `trips` equal trips: `knob.grad` after the last one.
+
+    `divide=False` leaves each trip's loss undivided (the classic bug); `only_last_trip=True`
+    clears the pile before the last trip (a zero_grad in the wrong place). trips=1 is the big batch.
+    """
+    check_int("examples", examples, 1, 1000)
+    check_int("trips", trips, 1, examples)
+    if examples % trips:
+        raise ValueError(f"trips must divide examples evenly: {examples} examples in {trips} trips")
+    x = torch.arange(1.0, examples + 1.0)
+    y = 2 * x
+    knob = torch.tensor(start, requires_grad=True)
+    size = examples // trips
+    for first in range(0, examples, size):
+        if only_last_trip:
+            knob.grad = None
+        loss = ((knob * x[first:first + size] - y[first:first + size]) ** 2).mean()
+        (loss / trips if divide else loss).backward()
+    return knob.grad.item()
+
+
+def _number_checker(target: float, typical: dict[float, str], fallback: str, right: str, name: str):
+    """A checker for one number: Correct near `target`, else the message of the typical mistake."""
+    def check(answer: object) -> Feedback:
+        value = as_number(answer, name)
+        if close_to(value, target):
+            return correct(right)
+        return diagnose(value, typical, fallback.format(value=value))
+    return check
+
+
+def _check_three_trips(answer: object) -> Feedback:
+    """The learner's `knob.grad` (or the knob itself, or a number) against the batch of 6."""
+    if isinstance(answer, torch.Tensor) and answer.requires_grad and answer.grad is not None:
+        answer = answer.grad  # they passed the knob: read its pile
+    if isinstance(answer, torch.Tensor) and answer.requires_grad and answer.grad is None:
+        return incorrect("that is the knob itself, and its .grad is empty: run your loop (each trip calls "
+                         ".backward()), then pass knob.grad")
+    value = as_number(answer, "knob.grad")
+    big = knob_pile(6, 1)
+    if close_to(value, big):
+        return correct(f"{value:g} is the blame of the whole batch of 6: three trips of 2, each loss divided "
+                       "by 3, pile up exactly what one big batch gives.")
+    return diagnose(value, {
+        knob_pile(6, 3, divide=False): "that is 3 times the big batch's blame: the pile as it is, never divided. "
+                                       "Divide each trip's loss by trips = 3 before backward().",
+        knob_pile(6, 3, only_last_trip=True): "that is the last trip's share alone: something cleared the pile "
+                                              "(knob.grad = None) between trips. Clear it once, before the loop.",
+        knob_pile(6, 3, divide=False, only_last_trip=True):
+            "that is the last trip alone, undivided: the pile was cleared between trips and the loss not divided.",
+        big / 2: "that is half the big batch's blame: you divided by 6 (the examples), but each trip's .mean() "
+                 "already divides by its 2 examples. Divide by the number of trips, 3.",
+        big / 3: "that is a third of the big batch's blame: the loss was divided by 3 twice.",
+        2 * big: "that is twice the right pile: the loop ran twice onto the same knob (the cell run again?). "
+                 "Make a fresh knob, or clear knob.grad, right before the loop.",
+    }, f"{value:g} is not the blame of the batch of 6. Each trip: the .mean() loss over its 2 examples, "
+       "divided by 3, then backward(); clear the pile only before the loop.")
+
+
+def beginner_predictions() -> dict[str, dict]:
+    """The predictions of beginner notebook 1, as keyword arguments of
+    `widgets.controls.prediction.make_prediction`. Kept here, not in the notebook, so that the
+    typical wrong guesses (which would give the answer away) are not on the page before the guess."""
+    return {
+        "wall": dict(
+            question="A wall of 20 bricks, carried 5 at a time in 4 trips. After trip 2 of 4, how many bricks "
+                     "are in the wall?",
+            answer=lambda: BricksState(micro_batch_size=5, accumulation_steps=4, trip=2).wall,
+            wrong_guesses={
+                10: "10 bricks are up after 2 trips, but they wait in the pile: the wall is not started before the "
+                    "last trip.",
+                5: "no quarter-walls, not even one armful's worth: the wall waits for the last trip.",
+            },
+            explanation="The bricks carried so far wait in the pile (the accumulated gradient); the wall (the update) "
+                        "is built once, after trip 4.",
+        ),
+        "second_backward": dict(
+            question="knob.grad holds 3 after one loss.backward(). The same loss.backward() runs once more, with no "
+                     "clearing in between. What will knob.grad hold?",
+            answer=lambda: grad_after_backwards(2),
+            wrong_guesses={3: "3 would mean PyTorch replaced the old blame; it adds the new blame to it."},
+            explanation="backward() adds into .grad: 3 + 3. That adding is the pile, and it is all accumulation needs.",
+        ),
+        "undivided": dict(
+            question="The two trips of 2 left -22.5 in knob.grad, each trip's loss divided by trips = 2. Run them "
+                     "again without the division: what will knob.grad hold?",
+            answer=lambda: knob_pile(examples=4, trips=2, divide=False),
+            wrong_guesses={
+                -22.5: "the division is what turns the pile (a sum of 2 trip-means) into their average; without "
+                       "it the pile is not the same.",
+                -11.25: "dividing makes the pile smaller, so leaving the division out makes it bigger, not smaller.",
+            },
+            explanation="Without the division the pile is the sum of the 2 trip-means, 2 times their average: "
+                        "the pile used as it is, as if it were one trip's worth.",
+        ),
+    }
+
+
+def beginner_exercises() -> ExerciseSet:
+    """The checked questions of beginner notebook 1 (carrying bricks)."""
+    three = grad_after_backwards(3)
+    return ExerciseSet("Carrying bricks", [
+        Exercise(
+            "pile", "The pile keeps growing",
+            "A fresh knob's blame for the loss `3 * knob` is 3. You run `(3 * knob).backward()` three times "
+            "in a row and never clear `knob.grad`. What number does `knob.grad` hold? "
+            "Check it with `ex.pile.check(your_number)`.",
+            _number_checker(three, {
+                grad_after_backwards(1): "3 is one backward's blame: that would be true only if PyTorch replaced "
+                                         "the old blame. It adds.",
+                grad_after_backwards(2): "that is the pile after two backward() calls; there were three.",
+                27.0: "27 = 3 x 3 x 3: the blames are added, not multiplied.",
+            }, "{value:g} is not it: each backward() adds its blame of 3 to what is already there.",
+                f"three blames of 3 added up: {three:g}. PyTorch adds into .grad until you clear it.", "your answer"),
+            ["Does backward() replace what is in .grad, or add to it? Section 3 printed the second time.",
+             "After one backward the box holds 3, after two it holds 6. One more adds another 3."],
+            f"answer = {three:g}  # 3 + 3 + 3: every backward() adds into .grad",
+        ),
+        Exercise(
+            "trips", "How many trips?",
+            "A training recipe asks for 24 examples behind every update (effective_batch_size), and your "
+            "computer can hold only 6 at a time (micro_batch_size). How many trips, accumulation_steps K, "
+            "before each update? `ex.trips.check(K)`",
+            _number_checker(4.0, {
+                144.0: "144 = 24 x 6: the wall is K x b, so K is the wall divided by b, not multiplied.",
+                18.0: "18 = 24 - 6: trips are a division, not a subtraction.",
+                30.0: "30 = 24 + 6: trips are a division, not an addition.",
+                0.25: "0.25 = 6 / 24, the division upside down: how many armfuls of 6 make 24?",
+            }, "{value:g} trips of 6 carry {value:g} x 6 bricks, not 24.",
+                "4 trips of 6: 4 x 6 = 24 examples behind each update, never more than 6 in memory.", "K"),
+            ["The wall has K x b bricks. You know the wall (24) and b (6).",
+             "K = 24 / 6."],
+            "K = 24 // 6  # 4 trips of 6 bricks make the wall of 24",
+        ),
+        Exercise(
+            "divide_by", "What to divide by",
+            "A batch of 12 examples is carried in trips of 3. Each trip's loss is `.mean()` over its own 3 "
+            "examples. By what number must each trip's loss be divided so that the pile equals the blame of "
+            "the whole batch of 12? `ex.divide_by.check(number)`",
+            _number_checker(4.0, {
+                1.0: "dividing by 1 is not dividing: the pile of 4 trips would be 4 times too big, the classic bug.",
+                3.0: "3 is the trip's size, and the .mean() already divided by it. Count the trips.",
+                12.0: "12 counts the examples, but each .mean() already divided by 3; dividing by 12 as well would "
+                      "make the pile 3 times too small. Count the trips.",
+            }, "{value:g} is not it: the pile holds one mean per trip; how many means are added up?",
+                "4 trips, 4 means added up: divide each by 4 and the pile is their average, the mean over all "
+                "12 (as .mean() over 3 and then / 4 is / 12 in all).", "number"),
+            ["The pile adds one trip-mean per trip. How many trips are there?",
+             "12 examples in trips of 3 is 4 trips; the pile is 4 means added up."],
+            "number = 12 // 3  # the number of trips, K = 4 (each .mean() already divided by 3)",
+        ),
+        Exercise(
+            "one_trip", "One trip, same armful",
+            "A wall is carried as 6 trips of 3 bricks. You set trips to 1 and leave 3 bricks per trip. How many "
+            "examples stand behind each update now? `ex.one_trip.check(number)`",
+            _number_checker(3.0, {
+                18.0: "18 was the wall of 6 trips. With 3 bricks per trip and 1 trip the wall shrinks: a batch of 18 "
+                      "in one trip would mean carrying 18 at once (and the memory for it).",
+                6.0: "6 was the number of trips; there is now 1 trip of 3 bricks.",
+                1.0: "1 is the number of trips now; how many bricks does that one trip carry?",
+            }, "{value:g} is not it: the wall is trips x bricks per trip.",
+                "1 x 3 = 3: ordinary training with a batch of 3, no accumulation, and a noisier update than the "
+                "wall of 18. The same wall in one trip needs 18 bricks per trip.", "number"),
+            ["The wall has (trips) x (bricks per trip) bricks.",
+             "1 trip x 3 bricks per trip."],
+            "number = 1 * 3  # one trip of 3: a smaller wall, not the wall of 18 carried at once",
+        ),
+        Exercise(
+            "three_trips", "Carry six examples in three trips",
+            "The knob model with examples x = 1, ..., 6 (answers y = 2x), knob starting at 0.5: carry them "
+            "in 3 trips of 2 so that `knob.grad` ends up holding the blame of the whole batch of 6. Then "
+            "`ex.three_trips.check(knob.grad)`.",
+            _check_three_trips,
+            ["Copy the two-trip loop of section 3: a loop over the first example of each trip (0, 2, 4).",
+             "In each trip: the loss is the .mean() over the trip's 2 examples, divided by trips = 3, then "
+             "backward(). Clear knob.grad once, before the loop, not inside it."],
+            """
+            knob = torch.tensor(0.5, requires_grad=True)
+            trips = 3
+            for first in (0, 2, 4):  # trips of 2 examples
+                loss = ((knob * x6[first:first + 2] - y6[first:first + 2]) ** 2).mean() / trips
+                loss.backward()  # adds this trip's share to the pile
+            """,
+            "Each trip's mean divided by 3: the pile adds up to the blame of the batch of 6.",
+        ),
+    ])

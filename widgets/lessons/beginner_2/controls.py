@@ -1,0 +1,415 @@
+"""The accumulation explorer: sliders for K and b, bug switches, a live figure and a readout.
+
+The figure is a plain matplotlib `Figure` (never pyplot, so nothing leaks into the notebook)
+made once; each change moves its lines in place and sends a fresh PNG to an `Image` widget.
+Displayed without a kernel (GitHub, nbviewer) the explorer falls back to that PNG.
+
+Speed: a setting is trained once and its record kept, and the settings one move away are trained
+while the kernel is idle (`widgets.lessons.beginner_2.controls_ahead`); a setting trained before only
+redraws. Leaks: re-running the cell that built an explorer closes the one it built before.
+"""
+from __future__ import annotations
+
+import html
+import sys
+import weakref
+from collections import OrderedDict
+
+import ipywidgets as W
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from widgets.core.accumulation import GRAD_ATOL, GRAD_RTOL
+from widgets.core.shared import B_RANGE, K_RANGE, LR_RANGE  # the slider ranges, shared with share codes
+from widgets.core.config import OPTIMIZER_NAMES, AccumulationConfig, check_float, check_int, config_without_waiting_bugs
+from widgets.lab import presets
+from widgets.draw.frames import OKABE_ITO, FastCanvas, errors_shown_in, with_static_fallback
+from widgets.draw.training_plots import draw_gradient_pile, draw_loss_curves, update_gradient_pile, update_loss_curves
+from widgets.core.symptoms import bug_symptoms
+from widgets.core.torch_state import known_torch_state
+from widgets.core.training import DIVERGED_LOSS_FACTOR, RunRecord
+from widgets.lessons.beginner_2.controls_ahead import TrainsAhead
+
+BUG_LABELS = {
+    "loss_not_divided": "loss not divided by K",
+    "zero_grad_every_micro_step": "zero_grad every micro-step",
+    "step_every_micro_step": "optimizer step every micro-step",
+    # the rest sit in the "more bugs" drawer, beside the settings they need
+    "loss_divided_twice": "loss divided by K twice",
+    "forget_final_step": "no step for the final uneven group",
+    "tail_divided_by_k": "final group divided by K",
+    "log_divided_loss": "log the divided loss",
+    "clip_every_micro_step": "clip every micro-step",
+    "scheduler_every_micro_step": "warmup stepped every micro-step",
+}
+OPTIMIZER_LABELS = {"sgd": "SGD", "adamw": "AdamW"}
+MAIN_BUGS = ("loss_not_divided", "zero_grad_every_micro_step", "step_every_micro_step")
+CLIP_OPTIONS = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0)  # max_grad_norm choices; the gradients here are ~0.1-2
+SETTINGS = ("tail_micro_batches", "max_grad_norm", "warmup_updates")  # what some of those bugs need
+_SETTINGS_KEPT = 64  # combinations of control values checked, with their config (a revisit checks nothing)
+_LIVE: dict[str, weakref.ref] = {}  # the cell that built an explorer -> that explorer (see `_running_cell`)
+
+
+class AccumulationExplorer(TrainsAhead, W.VBox):
+    """Use `make_accumulation_explorer`; `controls`, `record`, `figure` and `readout` are public.
+    `train_ahead` and `trained_settings` come from `TrainsAhead` (the records kept, the work ahead)."""
+
+    def __init__(self, config: AccumulationConfig):
+        self._start_ahead(MAIN_BUGS)
+        self._settings: OrderedDict[tuple, tuple[AccumulationConfig, list[str]]] = OrderedDict()
+        self._base = config
+        self.controls = {
+            "accumulation_steps": W.IntSlider(
+                value=config.accumulation_steps, min=K_RANGE[0], max=K_RANGE[1],
+                description="accumulation_steps K", **_slider_options(),
+            ),
+            "micro_batch_size": W.IntSlider(
+                value=config.micro_batch_size, min=B_RANGE[0], max=B_RANGE[1],
+                description="micro_batch_size b", **_slider_options(),
+            ),
+            "learning_rate": W.FloatLogSlider(
+                value=config.learning_rate, base=10, min=-3, max=1, step=0.1, readout_format=".3g",
+                description="learning_rate", **_slider_options(),
+            ),
+        }
+        self.controls["optimizer"] = W.Dropdown(
+            options=[(OPTIMIZER_LABELS[name], name) for name in OPTIMIZER_NAMES], value=config.optimizer,
+            description="optimizer", style={"description_width": "170px"}, layout=W.Layout(width="300px"),
+        )
+        for name, label in BUG_LABELS.items():
+            self.controls[name] = W.Checkbox(value=name in config.bugs, description=f"bug: {label}", indent=False)
+        self.controls.update(_setting_controls(config))
+        self.notes: list[str] = []
+        self._syncing = False
+        self.readout = W.HTML()
+        self.readout.add_class("explorer-readout")  # the browser test reads it by this name
+        self.errors = W.Output()
+        self.record = self._record_for(config)
+        self.figure = Figure(figsize=(10, 3.6), dpi=72)
+        self.figure.subplots_adjust(left=0.08, right=0.98, bottom=0.14, top=0.9, wspace=0.22)
+        FigureCanvasAgg(self.figure)
+        ax_pile, ax_loss = self.figure.subplots(1, 2)
+        self._axes = (ax_pile, ax_loss)
+        self._pile_artists = draw_gradient_pile(self.record, ax_pile, max_steps=K_RANGE[1])
+        self._loss_lines = draw_loss_curves(self.record, ax_loss)
+        moving = self._pile_artists.piles + self._pile_artists.targets + list(self._loss_lines.values())
+        self.canvas = FastCanvas(self.figure, moving)
+        self.image = W.Image(format="png", layout=W.Layout(width="720px"))
+        self.render()
+        self.readout.value = readout_html(self.record)
+        self._last_values = self._control_values()
+        self._config_and_notes()  # the starting values, checked once like any other setting
+        for control in self.controls.values():
+            control.observe(self._on_change, names="value")
+        sliders = W.VBox([self.controls[n] for n in ("accumulation_steps", "micro_batch_size", "learning_rate", "optimizer")])
+        bugs = W.VBox([self.controls[n] for n in MAIN_BUGS])
+        more = W.Accordion(
+            [W.HBox([W.VBox([self.controls[n] for n in BUG_LABELS if n not in MAIN_BUGS]),
+                     W.VBox([self.controls[n] for n in SETTINGS])])],
+            titles=("more bugs: the uneven final group, logging, clipping, the warmup",),
+            selected_index=0 if config.bugs - set(MAIN_BUGS) else None,
+        )
+        self.share = W.Button(description="share these settings", tooltip="a short code for make_accumulation_explorer(state=...)")
+        self.share_text = W.HTML()
+        self.share.on_click(self._show_share_code)
+        super().__init__([W.HBox([sliders, bugs]), more, self.image, self.readout,
+                          W.HBox([self.share, self.share_text]), self.errors])
+        self.closed = False  # `close()` sets it; until here there is nothing to close
+        self._plan_ahead(config, self._last_values, self._last_values)  # the first move, too, is likely one notch away
+        cell = _running_cell()
+        if cell is not None:  # the same cell run again: its previous explorer is closed
+            previous = _LIVE[cell]() if cell in _LIVE else None
+            if previous is not None and previous is not self:
+                previous.close()
+            _LIVE[cell] = weakref.ref(self)
+
+    def share_code(self) -> str:
+        """A short code for the current settings: `make_accumulation_explorer(state=code)` shows the
+        same picture (paste it into the chat so that a room sees one setting)."""
+        c = self.current_config()
+        return presets.encode_state(dict(
+            accumulation_steps=c.accumulation_steps, micro_batch_size=c.micro_batch_size,
+            learning_rate=c.learning_rate, bugs=tuple(c.bugs), num_updates=c.num_updates, seed=c.seed,
+            tail_micro_batches=c.tail_micro_batches, max_grad_norm=c.max_grad_norm,
+            warmup_updates=c.warmup_updates, optimizer=c.optimizer,
+        ))
+
+    def _show_share_code(self, _button=None) -> None:
+        with errors_shown_in(self.errors, "the share code"):
+            self.share_text.value = f"<code>make_accumulation_explorer(state=\"{self.share_code()}\")</code>"
+
+    def current_config(self) -> AccumulationConfig:
+        """The configuration the controls describe now (raises ValueError if they are out of range)."""
+        return self._config_and_notes()[0]
+
+    def _control_values(self) -> tuple:
+        return tuple(control.value for control in self.controls.values())
+
+    def _config_and_notes(self) -> tuple[AccumulationConfig, list[str]]:
+        """The config the controls describe, and a note per ticked bug left out because it waits for
+        a setting. Checked once per new combination of control values, by the config; a revisit
+        checks nothing."""
+        values = self._control_values()
+        if values in self._settings:
+            self._settings.move_to_end(values)
+            return self._settings[values]
+        c = self.controls
+        config, waiting = config_without_waiting_bugs(
+            accumulation_steps=c["accumulation_steps"].value,
+            micro_batch_size=c["micro_batch_size"].value,
+            learning_rate=float(c["learning_rate"].value),
+            num_updates=self._base.num_updates,
+            num_examples=self._base.num_examples,
+            seed=self._base.seed,
+            bugs=frozenset(n for n in BUG_LABELS if c[n].value),
+            tail_micro_batches=c["tail_micro_batches"].value,
+            max_grad_norm=c["max_grad_norm"].value or None,
+            warmup_updates=c["warmup_updates"].value,
+            optimizer=c["optimizer"].value,
+        )
+        notes = [f"'{BUG_LABELS[n]}' is not applied yet: it needs {need}" for n, need in waiting.items()]
+        self._settings[values] = (config, notes)
+        if len(self._settings) > _SETTINGS_KEPT:
+            self._settings.popitem(last=False)
+        return config, notes
+
+    def _on_change(self, change: dict | None = None) -> None:
+        """Recompute and redraw; an error is shown under the figure and the explorer stays live."""
+        if self._syncing:  # a control being adjusted below; one redraw follows
+            return
+        with errors_shown_in(self.errors, "the explorer"):
+            self._syncing = True
+            try:  # the tail is shorter than a full group; lowering max clamps the value
+                self.controls["tail_micro_batches"].max = max(0, self.controls["accumulation_steps"].value - 1)
+            finally:
+                self._syncing = False
+            config, notes = self._config_and_notes()
+            self.show(config, notes)
+            before, self._last_values = self._last_values, self._control_values()
+            self._plan_ahead(config, self._last_values, before)
+
+    def close(self) -> None:
+        """Close the widgets (layouts and styles included), stop training ahead, free the figure and
+        the kept records: what re-running the cell does to the explorer it built before."""
+        if self.__dict__.get("closed", True):  # closed already, or never built
+            return super().close()
+        self.closed = True
+        self._stop_ahead()
+        for child in self.children:
+            _close_tree(child)
+        if isinstance(self.layout, W.Widget):
+            self.layout.close()
+        self.figure = self.canvas = self._axes = self._pile_artists = self._loss_lines = None
+        self._settings = OrderedDict()
+        super().close()
+
+    def show(self, config: AccumulationConfig, notes: list[str] | tuple[str, ...] = ()) -> None:
+        """Show `config`: recompute, move the lines in place, redraw, refresh the readout (+ `notes`)."""
+        self.notes = list(notes)
+        self.record = self._record_for(config)
+        self._move_lines(self.record)
+        self.render()
+        self.readout.value = readout_html(self.record, self.notes)
+
+    def _move_lines(self, record: RunRecord) -> None:
+        update_gradient_pile(record, self._axes[0], self._pile_artists, max_steps=K_RANGE[1])
+        update_loss_curves(record, self._axes[1], self._loss_lines)
+
+    def _prepare_frame(self, record: RunRecord) -> None:
+        """Draw ahead the background that showing `record` from here would need (new axis limits cost
+        a redraw of the text), then put the lines and the limits back as they were."""
+        limits = [(ax.get_xlim(), ax.get_ylim()) for ax in self._axes]
+        try:
+            self._move_lines(record)
+            self.canvas.prepare()
+        finally:
+            self._move_lines(self.record)
+            for ax, (x, y) in zip(self._axes, limits):
+                ax.set_xlim(x)
+                ax.set_ylim(y)
+
+    def render(self, full: bool = False) -> None:
+        """Redraw the figure into the image widget (the bare redraw the benchmark compares with)."""
+        self.image.value = self.canvas.png(full=full)
+
+    def _repr_mimebundle_(self, **kwargs):
+        """The live widget where a kernel runs; a static PNG and a one-line summary elsewhere."""
+        text = f"AccumulationExplorer: {readout_text(self.record, self.notes)}"
+        return with_static_fallback(super()._repr_mimebundle_(**kwargs), self.image.value, text)
+
+
+def readout_lines(record: RunRecord, notes: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """The explorer's readout as plain sentences, computed from `record`, then any `notes`."""
+    if not isinstance(record, RunRecord):
+        raise TypeError(f"record must be a RunRecord (from run_regimes), got {type(record).__name__}")
+    with known_torch_state(threads=None):  # the symptoms compute with torch: float32, grad on
+        return _readout_lines(record, notes)
+
+
+def _readout_lines(record: RunRecord, notes: list[str] | tuple[str, ...]) -> list[str]:
+    c = record.config
+    K, b = c.accumulation_steps, c.micro_batch_size
+    lines = [f"effective_batch_size = K x b = {K} x {b} = {c.effective_batch_size}", _gradient_line(record)]
+    if c.optimizer != "sgd":
+        lines.append(f"optimizer: {OPTIMIZER_LABELS[c.optimizer]}: each step divides by the gradient's running size, "
+                     "so a constant factor on every gradient nearly cancels")
+    if c.warmup_updates or not record.learning_rates_match:
+        lines.append(_learning_rate_line(record))
+    lines += [
+        f"forward/backward passes per update: accumulated {K}, big batch 1 (time grows with K)",
+        f"activation memory of the accumulated run: b / (K x b) = 1/{K} of the big batch (memory grows with b)",
+    ]
+    if c.bugs:
+        lines.append("bugs on: " + ", ".join(BUG_LABELS[n] for n in sorted(c.bugs)))
+        if K == 1:
+            lines.append("with K = 1 there is nothing to accumulate, so these bugs change nothing")
+        else:
+            lines += bug_symptoms(record)
+    for regime, update in record.diverged_at.items():
+        if update is not None:
+            lines.append(
+                f"the {regime.replace('_', ' ')} run diverged at update {update} (its loss was not finite or over "
+                f"{DIVERGED_LOSS_FACTOR:g} x where it started): lower the learning rate"
+            )
+    return lines + list(notes)
+
+
+def _gradient_line(record: RunRecord) -> str:
+    """The largest gradient difference and its verdict at the lab's tolerance; no verdict once both
+    runs blew up, since relative closeness of two exploding gradients says nothing about accumulation."""
+    said = f"max |accumulated - big-batch gradient| = {record.max_grad_diff:.2e} -> "
+    if record.both_diverged:
+        first = min(record.diverged_at["accumulated"], record.diverged_at["big_batch"])
+        return said + f"no verdict: both runs diverged (from update {first})"
+    if record.grads_allclose:  # rounding only: its last digits differ from one CPU to the next, so none are printed
+        return (f"max |accumulated - big-batch gradient|: rounding only, within the lab's tolerance (rtol {GRAD_RTOL:g}, "
+                f"atol {GRAD_ATOL:g}) -> gradients allclose: True")
+    return said + "gradients allclose: False"
+
+
+def _learning_rate_line(record: RunRecord) -> str:
+    """Whether both runs used the same learning rate at every update; the first update where not."""
+    if record.learning_rates_match:
+        return "learning rates match: True (the warmup gives both runs the same rate at every update)"
+    rates = record.learning_rates
+    u = next(u for u, (a, big) in enumerate(zip(rates["accumulated"], rates["big_batch"])) if a != big)
+    return (f"learning rates match: False (update {u}: accumulated {rates['accumulated'][u]:.3g}, "
+            f"big batch {rates['big_batch'][u]:.3g})")
+
+
+def readout_text(record: RunRecord, notes: list[str] | tuple[str, ...] = ()) -> str:
+    """The readout in one line."""
+    return "; ".join(readout_lines(record, notes))
+
+
+_VERDICT_COLOURS = {": True": OKABE_ITO[2], ": False": OKABE_ITO[5]}
+_VERDICTS = ("gradients allclose", "learning rates match")
+
+
+def readout_html(record: RunRecord, notes: list[str] | tuple[str, ...] = ()) -> str:
+    """The readout as HTML for the `HTML` widget; each verdict is coloured and also spelled out."""
+    items = []
+    for line in readout_lines(record, notes):
+        text = html.escape(line)
+        for verdict in _VERDICTS:
+            for value, mark in ((": True", " ✓"), (": False", " ✗")):
+                said = verdict + value
+                text = text.replace(said, f"<b style='color:{_VERDICT_COLOURS[value]}'>{said}{mark}</b>")
+        items.append(f"<li>{text}</li>")
+    return "<ul style='margin:0'>" + "".join(items) + "</ul>"
+
+
+def make_accumulation_explorer(
+    accumulation_steps: int = 4,
+    micro_batch_size: int = 8,
+    learning_rate: float = 0.1,
+    bugs: tuple[str, ...] | frozenset[str] = (),
+    num_updates: int = 8,
+    seed: int = 0,
+    *,
+    tail_micro_batches: int = 0,
+    max_grad_norm: float | None = None,
+    warmup_updates: int = 0,
+    optimizer: str = "sgd",
+    preset: str | None = None,
+    state: str | None = None,
+) -> AccumulationExplorer:
+    """Build (not display) the explorer. Bad starting values raise a ValueError naming the parameter;
+    so does a bug without the setting it needs (e.g. `forget_final_step` without a tail).
+    `optimizer` is "sgd" or "adamw" (a dropdown switches it live).
+
+    In a classroom: `preset="forgot-to-divide"` starts from a named demo (`widgets.lab.presets.PRESETS`),
+    and `state="GA1-..."` from the code another explorer's `share_code()` gave; either replaces the
+    other arguments. A bad or stale code raises a ValueError saying what is wrong with it."""
+    if preset is not None or state is not None:
+        if preset is not None and state is not None:
+            raise ValueError("pass preset or state, not both")
+        settings = presets.preset(preset) if preset is not None else presets.decode_state(state)
+        return make_accumulation_explorer(**settings)
+    check_int("accumulation_steps", accumulation_steps, *K_RANGE)
+    check_int("micro_batch_size", micro_batch_size, *B_RANGE)
+    check_float("learning_rate", learning_rate, *LR_RANGE, low_inclusive=True)
+    check_int("num_updates", num_updates, 1, 1000)
+    check_int("warmup_updates", warmup_updates, 0, num_updates)
+    if max_grad_norm is not None and max_grad_norm not in CLIP_OPTIONS:
+        raise ValueError(f"max_grad_norm must be None or one of {CLIP_OPTIONS}, got {max_grad_norm!r}")
+    config = AccumulationConfig(
+        accumulation_steps=accumulation_steps, micro_batch_size=micro_batch_size,
+        learning_rate=learning_rate, bugs=bugs,  # the config checks and normalises the bug names
+        num_updates=num_updates, seed=seed, tail_micro_batches=tail_micro_batches,
+        max_grad_norm=max_grad_norm, warmup_updates=warmup_updates, optimizer=optimizer,
+    )
+    return AccumulationExplorer(config)
+
+
+def _running_cell() -> str | None:
+    """The id of the notebook cell running now, as JupyterLab and Notebook 7 send it; None outside a
+    kernel or without an id (then nothing is closed: two cells may hold the same code)."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    kernel = getattr(shell, "kernel", None)
+    if kernel is None:
+        return None
+    try:
+        parent = kernel.get_parent("shell")
+    except Exception:  # noqa: BLE001 - an older or unusual kernel: no registry, nothing closed
+        return None
+    cell = (parent.get("metadata") or {}).get("cellId")
+    return str(cell) if cell else None
+
+
+def _close_tree(widget: W.Widget) -> None:
+    """Close a widget, its children, and the Layout and Style widgets it holds."""
+    for child in getattr(widget, "children", ()):
+        _close_tree(child)
+    for part in (getattr(widget, "layout", None), getattr(widget, "style", None)):
+        if isinstance(part, W.Widget):
+            part.close()
+    widget.close()
+
+
+def _slider_options(label_width: int = 170, width: int = 420) -> dict:
+    """Keyword arguments every slider here shares: update on release (or key press), not while dragging."""
+    return dict(
+        continuous_update=False, style={"description_width": f"{label_width}px"}, layout=W.Layout(width=f"{width}px")
+    )
+
+
+def _setting_controls(config: AccumulationConfig) -> dict[str, W.Widget]:
+    """The settings some bugs need: the tail (at most K - 1), clipping (off by default), the warmup."""
+    clip = W.SelectionSlider(
+        options=[("off", 0.0)] + [(f"{v:g}", v) for v in CLIP_OPTIONS], description="max_grad_norm",
+        **_slider_options(130, 380),
+    )
+    clip.index = CLIP_OPTIONS.index(config.max_grad_norm) + 1 if config.max_grad_norm else 0
+    return {
+        "tail_micro_batches": W.IntSlider(
+            value=config.tail_micro_batches, min=0, max=config.accumulation_steps - 1, description="tail_micro_batches",
+            **_slider_options(130, 380),
+        ),
+        "max_grad_norm": clip,
+        "warmup_updates": W.IntSlider(
+            value=config.warmup_updates, min=0, max=config.num_updates, description="warmup_updates",
+            **_slider_options(130, 380),
+        ),
+    }

@@ -1,0 +1,51 @@
+"""Accumulation against small batches at equal examples: the fair race in arithmetic.
+
+The explorer compares the regimes at equal updates, where the small-batch run sees 1/K of the
+examples. Here the small batches use every micro-batch of the same draws, one step each, and both
+runs are read after the same number of examples (and so the same forward/backward passes).
+`widgets.lessons.beginner_2.wall_clock` runs the race at equal time.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from widgets.core.accumulation import is_update_step
+from widgets.core.config import AccumulationConfig, check_config
+from widgets.core.training import run_regimes
+
+
+@dataclass(frozen=True)
+class EqualExamples:
+    """The accumulated (= big-batch) run against small batches that use every micro-batch, compared
+    after the same examples: both draw the same examples in the same order and make the same
+    forward/backward passes of b examples; the small batches take one step per pass (K per update)."""
+
+    examples_seen: list[int]  # after each update of the accumulated run
+    accumulated: list[float]  # loss on all examples after each update (K micro-batches, one step)
+    small_every_micro_batch: list[float]  # loss after the same examples, one step per micro-batch
+    small_first_micro_batch: list[float]  # the explorer's "small batch": 1/K of the examples, one step per update
+
+
+def compare_at_equal_examples(config: AccumulationConfig) -> EqualExamples:
+    """Train `config` without its bugs, and small batches over every micro-batch of the same draws.
+
+    The explorer's small-batch run sees only the first micro-batch of each group, 1/K of the
+    examples: fair at equal updates, unfair at equal examples. This is the comparison at equal
+    examples (and so equal forward/backward passes). A warmup is counted in examples too (K x W steps).
+    """
+    check_config(config)
+    clean = replace(config, bugs=frozenset())
+    record = run_regimes(clean)
+    K, total = config.accumulation_steps, config.total_micro_steps
+    every = run_regimes(replace(clean, accumulation_steps=1, num_updates=total, tail_micro_batches=0,
+                                warmup_updates=min(1000, config.warmup_updates * K)))
+    ends = [i for i in range(total) if is_update_step(i, K, total)]  # the micro-step that ends each update
+    losses = every.eval_loss["big_batch"]
+    seen = [(i + 1) * config.micro_batch_size for i in ends]
+    return EqualExamples(
+        examples_seen=seen[: len(record.eval_loss["accumulated"])],
+        accumulated=record.eval_loss["accumulated"],
+        small_every_micro_batch=[losses[i] if i < len(losses) else math.nan for i in ends],
+        small_first_micro_batch=record.eval_loss["small_batch"],
+    )

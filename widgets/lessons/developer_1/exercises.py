@@ -1,0 +1,215 @@
+"""Developer notebook 1 (proving the equivalence): its exercises, each checker saying what is wrong.
+
+    from widgets.lessons.developer_1 import proof_exercises
+    ex = proof_exercises()
+    ex.ratio.check(my_ratio)      # Correct / Incorrect: why / Not attempted
+
+The checkers build their own small problem (seeded, inside `torch.random.fork_rng`, so the
+learner's random state is left alone), with other examples than the notebook's demonstration, and
+compare with one real big batch; hooks count the backward passes and their examples
+(`widgets.exercises.passes`). The worked answer `accumulate_16` lives here as real code:
+`solution()` shows its source, after a first attempt; handed back, wrapped or partially applied it
+is rejected (pasted into a cell it is the learner's own, judged like any answer).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from widgets.core.accumulation import GRAD_ATOL, GRAD_RTOL  # the lab's one allclose rule
+from widgets.core.accumulation import accumulated_gradient, big_batch_gradient
+from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, as_numbers, close_to, correct, diagnose
+from widgets.exercises.toolkit import incorrect, needs_function, not_attempted
+from widgets.exercises.order import explain_name_errors
+from widgets.exercises.passes import PassWatch
+
+
+def _problem(n: int, data_seed: int, model_seed: int) -> tuple[torch.nn.Linear, torch.Tensor, torch.Tensor]:
+    """`n` examples of 4 features and 1 target drawn after `data_seed`, and a fresh `Linear(4, 1)`
+    made after `model_seed`. Call inside `torch.random.fork_rng` to leave the learner's random state alone."""
+    torch.manual_seed(data_seed)
+    data, target = torch.randn(n, 4), torch.randn(n, 1)
+    torch.manual_seed(model_seed)
+    return torch.nn.Linear(4, 1), data, target
+
+
+# The notebook demonstrates with data drawn after seed 0 and a model made after seed 1. The checker
+# uses other seeds, so a function that computes on the notebook's own `data16`, or sets .grad to
+# numbers printed there, fails here; it is recognised by matching the notebook's gradient instead.
+_NOTEBOOK_SEEDS = (0, 1)
+_CHECK_SEEDS = (20, 21)
+
+
+def _flat_grad(model: torch.nn.Module) -> torch.Tensor | None:
+    grads = [p.grad for p in model.parameters()]
+    if any(g is None for g in grads):
+        return None
+    return torch.cat([g.reshape(-1) for g in grads]).detach().double()
+
+
+def _proportional(a: torch.Tensor, b: torch.Tensor) -> float | None:
+    """The factor r with a = r * b, if there is one (up to float32 rounding); else None."""
+    r = float(a @ b / (b @ b))
+    return r if torch.allclose(a, r * b, rtol=1e-4, atol=1e-6) else None
+
+
+def _check_ratio(answer: object) -> Feedback:
+    values = as_numbers(answer, "ratio")
+    if not all(math.isfinite(v) for v in values):
+        return incorrect("your ratio holds inf or nan: divide the accumulated gradient by the big-batch one, "
+                         "both taken from fresh models")
+    lo, hi = min(values), max(values)
+    if not close_to(lo, hi):
+        return incorrect(f"the entries of your ratio differ (from {lo:.4g} to {hi:.4g}), so the two gradients are "
+                         "not proportional: both runs must start from a fresh model (seed 1) and see the same 8 examples")
+    ratio = sum(values) / len(values)
+    if close_to(ratio, 4.0):
+        return correct("without the division the pile holds four micro-batch means added up, 4 times the mean "
+                       "over all 8 examples: the ratio is K, the number of micro-batches, whatever their size.")
+    return diagnose(ratio, {
+        1.0: "a ratio of 1 means the division is still there: remove the `/ 4`, rebuild both models and compare again.",
+        0.25: "that is big-batch / accumulated, the ratio upside down: divide the accumulated gradient by the big-batch one.",
+        2.0: "2 is the micro_batch_size b; the ratio counts something else. How many means are added up in the pile?",
+        8.0: "8 is the number of examples, but each micro-batch loss is already a mean over its 2 examples: "
+             "count micro-batches, not examples.",
+        16.0: "16 = 4 x 4: you multiplied the loss by 4 instead of removing the division.",
+    }, f"{ratio:.4g} is not it. Count how many micro-batch means the pile adds up when nothing divides them.")
+
+
+def _gradient_at(model: torch.nn.Module, data: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """The flat float64 gradient of the MSE over all of `data`, at a copy of `model`'s current weights."""
+    twin = torch.nn.Linear(4, 1)
+    twin.load_state_dict(model.state_dict())
+    torch.nn.functional.mse_loss(twin(data), target).backward()
+    return _flat_grad(twin)
+
+
+def _check_impersonate_16(answer: object) -> Feedback:
+    wrong = needs_function(answer, "accumulate_16")
+    if wrong:
+        return wrong
+    with torch.random.fork_rng(devices=[]):
+        model, data, target = _problem(16, *_CHECK_SEEDS)
+        start = [p.detach().clone() for p in model.parameters()]
+        with PassWatch(model) as watch:
+            answer(model, data, target)
+        at_start = torch.nn.Linear(4, 1)
+        with torch.no_grad():
+            for p, value in zip(at_start.parameters(), start):
+                p.copy_(value)
+        ref = _gradient_at(at_start, data, target)
+        last = _gradient_at(at_start, data[-2:], target[-2:])
+        _, notebook_data, notebook_target = _problem(16, *_NOTEBOOK_SEEDS)
+        notebook_model, _, _ = _problem(0, *_NOTEBOOK_SEEDS)
+        on_notebook_data = _gradient_at(at_start, notebook_data, notebook_target)
+        notebook_run = _gradient_at(notebook_model, notebook_data, notebook_target)
+    record, grad = watch.record, _flat_grad(model)
+    passes = record.parameter_passes
+    if not record.forwards and grad is None:
+        return not_attempted("your function never calls the model: fill in its body")
+    if grad is None:
+        return incorrect(f"your function ran the model {len(record.forwards)} times but left .grad empty: "
+                         "call .backward() on every micro-batch loss")
+    if not passes:
+        return incorrect("no backward pass through the model reached its parameters, yet .grad is filled: it was "
+                         "written by hand (a gradient worked out on paper, or on a copy of the model). The exercise "
+                         "is to let backward() pile it up, one micro-batch at a time")
+    big = next((p for p in passes if sum(p) > 2), None)
+    if big == [16]:
+        return incorrect("one pass over all 16 examples is the reference itself: split them into micro-batches of 2")
+    if big and len(big) > 1:
+        return incorrect(f"{len(passes)} backward pass(es) for {len(record.forwards)} forwards: one backward went "
+                         f"through {len(big)} forwards at once ({sum(big)} examples), so their activations were all "
+                         "kept alive together, the memory of the big batch. Call backward() on each micro-batch's "
+                         "loss right after its forward")
+    if big:
+        return incorrect(f"a backward pass carried {big[0]} examples at once; the exercise asks for micro-batches "
+                         f"of 2 (your backward passes carried {[sum(p) for p in passes]})")
+    if any(p != [2] for p in passes):
+        return incorrect(f"your backward passes carried {[sum(p) for p in passes]} examples; the exercise asks for "
+                         "micro-batches of 2")
+    if len(passes) != 8:
+        return incorrect(f"{len(passes)} micro-batches of 2 cover {2 * len(passes)} of the 16 examples; "
+                         "a batch of 16 needs 8 of them")
+    computed = watch.computed()
+    if computed is not None and not torch.allclose(grad, computed, rtol=1e-4, atol=1e-6):
+        if _proportional(grad, computed) is None and _proportional(grad, last) is None:
+            return incorrect(".grad does not hold what your backward passes computed: something wrote over the "
+                             "pile after them. Leave .grad to backward()")
+    if torch.allclose(grad, ref, rtol=GRAD_RTOL, atol=GRAD_ATOL):
+        return correct("8 micro-batches of 2, each loss weighted by its share 2/16 = 1/8 of the batch (equal sizes: "
+                       "1/K): the pile is the gradient of one batch of 16.")
+    for notebook in (on_notebook_data, notebook_run):
+        if torch.allclose(grad, notebook, rtol=1e-3, atol=1e-4):
+            return incorrect("your pile is the gradient of the notebook's own 16 examples (`data16`), not of the "
+                             "`data` and `target` your function was given: the checker draws other examples. "
+                             "Use only the function's arguments")
+    factor = _proportional(grad, ref)
+    if factor is not None:
+        return diagnose(factor, {
+            2.0: "your pile is 2x the batch-of-16 gradient: you divided by 4, the K of the demo, but 16 examples "
+                 "in micro-batches of 2 make K = 8 micro-batches.",
+            8.0: "your pile is 8x the batch-of-16 gradient: the micro-batch losses are not divided. Divide each by K = 8.",
+            0.5: "your pile is half the batch-of-16 gradient: you divided by 16, the number of examples, but each "
+                 "micro-batch loss is already a mean over its 2 examples. Divide by the number of micro-batches.",
+            0.125: "your pile is 1/8 of the batch-of-16 gradient: the loss is divided by 8 twice.",
+        }, f"your pile is {factor:.4g}x the batch-of-16 gradient: divide each micro-batch loss by K = 8.")
+    if _proportional(grad, last) is not None:
+        return incorrect("only the last micro-batch's gradient is left in .grad: something clears the pile inside "
+                         "your loop (a zero_grad?)")
+    return incorrect(f"the pile does not match the batch-of-16 gradient (max |diff| = {float((grad - ref).abs().max()):.3g})")
+
+
+def accumulate_16(model: torch.nn.Module, data: torch.Tensor, target: torch.Tensor, micro_batch_size: int = 2) -> None:
+    """Worked answer: leave in .grad the gradient of the mean loss over `data`, in micro-batches of 2."""
+    for i in range(0, data.shape[0], micro_batch_size):
+        inputs, targets = data[i : i + micro_batch_size], target[i : i + micro_batch_size]
+        loss = torch.nn.functional.mse_loss(model(inputs), targets)  # a mean over this micro-batch
+        share = len(targets) / data.shape[0]  # n_i / n = 2/16 = 1/8: with equal sizes, 1 / (K = 8 micro-batches)
+        (loss * share).backward()  # adds this micro-batch's share of the batch gradient to .grad
+
+
+def proof_exercises() -> ExerciseSet:
+    """The exercises of developer notebook 1 (proving the equivalence)."""
+    explain_name_errors()  # in a notebook: a cell run before the ones it needs says which to run first
+    return ExerciseSet("Proving the equivalence", [
+        Exercise(
+            "ratio", "Break the demo on purpose",
+            "Remove the `/ 4` from the accumulation loop, keep everything else, and divide the accumulated "
+            "weight gradient by the big-batch one. Predict the ratio first, then check it: "
+            "`ex.ratio.check(ratio)` (a number or the tensor of ratios).",
+            _check_ratio,
+            ["Each micro-batch loss is a mean over its 2 examples. What does adding four such means give?",
+             "Four means, each about the size of the mean over all 8 examples, add up to about four times it; "
+             "gradients are linear, so the same holds for them exactly.",
+             "Count what the pile adds up when nothing divides it: micro-batch means. The ratio is that count, "
+             "neither the micro-batch size nor the number of examples."],
+            """
+            undivided = fresh_model()
+            for i in range(0, 8, 2):
+                loss = torch.nn.functional.mse_loss(undivided(data[i:i + 2]), target[i:i + 2])
+                loss.backward()  # no / 4
+            ratio = undivided.weight.grad / big.weight.grad  # tensor([[4., 4., 4., 4.]])
+            """,
+            "The pile adds K means without dividing them, so it is K = 4 times the big-batch gradient.",
+        ),
+        Exercise(
+            "impersonate_16", "Make 2s impersonate 16",
+            "Write `accumulate_16(model, data, target)` that runs `data` (16 examples) through `model` in "
+            "micro-batches of 2 and leaves in `.grad` the gradient of the mean-squared error over all 16, "
+            "then check it: `ex.impersonate_16.check(accumulate_16)`. The checker calls it on a fresh "
+            "`Linear(4, 1)` with 16 examples of its own (not the notebook's), compares with one real batch of 16, "
+            "and counts the backward passes and the examples each one carried.",
+            _check_impersonate_16,
+            ["How many micro-batches of 2 make 16 examples? That number is accumulation_steps.",
+             "Each micro-batch's mean loss counts for its share of the batch, n_i / n: 2 of the 16 examples. "
+             "In the demo that share was 2/8 = 1/4.",
+             "Multiply each micro-batch's loss by its share before its own backward(); with micro-batches of equal "
+             "size that is the same as dividing by their number. One backward() per micro-batch, none for the whole."],
+            accumulate_16,
+            "Sixteen examples in micro-batches of 2: each loss is weighted by its share 2/16 = 1/8 of the batch, "
+            "which for equal micro-batches is dividing by their number, K = 8.",
+            references=(accumulated_gradient, big_batch_gradient),  # the package's own: not an answer
+        ),
+    ])

@@ -1,0 +1,412 @@
+"""Developer notebook 2 (the training loop): its exercises, each checker saying what is wrong.
+
+    from widgets.lessons.developer_2 import loop_exercises
+    ex = loop_exercises()
+    ex.boundary.check(is_boundary)
+
+The boundary checker compares with `widgets.core.accumulation.is_update_step` over a grid of cases;
+the others know the typical wrong answers by the numbers they give. The worked answers
+`is_boundary` and `update_loss` live here as real code: `solution()` shows their source.
+"""
+from __future__ import annotations
+
+import random
+from typing import Callable
+
+import torch
+
+from widgets.core.accumulation import flat_weights, is_update_step
+from widgets.exercises.order import explain_name_errors
+from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, as_number, as_numbers, close_to, correct
+from widgets.exercises.toolkit import diagnose, incorrect, needs_function, not_attempted
+
+_BOUNDARY_GRID = [(m, k, t) for k in range(1, 6) for t in range(1, 14) for m in range(t)]
+
+
+def _random_boundary_cases(seed: int = 2, count: int = 300) -> list[tuple[int, int, int]]:
+    """Fresh cases far outside the grid (K up to 10^6, up to 10^9 micro-steps), drawn after a fixed seed
+    so the feedback is the same on every run: a table of the grid's answers does not cover them."""
+    rng = random.Random(seed)
+    cases = []
+    for _ in range(count):
+        k = int(10 ** rng.uniform(0, 6))
+        t = int(10 ** rng.uniform(0, 9)) + 1
+        j = rng.randrange(max(1, t // k) + 1)
+        m = rng.choice([t - 1, j * k - 1, j * k, rng.randrange(t)])  # the last step, near a boundary, anywhere
+        cases.append((min(max(m, 0), t - 1), k, t))
+    return cases
+
+
+_BOUNDARY_RANDOM = _random_boundary_cases()
+
+
+def _no_tail(m: int, k: int, t: int) -> bool:
+    return (m + 1) % k == 0
+
+
+def _off_by_one(m: int, k: int, t: int) -> bool:
+    return m % k == 0
+
+
+def is_boundary(micro_step: int, accumulation_steps: int, total_micro_steps: int) -> bool:
+    """Worked answer: does this micro-step (from 0) end an update?"""
+    last = micro_step == total_micro_steps - 1  # the uneven tail still gets its update
+    return (micro_step + 1) % accumulation_steps == 0 or last
+
+
+def _check_boundary(answer: object) -> Feedback:
+    wrong = needs_function(answer, "is_boundary")
+    if wrong:
+        return wrong
+    got = {case: answer(*case) for case in _BOUNDARY_GRID}
+    if all(v is None for v in got.values()):
+        return not_attempted("your function returns None: fill in its body")
+    got = {case: bool(v) for case, v in got.items()}
+    expected = {case: is_update_step(*case) for case in _BOUNDARY_GRID}
+    if got != expected and all(got[c] == _no_tail(*c) for c in _BOUNDARY_GRID):
+        return incorrect("right for full groups, but when total_micro_steps does not divide by K the last "
+                         "micro-step (e.g. micro_step 9 of 10 with K = 4) never updates: the tail's gradient stays "
+                         "in .grad, never applied. Also end an update when micro_step == total_micro_steps - 1.")
+    if got != expected and all(got[c] == (_off_by_one(*c) or c[0] == c[2] - 1) for c in _BOUNDARY_GRID) or all(
+        got[c] == _off_by_one(*c) for c in _BOUNDARY_GRID
+    ):
+        return incorrect("your updates come at micro_step 0, K, 2K, ...: after the first micro-batch of each "
+                         "group. micro_step counts from 0, so the K-th micro-batch is micro_step K - 1: "
+                         "test (micro_step + 1) % accumulation_steps == 0.")
+    wrong = [c for c in _BOUNDARY_GRID if got[c] != expected[c]]
+    if not wrong:  # the grid is right: now cases no table holds
+        for case in _BOUNDARY_RANDOM:
+            value = bool(answer(*case))
+            if value != is_update_step(*case):
+                got[case], expected[case] = value, not value
+                wrong = [case]
+                break
+        else:
+            return correct("every K-th micro-step ends an update, and so does the last one, uneven tail included.")
+    m, k, t = wrong[0]
+    return incorrect(f"for micro_step={m}, accumulation_steps={k}, total_micro_steps={t} it returns {got[(m, k, t)]}, "
+                     f"but that micro-step {'ends' if expected[(m, k, t)] else 'does not end'} an update.")
+
+
+_TAIL_SIZES = (8, 8, 3)
+
+
+def _check_tail_weights(answer: object) -> Feedback:
+    weights = as_numbers(answer, "weights")
+    if len(weights) != len(_TAIL_SIZES):
+        return incorrect(f"give one weight per micro-batch of this group: {len(_TAIL_SIZES)} of them, got {len(weights)}")
+    total = sum(_TAIL_SIZES)
+    if all(close_to(w, n / total) for w, n in zip(weights, _TAIL_SIZES)):
+        return correct("each micro-batch counts by its share n_k / n of the group's 19 examples, so the pile is "
+                       "the gradient of the group's mean loss, as if its 19 examples were one batch.")
+    sum_w = sum(weights)
+
+    def same(expected: list[float]) -> bool:
+        return all(close_to(w, e) for w, e in zip(weights, expected))
+
+    if same([1 / 4] * 3):
+        return incorrect("that divides the tail by the configured K = 4: the weights sum to 0.75, so this update's "
+                         "gradient comes out 0.75x the right size; the tail is under-weighted.")
+    if same([1 / 3] * 3):
+        return incorrect("these sum to 1, but equal weights give the 3-example micro-batch as much say as each "
+                         "8-example one: its examples count 8/3 times as much as the others. Weight by size.")
+    if same([n / 32 for n in _TAIL_SIZES]):
+        return incorrect("you divided by 32, the examples of a full update, but this group holds only 19: "
+                         f"your weights sum to {sum_w:.3g}, not 1.")
+    if same([float(n) for n in _TAIL_SIZES]):
+        return incorrect("those are the micro-batch sizes themselves: divide each by the group's number of examples.")
+    if not close_to(sum_w, 1.0):
+        return incorrect(f"your weights sum to {sum_w:.4g}; the weights of one update must sum to 1, so that the "
+                         "pile is a mean over the group's examples.")
+    return incorrect("your weights sum to 1 but are not proportional to the micro-batch sizes 8, 8 and 3.")
+
+
+def update_loss(micro_losses: list[float], micro_batch_sizes: list[int]) -> float:
+    """Worked answer: the mean loss over all the examples of one update."""
+    total = sum(loss * n for loss, n in zip(micro_losses, micro_batch_sizes))
+    return total / sum(micro_batch_sizes)
+
+
+# Equal sizes, uneven sizes, and a third case the notebook never shows, so constant answers fail.
+_LOSS_CASES = [([0.9, 0.5, 0.7, 0.3], [2, 2, 2, 2]), ([0.8, 0.6, 0.2], [8, 8, 3]), ([1.2, 0.4], [5, 1])]
+
+
+def _random_loss_cases(seed: int = 3, count: int = 50) -> list[tuple[list[float], list[int]]]:
+    """Fresh cases (1 to 16 micro-batches of 1 to 4096 examples, losses up to 100), drawn after a fixed
+    seed: the same feedback on every run, and no table of the three cases above covers them."""
+    rng = random.Random(seed)
+    cases = []
+    for _ in range(count):
+        k = rng.randint(1, 16)
+        cases.append(([round(rng.uniform(0.0, 100.0), 4) for _ in range(k)], [rng.randint(1, 4096) for _ in range(k)]))
+    return cases
+
+
+_LOSS_RANDOM = _random_loss_cases()
+
+# What a typical update_loss computes, and what to say when an answer computes exactly that (first match wins).
+_UPDATE_LOSS_RULES: list[tuple[Callable[[list[float], list[int]], float], str | None]] = [
+    (lambda ls, ns: sum(l * n for l, n in zip(ls, ns)) / sum(ns), None),
+    (lambda ls, ns: ls[-1], "that is the last micro-batch's loss alone, what many tutorials print as "
+     "`loss.item() * accumulation_steps` (the divided loss times K): one micro-batch's noise, not the update's mean."),
+    (lambda ls, ns: ls[-1] * len(ls), "that is K times the last micro-batch's loss: these losses were never divided, "
+     "so multiplying by K makes them K times too big, and one micro-batch is not the update anyway."),
+    (lambda ls, ns: sum(ls) / len(ls) ** 2, "that is about K times too small: you logged the divided loss (loss / K), "
+     "the number that goes into backward, instead of the mean loss."),
+    (lambda ls, ns: ls[-1] / len(ls), "that is about K times too small: you logged the divided loss (loss / K), "
+     "the number that goes into backward, instead of the mean loss."),
+    (lambda ls, ns: sum(ls), "that is K times too big: a sum of K micro-batch means, not their mean."),
+    (lambda ls, ns: sum(ls) / len(ls), "right when the micro-batches are all the same size (the first case, sizes "
+     "[2, 2, 2, 2], passes), but for sizes [8, 8, 3] the plain mean over-counts the 3-example micro-batch: weight "
+     "each loss by its size."),
+    (lambda ls, ns: sum(l * n for l, n in zip(ls, ns)), "that is the total loss over the update's examples, "
+     "not their mean: divide by how many examples there are."),
+]
+
+
+def _check_update_loss(answer: object) -> Feedback:
+    wrong = needs_function(answer, "update_loss")
+    if wrong:
+        return wrong
+    results = [answer(list(losses), list(sizes)) for losses, sizes in _LOSS_CASES]
+    if all(r is None for r in results):
+        return not_attempted("your function returns None: fill in its body")
+    got = [as_number(r, "update_loss(...)") for r in results]
+    for rule, message in _UPDATE_LOSS_RULES:
+        if message is not None and all(close_to(g, rule(ls, ns)) for g, (ls, ns) in zip(got, _LOSS_CASES)):
+            return incorrect(message)
+    cases = list(_LOSS_CASES)
+    wrong_case = next((i for i, (g, (ls, ns)) in enumerate(zip(got, cases)) if not close_to(g, update_loss(ls, ns))),
+                      None)
+    if wrong_case is None:  # right on the three cases: now on fresh ones
+        for losses, sizes in _LOSS_RANDOM:
+            value = as_number(answer(list(losses), list(sizes)), "update_loss(...)")
+            if not close_to(value, update_loss(losses, sizes)):
+                cases.append((losses, sizes))
+                got.append(value)
+                wrong_case = len(cases) - 1
+                break
+        else:
+            return correct("the mean over the update's examples: each micro-batch mean counts by its size.")
+    losses, sizes = cases[wrong_case]
+    return incorrect(f"for losses {losses} and sizes {sizes} your function gives {got[wrong_case]:.4g}; "
+                     "the update's mean loss is the average over its examples.")
+
+
+_CLIP_MESSAGES = {
+    "A": "(A) clips after every backward: each partial pile is cut to the full threshold, so the micro-batches "
+         "that arrive early are clipped differently from the late ones and the update is not the clipped mean gradient.",
+    "C": "(C) comes after optimizer.step(): the update has already used the unclipped pile, and zero_grad is about "
+         "to throw away what you clipped. The clip does nothing.",
+    "D": "(D) comes after zero_grad: the pile is gone (.grad is None), there is nothing left to clip.",
+}
+
+
+def _check_clip_position(answer: object) -> Feedback:
+    if not isinstance(answer, str) or answer.strip().upper() not in ("A", "B", "C", "D"):
+        return incorrect(f"answer with one of the letters 'A', 'B', 'C' or 'D', got {answer!r}")
+    letter = answer.strip().upper()
+    if letter == "B":
+        return correct("clip once per update, on the completed pile, just before the step uses it.")
+    return incorrect(_CLIP_MESSAGES[letter])
+
+
+def _check_warmup_end(answer: object) -> Feedback:
+    updates = as_number(answer, "updates")
+    if close_to(updates, 25):
+        return correct("scheduler.step() runs K = 4 times per update, so 100 scheduler steps are over after 25 updates.")
+    return diagnose(updates, {
+        100: "100 is when the warmup ends if the scheduler steps once per update, where it belongs; "
+             "here it steps on every micro-step, K = 4 times per update.",
+        400: "the scheduler runs K times per update, so the warmup is over sooner, not later.",
+        4: "4 is K; the warmup is W = 100 scheduler steps, taken K at a time.",
+    }, f"{updates:g} updates is not it: count how many scheduler steps each update takes.")
+
+
+AMP_CALLS = ("backward", "unscale", "clip", "step", "update", "zero_grad")
+AMP_EXPECTED = ["backward", "backward", "unscale", "clip", "step", "update", "zero_grad"]
+
+
+def _normalise_call(call: object) -> str:
+    return str(call).strip().lower().rstrip("()").rstrip("_").removeprefix("scaler.").removeprefix("optimizer.")
+
+
+def _run_amp_calls(calls: list[str], updates: int = 3) -> torch.Tensor:
+    """Play `calls` as each of `updates` updates (K = 2 micro-batches each) with a real CPU GradScaler,
+    clipping at 1.0; returns the final weights. Raises what torch raises for an impossible order."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(5)
+        model = torch.nn.Linear(3, 1)
+        data = torch.randn(2 * updates, 4, 3)
+        target = 3 * torch.randn(2 * updates, 4, 1)  # gradients of norm > 1: the clip acts
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**10)
+    actions = {
+        "unscale": lambda: scaler.unscale_(optimizer),
+        "clip": lambda: torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0),
+        "step": lambda: scaler.step(optimizer),
+        "update": scaler.update,
+        "zero_grad": lambda: optimizer.zero_grad(set_to_none=True),
+    }
+    micro_batches = iter(zip(data, target))
+    for _ in range(updates):
+        for call in calls:
+            if call == "backward":
+                inputs, targets = next(micro_batches)
+                scaler.scale(torch.nn.functional.mse_loss(model(inputs), targets) / 2).backward()
+            else:
+                actions[call]()
+    return flat_weights(model)
+
+
+def _index(calls: list[str], name: str) -> int:
+    return calls.index(name) if name in calls else len(calls)
+
+
+# Why an order is wrong, checked in this order; the first that applies is what the learner reads.
+# Each predicate gets the normalised calls and the positions of the backward calls.
+_AMP_RULES: list[tuple[Callable[[list[str], list[int]], bool], str]] = [
+    (lambda c, b: len(b) != 2, "one update here has K = 2 micro-steps, so 'backward' comes twice, not {backwards} times."),
+    (lambda c, b: c.count("unscale") > 1, "calling unscale_ twice before update() raises RuntimeError ('unscale_() has already "
+     "been called on this optimizer since the last update()'): unscale once per update."),
+    (lambda c, b: "unscale" not in c, "without unscale_ the clip compares the *scaled* gradient (scale x too big) with "
+     "the threshold: unscale_ once, just before clipping."),
+    (lambda c, b: c.index("unscale") < b[-1], "calling unscale_ before the last backward: that backward then adds scaled "
+     "gradients to an unscaled pile. Unscale once the pile is complete."),
+    (lambda c, b: "zero_grad" in c[b[0]:b[-1]], "a zero_grad between the micro-steps wipes the first micro-batch's "
+     "gradient from the pile."),
+    (lambda c, b: _index(c, "clip") < c.index("unscale"), "clipping before unscale_ compares the scaled gradient with "
+     "the threshold: unscale first."),
+    (lambda c, b: any(c.count(n) != 1 for n in ("clip", "step", "update")),
+     "each of clip, step and update belongs exactly once per update; here: {counts}."),
+    (lambda c, b: "zero_grad" not in c, "without zero_grad the next update starts from this update's pile: clear it "
+     "once per update, after the step (or before the first backward)."),
+    (lambda c, b: c.index("step") < c.index("clip"), "clipping after the step changes a gradient the update has "
+     "already used."),
+    (lambda c, b: c.index("update") < c.index("step"), "calling update() before step(): scaler.step must see this pile's "
+     "inf/nan check with the scale the pile was built with; update the scale after stepping."),
+    (lambda c, b: "zero_grad" in c[c.index("unscale"):c.index("step")], "a zero_grad between unscale_ and step empties "
+     "the pile before the step can use it."),
+]
+
+
+def _check_amp_order(answer: object) -> Feedback:
+    if isinstance(answer, str) or not isinstance(answer, (list, tuple)):
+        return incorrect(f"pass a list of call names, e.g. ['backward', ...], got {type(answer).__name__}")
+    calls = [_normalise_call(c) for c in answer]
+    unknown = [c for c in calls if c not in AMP_CALLS]
+    if unknown:
+        return incorrect(f"unknown call name(s) {unknown}; use only {list(AMP_CALLS)}")
+    backwards = [i for i, c in enumerate(calls) if c == "backward"]
+    if len(backwards) == 2:  # playable: the real GradScaler is the judge of a valid order
+        try:
+            valid = torch.allclose(_run_amp_calls(calls), _run_amp_calls(AMP_EXPECTED), rtol=1e-6, atol=1e-7)
+        except (RuntimeError, AssertionError):  # torch refuses the order; the rules below say why
+            valid = False
+        if valid:
+            where = ("before the first backward, so each update starts from an empty pile"
+                     if calls.index("zero_grad") < backwards[0] else "once the step has used the pile")
+            return correct("the scale stays fixed while the pile builds; unscale_ once, clip the true gradient, step, "
+                           f"then update the scale; you clear the pile {where}. Played for three updates with a real "
+                           "GradScaler, it gives the weights of the reference order.")
+    counts = ", ".join(f"{n} x{calls.count(n)}" for n in ("clip", "step", "update"))
+    for rule, message in _AMP_RULES:
+        if rule(calls, backwards):
+            return incorrect(message.format(backwards=len(backwards), counts=counts))
+    return incorrect("not a valid order: played with a real GradScaler it does not give the reference's weights. "
+                     "The pile first, then unscale, clip, step, update; zero_grad before the pile or after the step.")
+
+
+def loop_exercises() -> ExerciseSet:
+    """The exercises of developer notebook 2 (the training loop)."""
+    explain_name_errors()  # in a notebook: a cell run before the ones it needs says which to run first
+    return ExerciseSet("The training loop", [
+        Exercise(
+            "boundary", "Name the boundary",
+            "Write `is_boundary(micro_step, accumulation_steps, total_micro_steps)` that returns True when this "
+            "micro-step (counted from 0) ends an update, the last micro-step of an uneven tail included; "
+            "check it with `ex.boundary.check(is_boundary)`.",
+            _check_boundary,
+            ["micro_step counts from 0: with K = 4 the updates come after micro-steps 3, 7, 11, ...",
+             "(micro_step + 1) % accumulation_steps == 0 handles full groups. What about the last micro-step "
+             "when total_micro_steps does not divide by K?",
+             "The last micro-step is number total_micro_steps - 1: it ends an update too, whatever K says."],
+            is_boundary,
+            "Every K-th micro-step ends an update, and so does the very last one.",
+            references=(is_update_step,),
+        ),
+        Exercise(
+            "tail_weights", "Weight the tail",
+            "accumulation_steps K = 4, micro_batch_size b = 8, and the data runs out: the last group holds "
+            "micro-batches of 8, 8 and 3 examples. By what factor must each one's mean loss be multiplied so "
+            "the pile equals the gradient of one batch of those 19 examples? "
+            "`ex.tail_weights.check([w1, w2, w3])`.",
+            _check_tail_weights,
+            ["Each micro-batch loss is a mean over its own examples. A mean over 19 examples weights each example 1/19.",
+             "A micro-batch of n_k examples contributes n_k examples' worth: its weight is n_k / 19.",
+             "The three weights sum to 1, and the 3-example micro-batch gets 3/8 of the weight of each 8-example one."],
+            """
+            from widgets.core.accumulation import micro_batch_weights
+            weights = micro_batch_weights([8, 8, 3])  # [8/19, 8/19, 3/19]
+            """,
+            "Weight each micro-batch by its share of the group's examples.",
+        ),
+        Exercise(
+            "update_loss", "Log the update's loss",
+            "Write `update_loss(micro_losses, micro_batch_sizes)`: given the undivided mean loss of each "
+            "micro-batch of one update and their sizes, return the number to log for that update. "
+            "`ex.update_loss.check(update_loss)` tries equal and uneven micro-batches.",
+            _check_update_loss,
+            ["The number to log is the mean loss over all the examples of the update, the one a big batch would report.",
+             "A micro-batch of n_k examples with mean loss L_k holds n_k * L_k of the total loss.",
+             "Add up each micro-batch's share of the total loss, then divide by the number of examples in the update."],
+            update_loss,
+            "Weight each micro-batch's mean loss by its number of examples; with equal sizes this is the plain mean.",
+        ),
+        Exercise(
+            "clip_position", "Where does the clip go?",
+            "In the loop below, where does `torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)` "
+            "belong? `ex.clip_position.check('A')` (or 'B', 'C', 'D').\n\n"
+            "```python\nfor micro_step, (inputs, targets) in enumerate(batches):\n"
+            "    (loss_fn(model(inputs), targets) / accumulation_steps).backward()\n    # (A)\n"
+            "    if is_update_step(micro_step, accumulation_steps, len(batches)):\n        # (B)\n"
+            "        optimizer.step()\n        # (C)\n        optimizer.zero_grad(set_to_none=True)\n        # (D)\n```",
+            _check_clip_position,
+            ["Clipping should act on the gradient the update uses.",
+             "That gradient exists only once the pile is complete, and only until zero_grad clears it.",
+             "Inside the if, before optimizer.step(): (B)."],
+            """
+            if is_update_step(micro_step, accumulation_steps, len(batches)):
+                torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)  # (B): the completed pile
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+            """,
+            "(B): once per update, on the completed pile, before the step.",
+        ),
+        Exercise(
+            "warmup_end", "When does the warmup end?",
+            "A linear warmup is written for W = 100 updates, accumulation_steps K = 4, and `scheduler.step()` "
+            "is called on every micro-step. After how many updates is the warmup over? "
+            "`ex.warmup_end.check(number)`.",
+            _check_warmup_end,
+            ["The scheduler counts its own step() calls, not updates.",
+             "Each update takes K micro-steps, and each micro-step calls scheduler.step().",
+             "So W = 100 scheduler steps are used up K = 4 at a time."],
+            "warmup_end = 100 // 4  # 25 updates: the schedule runs K times too fast",
+            "The scheduler runs K = 4 times per update, so W = 100 of its steps take 25 updates.",
+        ),
+        Exercise(
+            "amp_order", "Mixed precision, in order",
+            f"With a GradScaler, gradient clipping and accumulation_steps K = 2, list the calls of one update "
+            f"in order, using the names {list(AMP_CALLS)} ('backward' stands for scaler.scale(loss).backward() "
+            "and appears once per micro-step): `ex.amp_order.check([...])`.",
+            _check_amp_order,
+            ["The scale must not change while the pile is building, and unscale_ may run only once per update.",
+             "Clip the true (unscaled) gradient; step before update, because update changes the scale.",
+             "The pile (two backwards) first; then unscale, clip and step in that order; update after the step; "
+             "zero_grad where it cannot touch this pile before the step uses it."],
+            "calls = ['backward', 'backward', 'unscale', 'clip', 'step', 'update', 'zero_grad']\n"
+            "# zero_grad may also come first (before the pile) or between step and update",
+            "Build the pile at a fixed scale, then unscale once, clip, step, update the scale, clear.",
+        ),
+    ])

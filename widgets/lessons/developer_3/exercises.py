@@ -1,0 +1,139 @@
+"""Developer notebook 3 (the bug gallery): its exercises, each checker saying what is wrong.
+
+    from widgets.lessons.developer_3 import gallery_exercises
+    ex = gallery_exercises()
+    ex.my_loop.check(my_loop)     # runs the loop auditor on it
+
+`my_loop` is judged by the loop auditor (`widgets.audit.audit_training_loop`) in the two settings of
+`AUDITS`: the check turns its findings into Feedback, so the checker and the auditor cannot
+disagree. The worked answer `my_loop` lives here as real code: `solution()` shows its source after
+a first attempt; handed back, wrapped or partially applied it is rejected, and so is the lab's one
+correct loop, `widgets.core.loop.train_loop`, which the notebooks show.
+"""
+from __future__ import annotations
+
+import torch
+
+from widgets.audit import audit_training_loop
+from widgets.core.loop import train_loop
+from widgets.core.accumulation import is_update_step
+from widgets.exercises.order import explain_name_errors
+from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, as_number, close_to, correct, diagnose
+from widgets.exercises.toolkit import incorrect, needs_function, not_attempted
+
+
+def _check_sum_reduction(answer: object) -> Feedback:
+    factor = as_number(answer, "factor")
+    if close_to(factor, 1 / 32):
+        return correct("a summed loss is b = 8 times its mean, and K = 4 of them pile up: divide by K x b = 32, "
+                       "the number of examples in the update.")
+    relative = factor * 32  # what the pile comes out as, in units of the big-batch gradient
+    return diagnose(factor, {
+        1 / 4: "1/K assumes a mean-reduced loss. A loss summed over b = 8 examples is 8 times their mean, so the "
+               "pile comes out 8x the big-batch gradient: with SGD, a learning rate 8 times too big.",
+        1 / 8: "1/b turns each summed loss into a mean, but then K = 4 means still add up: the pile is 4x too big.",
+        1.0: "undivided, K = 4 sums of b = 8 losses add up to 32 times the mean: the pile is 32x too big.",
+        1 / 128: "that divides by K twice (and by b once): the pile is 1/4 of the big-batch gradient.",
+    }, f"with that factor the pile is {relative:.4g}x the big-batch gradient; it must be exactly 1x.")
+
+
+# The two audits a loop must pass, with the settings the prompt names: an uneven last group, clipping,
+# and (in the second) a warmup scheduler. The auditor is the one judge: `audit_training_loop` with
+# these settings says the same as this check, sentence for sentence.
+# The second setting ends on a group of two micro-batches, one of them short: a loop that divides by
+# the number of micro-batches instead of weighting by n_i/n is caught there too.
+AUDITS = ({"accumulation_steps": 4, "clip_norm": 1.0},
+          {"accumulation_steps": 3, "num_batches": 8, "with_scheduler": True, "clip_norm": 1.0})
+
+
+def _setting(options: dict) -> str:
+    call = ", ".join(f"{k}={v}" for k, v in options.items())
+    return f"audit_training_loop(my_loop, {call})"
+
+
+def _check_my_loop(answer: object) -> Feedback:
+    wrong = needs_function(answer, "my_loop")
+    if wrong:
+        return wrong
+    reports = []
+    for options in AUDITS:
+        try:
+            report = audit_training_loop(answer, **options)
+        except (TypeError, ValueError) as error:  # the auditor could not call it: a wrong signature
+            return incorrect(f"the auditor could not run your loop: {error}")
+        yours = {name: mine for name, (mine, _) in report.counts.items()}
+        idle = not any(yours.get(name) for name in ("backward passes", "optimizer.step()", "zero_grad()"))
+        if idle and not report.mistakes & {"loop_raised", "time_limit"}:
+            return not_attempted("your loop never calls backward() or steps the optimizer: fill in its body")
+        if report.mistakes:
+            return incorrect(f"the auditor (`{_setting(options)}`) found: " + " ".join(report.findings))
+        if not report.log_checked:
+            return incorrect(f"the auditor (`{_setting(options)}`) found the updates right, but your loop returns nothing: the "
+                             "exercise asks it to return the mean loss of each update (a list, one number per update)")
+        reports.append(report)
+    runs = "; ".join(f"K = {r.accumulation_steps}, {r.num_batches} micro-batches of {r.micro_batch_size} examples"
+                     for r in reports)
+    return correct(f"the auditor ran your loop twice ({runs}; the last group uneven, clipping at 1.0, and a warmup "
+                   "scheduler in the second) and found it right in both: each update used the gradient of the mean "
+                   "loss over its examples (micro-batch i weighted by its share n_i/n), clipped once; the scheduler "
+                   "stepped once per update; and the log holds each update's mean loss.")
+
+
+def my_loop(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None) -> list[float]:
+    """Worked answer: accumulation with an uneven last group, clipping and a scheduler; returns the log."""
+    logged, update_loss = [], 0.0
+    for micro_step, (inputs, targets) in enumerate(batches):
+        if micro_step % accumulation_steps == 0:  # a group starts: count its examples (fewer in the last group)
+            update_examples = sum(len(t) for _, t in batches[micro_step : micro_step + accumulation_steps])
+        loss = loss_fn(model(inputs), targets)  # the mean over this micro-batch's examples
+        share = len(targets) / update_examples  # n_i / n; micro-batches of equal size: 1 / (their number)
+        (loss * share).backward()  # .grad adds up the gradient of the update's mean loss
+        update_loss = update_loss + loss.detach() * share  # the same weights make the update's mean loss
+        if is_update_step(micro_step, accumulation_steps, len(batches)):
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)  # once, on the completed pile
+            optimizer.step()
+            if scheduler is not None:
+                scheduler.step()  # once per update, after the step
+            optimizer.zero_grad(set_to_none=True)
+            logged.append(float(update_loss))  # one sync with the device per update, not per micro-step
+            update_loss = 0.0
+    return logged
+
+
+def gallery_exercises() -> ExerciseSet:
+    """The exercises of developer notebook 3 (the bug gallery)."""
+    explain_name_errors()  # in a notebook: a cell run before the ones it needs says which to run first
+    return ExerciseSet("The bug gallery", [
+        Exercise(
+            "sum_reduction", "Scale a summed loss",
+            "Your loss is `torch.nn.MSELoss(reduction=\"sum\")`, micro_batch_size b = 8, accumulation_steps K = 4. "
+            "By what factor must each micro-batch loss be multiplied so the pile equals the gradient of the big "
+            "batch's *mean* loss? `ex.sum_reduction.check(factor)`.",
+            _check_sum_reduction,
+            ["With reduction='sum' each micro-batch loss is b times its mean.",
+             "The K micro-batches still add up in .grad, as with a mean-reduced loss.",
+             "A summed loss is already the total over its examples; the pile must end as a mean over the update's."],
+            "factor = 1 / (4 * 8)  # K x b: the update's examples",
+            "A summed loss counts each example once; dividing by all K x b examples of the update makes it a mean.",
+        ),
+        Exercise(
+            "my_loop", "Write your own loop",
+            "Write `my_loop(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None)`: accumulate "
+            "over `accumulation_steps` micro-batches per update, the uneven last group included; clip the gradient norm "
+            "to 1.0 once per update; step the scheduler (when given) once per update; return the mean loss of each "
+            "update over its examples. `ex.my_loop.check(my_loop)` runs the loop auditor on it twice, exactly "
+            "`audit_training_loop(my_loop, 4, clip_norm=1.0)` and `audit_training_loop(my_loop, 3, num_batches=8, "
+            "with_scheduler=True, clip_norm=1.0)`, each with an uneven last group, and says what the auditor found.",
+            _check_my_loop,
+            ["Each update's gradient must be that of the mean loss over the update's examples; each micro-batch "
+             "counts by its share n_i/n of them (with equal sizes, 1 / the number of micro-batches).",
+             "The last group may hold fewer micro-batches, and its last micro-batch fewer examples: count the examples "
+             "of the group when it starts, or scale .grad once at the update (before clipping).",
+             "clip_grad_norm_, step, scheduler.step and zero_grad all sit inside the one `if is_update_step(...)`, "
+             "in that order; the log weights the undivided losses by the same shares."],
+            my_loop,
+            "One boundary test; every per-update action inside it; each micro-batch weighted by its share n_i/n of "
+            "the update's examples, for the gradient and for the log alike.",
+            references=(train_loop,),  # the lab's one correct loop: handed back, wrapped or partial, it is not yours
+        ),
+    ])

@@ -1,0 +1,113 @@
+"""Hugging Face Accelerate's documented accumulation recipes, as loops the auditor can run.
+
+    from widgets.audit import audit_training_loop
+    from widgets.lessons.developer_4.accelerate_adapter import accelerate_loop, accelerate_items_loop
+    audit_training_loop(accelerate_loop(), accumulation_steps=4)
+
+Each factory returns `loop(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None)`
+that hands the auditor's own model, optimizer and scheduler to `Accelerator.prepare`, so the
+auditor's instruments see every backward pass, step and scheduler step Accelerate makes. Nothing
+in Accelerate is patched. CPU only (`Accelerator(cpu=True)`), no trackers, nothing written to disk.
+
+- `accelerate_loop`: the usage guide's recipe, `Accelerator(gradient_accumulation_steps=K)`,
+  `with accelerator.accumulate(model):`, `accelerator.backward(loss)`, clipping under
+  `if accelerator.sync_gradients:` (the `clip_grad_norm_` docstring), step/schedule/zero_grad on
+  every batch (the prepared optimizer and scheduler skip them until the update is complete); it
+  logs the loss in scope when `sync_gradients` is True, as a loop that logs at the update does.
+- `accelerate_items_loop`: the usage guide's recipe for losses normalised by a count of items
+  ("Gradient accumulation on training samples of variable size"): the window of micro-batches is
+  read ahead, each summed loss is multiplied by K and divided by the number of items in the
+  whole window (`accelerator.backward` divides by K again), one step per window. On the auditor's
+  regression problem an item is one target value; on its token problem, one real (not padding) token.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import torch
+from accelerate import Accelerator
+
+from widgets.lessons.developer_4.frameworks import count_items, loader_of
+from widgets.core.config import check_float
+
+Loop = Callable[..., list]
+
+
+def _prepared(model, optimizer, batches, accumulation_steps: int, scheduler):
+    """An Accelerator for K, and the auditor's objects prepared by it over a data loader that
+    yields the same micro-batches again (one TensorDataset, batch_size = the micro-batch size)."""
+    accelerator = Accelerator(gradient_accumulation_steps=accumulation_steps, cpu=True)
+    objects = [model, optimizer, loader_of(batches)] + ([scheduler] if scheduler is not None else [])
+    prepared = accelerator.prepare(*objects)
+    return accelerator, *prepared[:3], (prepared[3] if scheduler is not None else None)
+
+
+def _checked_clip_norm(clip_norm: float | None) -> float | None:
+    return None if clip_norm is None else check_float("clip_norm", clip_norm, 0.0, 1e6)
+
+
+def accelerate_loop(clip_norm: float | None = None, clip_on_sync_only: bool = True) -> Loop:
+    """The documented `accelerator.accumulate(model)` recipe; `clip_norm` clips as documented, under
+    `if accelerator.sync_gradients:`; `clip_on_sync_only=False` drops that `if` (a common slip)."""
+    clip_norm = _checked_clip_norm(clip_norm)
+    if not isinstance(clip_on_sync_only, bool):
+        raise TypeError(f"clip_on_sync_only must be True or False, got {clip_on_sync_only!r}")
+
+    def accelerate_accumulate(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+        accelerator, model, optimizer, loader, scheduler = _prepared(
+            model, optimizer, batches, accumulation_steps, scheduler)
+        logged = []
+        try:
+            for x, y in loader:
+                with accelerator.accumulate(model):  # sets accelerator.sync_gradients: the one flag
+                    loss = loss_fn(model(x), y)
+                    accelerator.backward(loss)  # divides the loss by gradient_accumulation_steps
+                    if clip_norm is not None and (accelerator.sync_gradients or not clip_on_sync_only):
+                        accelerator.clip_grad_norm_(model.parameters(), clip_norm)
+                    optimizer.step()  # skipped by the prepared optimizer until sync_gradients
+                    if scheduler is not None:
+                        scheduler.step()
+                    optimizer.zero_grad()
+                    if accelerator.sync_gradients:
+                        logged.append(loss.item())
+        finally:
+            accelerator.free_memory()
+        return logged
+
+    return accelerate_accumulate
+
+
+def accelerate_items_loop(clip_norm: float | None = None) -> Loop:
+    """The documented recipe for item-normalised losses (num_items_in_batch), one step per window."""
+    clip_norm = _checked_clip_norm(clip_norm)
+
+    def accelerate_num_items(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+        K = accumulation_steps
+        accelerator, model, optimizer, loader, scheduler = _prepared(model, optimizer, batches, K, scheduler)
+        iterator, logged = iter(loader), []
+        remainder = len(loader) % K or K
+        total_updates = math.ceil(len(loader) / K)
+        try:
+            for update in range(total_updates):
+                window = [next(iterator) for _ in range(K if update < total_updates - 1 else remainder)]
+                # the recipe counts the items (tokens that are not padding) of the whole window first
+                num_items = accelerator.gather(torch.tensor(sum(count_items(y) for _, y in window))).sum().item()
+                summed_losses = 0.0
+                for x, y in window:
+                    summed = loss_fn(model(x), y) * count_items(y)  # the recipe wants a summed loss; ours is a mean
+                    summed_losses += summed.item()
+                    # x K because accelerator.backward divides by K again (x num_processes, 1 here, for DDP)
+                    accelerator.backward(summed * K * accelerator.num_processes / num_items)
+                if clip_norm is not None:
+                    accelerator.clip_grad_norm_(model.parameters(), clip_norm)
+                optimizer.step()
+                if scheduler is not None:
+                    scheduler.step()
+                optimizer.zero_grad()
+                logged.append(summed_losses / num_items)  # the window's mean loss per item
+        finally:
+            accelerator.free_memory()
+        return logged
+
+    return accelerate_num_items

@@ -1,0 +1,341 @@
+"""A small real problem trained with accumulation, B_simple read off every window, and the
+critical batch size measured the way McCandlish et al. (2018) measure it, over many seeds.
+
+- `train_with_noise_scale`: the ordinary accumulation loop; after each micro-step the new part of
+  the `.grad` pile, times K, is that micro-batch's mean gradient, so every update hands
+  `estimate_noise_scale` one window for free.
+- `steps_to_target`: one run of accumulated training until the full-data loss reaches a target
+  (many runs at once, the sweep over K and the learning-rate grid: `widgets.lessons.researcher_3.critical_race`);
+  `fit_tradeoff` fits (S/S_min - 1)(E/E_min - 1) = 1, i.e. S = S_min + E_min / B, and
+  B_crit = E_min / S_min.
+- `noise_scales_at`: B_simple and the Hessian-weighted B_noise, exactly, from every example's
+  gradient and the closed-form Hessian.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import torch
+
+from widgets.core.accumulation import flat_weights
+from widgets.core.budget import FLOAT32, check_memory, check_time
+from widgets.core.config import check_float, check_int
+from widgets.research.noise_scale import ExactNoise, estimate_noise_scale, exact_noise_scales, smoothed_b_simple
+
+INPUTS, CLASSES, HIDDEN = 8, 4, 32
+OPTIMIZERS = ("sgd", "adam")
+# High estimates for the budget checks: a micro-step of this MLP costs 0.3-1 ms on an idle CPU thread
+# and up to 3.5 ms on a busy shared one (measured), plus about 0.7 us per example forward and backward;
+# a race's full-data loss (no graph, all runs in one batched product) about 0.5 us per example and run.
+MICRO_STEP_S, EXAMPLE_S, RACE_LOSS_S = 2e-3, 2e-6, 1e-6
+# Bytes per example: the full-data loss (hidden, tanh, logits, log-softmax, float32) and one
+# micro-batch with its graph and gradients (index, inputs, activations and their gradients).
+LOSS_BYTES = (2 * HIDDEN + 2 * CLASSES) * FLOAT32
+GRAPH_BYTES = 8 + (INPUTS + 4 * HIDDEN + 4 * CLASSES) * FLOAT32
+
+
+def training_estimate(num_examples: int, micro_batch_size: int, accumulation_steps: int,
+                      num_updates: int) -> tuple[int, float]:
+    """(bytes, seconds), high estimates, of `num_updates` updates of K micro-batches of b on a
+    problem of n examples, the full-data loss taken before each update."""
+    n, b, k = num_examples, micro_batch_size, accumulation_steps
+    seconds = num_updates * (k * (MICRO_STEP_S + b * EXAMPLE_S) + n * EXAMPLE_S)
+    return n * LOSS_BYTES + b * GRAPH_BYTES, seconds
+
+
+def problem_size(problem: object) -> int:
+    """The examples of a Problem; a TypeError naming `problem` for anything else."""
+    if not isinstance(problem, Problem):
+        raise TypeError(f"problem must be a Problem (from make_problem), got {type(problem).__name__}")
+    return problem.x.shape[0]
+
+
+def _check_training(what: str, num_examples: int, micro_batch_size: int, accumulation_steps: int,
+                    num_updates: int) -> None:
+    memory, seconds = training_estimate(num_examples, micro_batch_size, accumulation_steps, num_updates)
+    check_memory(what, memory)
+    check_time(what, seconds)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A 4-class problem in 8 dimensions labelled by a random teacher network, 10 % labels flipped."""
+
+    x: torch.Tensor        # (n, 8) float32
+    y: torch.Tensor        # (n,) int64
+    seed: int
+
+
+def make_problem(num_examples: int = 4096, seed: int = 0) -> Problem:
+    """The classification problem of notebook researcher_3, fixed by `seed`."""
+    n = check_int("num_examples", num_examples, 16, 1_000_000)
+    seed = check_int("seed", seed, 0, 2**31 - 1)
+    # float32 x (n, 8), the teacher's two (n, 16) hiddens and (n, 4) scores; int64 labels, draws and result; the flips
+    check_memory(f"make_problem(num_examples={n})", n * ((INPUTS + 2 * 16 + CLASSES) * FLOAT32 + 3 * 8 + 1))
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, INPUTS, generator=g)
+    teacher = torch.randn(INPUTS, 16, generator=g), torch.randn(16, CLASSES, generator=g)
+    y = (torch.tanh(x @ teacher[0]) @ teacher[1]).argmax(1)
+    flip = torch.rand(n, generator=g) < 0.1  # label noise: the loss cannot reach zero
+    y = torch.where(flip, torch.randint(0, CLASSES, (n,), generator=g), y)
+    return Problem(x, y, seed)
+
+
+def make_classifier(seed: int = 0) -> torch.nn.Module:
+    """An MLP 8 -> 32 -> 4 (tanh) with weights fixed by `seed`."""
+    check_int("seed", seed, 0, 2**31 - 1)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return torch.nn.Sequential(torch.nn.Linear(INPUTS, HIDDEN), torch.nn.Tanh(), torch.nn.Linear(HIDDEN, CLASSES))
+
+
+def _loss(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.cross_entropy(model(x), y)  # a mean over the examples
+
+
+def check_optimizer(name: object) -> str:
+    """`name` if it is one of OPTIMIZERS; a ValueError naming `optimizer` and the choices otherwise."""
+    if name not in OPTIMIZERS:
+        raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {name!r}")
+    return name
+
+
+def _optimizer(name: str, params, lr: float) -> torch.optim.Optimizer:
+    check_optimizer(name)
+    return torch.optim.SGD(params, lr=lr) if name == "sgd" else torch.optim.Adam(params, lr=lr)
+
+
+@dataclass(frozen=True)
+class NoiseRecord:
+    """Per update: the full-data loss before it, the window's |G|^2, tr(Sigma) and B_simple, and
+    the EMA-smoothed B_simple (examples)."""
+
+    accumulation_steps: int
+    micro_batch_size: int
+    losses: list[float]
+    grad_sq: list[float]
+    trace_sigma: list[float]
+    per_window: list[float]
+    smoothed: list[float]
+
+
+def train_with_noise_scale(
+    problem: Problem, micro_batch_size: int = 8, accumulation_steps: int = 8, num_updates: int = 300,
+    learning_rate: float = 0.5, ema_decay: float = 0.95, seed: int = 0, progress: Callable | None = None,
+) -> NoiseRecord:
+    """SGD with accumulation on `problem`, reading B_simple from every accumulation window."""
+    if not isinstance(problem, Problem):
+        raise TypeError(f"problem must be a Problem (from make_problem), got {type(problem).__name__}")
+    b = check_int("micro_batch_size", micro_batch_size, 1, problem.x.shape[0])
+    k = check_int("accumulation_steps", accumulation_steps, 2, 1024)
+    n_updates = check_int("num_updates", num_updates, 1, 100_000)
+    lr = check_float("learning_rate", learning_rate, 0.0, 100.0)
+    _check_training(f"train_with_noise_scale(micro_batch_size={b}, accumulation_steps={k}, num_updates={n_updates}) "
+                    f"on {problem.x.shape[0]} examples", problem.x.shape[0], b, k, n_updates)
+    model = make_classifier(seed)
+    params = list(model.parameters())
+    opt = torch.optim.SGD(params, lr=lr)
+    g = torch.Generator().manual_seed(seed + 1)
+    losses, grad_sq, trace, per_window = [], [], [], []
+    for _ in (progress or (lambda r: r))(range(n_updates)):
+        with torch.no_grad():
+            losses.append(float(_loss(model, problem.x, problem.y)))
+        micro = torch.empty(k, sum(p.numel() for p in params))
+        pile = torch.zeros_like(micro[0])
+        for i in range(k):
+            idx = torch.randint(0, problem.x.shape[0], (b,), generator=g)  # i.i.d. draws, as the theory assumes
+            (_loss(model, problem.x[idx], problem.y[idx]) / k).backward()  # adds into .grad
+            now = torch.cat([p.grad.reshape(-1) for p in params])
+            micro[i] = (now - pile) * k   # this micro-batch's share of the pile, undivided: its mean gradient
+            pile = now
+        window = estimate_noise_scale(micro, b)
+        grad_sq.append(window.grad_sq)
+        trace.append(window.trace_sigma)
+        per_window.append(window.b_simple)
+        opt.step()
+        opt.zero_grad()
+    return NoiseRecord(k, b, losses, grad_sq, trace, per_window, smoothed_b_simple(grad_sq, trace, ema_decay))
+
+
+def _train_to_target(
+    problem: Problem, micro_batch_size: int, accumulation_steps: int, learning_rate: float, target_loss: float,
+    optimizer: str, max_updates: int, warmup_updates: int, seed: int,
+) -> tuple[int | None, torch.nn.Module]:
+    b = check_int("micro_batch_size", micro_batch_size, 1)
+    k = check_int("accumulation_steps", accumulation_steps, 1)
+    lr = check_float("learning_rate", learning_rate, 0.0, 1e3)
+    target = check_float("target_loss", target_loss, 0.0, math.inf)
+    warm = check_int("warmup_updates", warmup_updates, 0)
+    updates = check_int("max_updates", max_updates, 1)
+    _check_training(f"steps_to_target(micro_batch_size={b}, accumulation_steps={k}, max_updates={updates}) "
+                    f"on {problem_size(problem)} examples", problem_size(problem), b, k, updates)
+    model = make_classifier(seed)
+    opt = _optimizer(optimizer, model.parameters(), lr)
+    g = torch.Generator().manual_seed(seed + 1)
+    first = None
+    for update in range(updates):
+        with torch.no_grad():
+            loss = float(_loss(model, problem.x, problem.y))
+        if loss <= target:
+            return update, model
+        first = loss if first is None else first
+        if not math.isfinite(loss) or loss > 2 * first:  # diverging: it will not come back in time
+            return None, model
+        for group in opt.param_groups:  # linear warmup over the first `warm` updates (Goyal et al., 2017)
+            group["lr"] = lr * min(1.0, (update + 1) / (warm + 1))
+        for _ in range(k):
+            idx = torch.randint(0, problem.x.shape[0], (b,), generator=g)
+            (_loss(model, problem.x[idx], problem.y[idx]) / k).backward()
+        opt.step()
+        opt.zero_grad()
+    return None, model
+
+
+def steps_to_target(
+    problem: Problem, micro_batch_size: int, accumulation_steps: int, learning_rate: float, target_loss: float,
+    optimizer: str = "sgd", max_updates: int = 400, warmup_updates: int = 0, seed: int = 0,
+) -> int | None:
+    """Updates of accumulated training (K micro-batches of b) until the full-data loss is at or
+    below `target_loss`; None if it never gets there within `max_updates` (or diverges: the loss
+    not finite or above twice its start). `seed` fixes the initial weights and the batch order."""
+    return _train_to_target(problem, micro_batch_size, accumulation_steps, learning_rate, target_loss, optimizer,
+                            max_updates, warmup_updates, seed)[0]
+
+
+def model_at_target(problem: Problem, micro_batch_size: int, accumulation_steps: int, learning_rate: float,
+                    target_loss: float, seed: int = 0, max_updates: int = 400) -> torch.nn.Module:
+    """The SGD run of `steps_to_target`, returned at the update where it first reaches the target."""
+    steps, model = _train_to_target(problem, micro_batch_size, accumulation_steps, learning_rate, target_loss,
+                                    "sgd", max_updates, 0, seed)
+    if steps is None:
+        raise ValueError(f"learning_rate={learning_rate} with accumulation_steps={accumulation_steps} does not reach "
+                         f"target_loss={target_loss} within max_updates={max_updates}: choose a run that does")
+    return model
+
+
+@dataclass(frozen=True)
+class Tradeoff:
+    """The fitted S = S_min (1 + B_crit / B); E = B S = E_min (1 + B / B_crit); B_crit = E_min / S_min."""
+
+    s_min: float
+    e_min: float
+
+    @property
+    def b_crit(self) -> float:
+        return self.e_min / self.s_min
+
+    def steps(self, effective_batch: float) -> float:
+        return self.s_min + self.e_min / check_float("effective_batch", effective_batch, 0.0, math.inf)
+
+    def examples(self, effective_batch: float) -> float:
+        return effective_batch * self.steps(effective_batch)
+
+
+def fit_tradeoff(effective_batches: Sequence[float], steps: Sequence[float]) -> Tradeoff:
+    """Least-squares fit of S = S_min + E_min / B (linear in 1/B) to measured (B, S) pairs."""
+    if len(effective_batches) != len(steps) or len(steps) < 2:
+        raise ValueError(f"effective_batches and steps must be two lists of the same length >= 2, "
+                         f"got {len(effective_batches)} and {len(steps)}")
+    xs = torch.tensor([1 / check_float("effective_batches", B, 0.0, math.inf) for B in effective_batches],
+                      dtype=torch.float64)
+    ys = torch.tensor([check_float("steps", s, 0.0, math.inf) for s in steps], dtype=torch.float64)
+    design = torch.stack([torch.ones_like(xs), xs], 1)
+    s_min, e_min = torch.linalg.lstsq(design, ys.unsqueeze(1)).solution.squeeze(1).tolist()
+    if s_min <= 0 or e_min <= 0:
+        raise ValueError(f"the points do not follow S = S_min + E_min / B (fit gave S_min = {s_min:.3g}, "
+                         f"E_min = {e_min:.3g}); measure a wider range of effective batches")
+    return Tradeoff(s_min, e_min)
+
+
+def same_update_any_split(problem: Problem, effective_batch_size: int, micro_batch_sizes: Sequence[int],
+                          learning_rate: float = 0.5, num_updates: int = 5) -> dict[int, torch.Tensor]:
+    """Train num_updates SGD updates on the same K*b examples per update, split as b x K for each b
+    in `micro_batch_sizes`; returns b -> final flat weights (they agree to float32 rounding)."""
+    n = check_int("effective_batch_size", effective_batch_size, 1)
+    sizes = [check_int("micro_batch_sizes", b, 1, n) for b in micro_batch_sizes]
+    for b in sizes:
+        if n % b:
+            raise ValueError(f"micro_batch_sizes: {b} does not divide effective_batch_size = {n}")
+    updates = check_int("num_updates", num_updates, 1)
+    check_time(f"same_update_any_split(effective_batch_size={n}, micro_batch_sizes={sizes}, num_updates={updates})",
+               sum(training_estimate(0, b, n // b, updates)[1] for b in sizes))  # no full-data loss here
+    out = {}
+    for b in sizes:
+        k = n // b
+        model = make_classifier(0)
+        opt = torch.optim.SGD(model.parameters(), lr=learning_rate)
+        for u in range(updates):
+            batch = slice(u * n, (u + 1) * n)
+            x, y = problem.x[batch], problem.y[batch]
+            for i in range(k):
+                (_loss(model, x[i * b:(i + 1) * b], y[i * b:(i + 1) * b]) / k).backward()
+            opt.step()
+            opt.zero_grad()
+        out[b] = flat_weights(model)
+    return out
+
+
+def per_example_gradients(problem: Problem, model: torch.nn.Module) -> torch.Tensor:
+    """Every example's gradient of its own loss, (n, P) in float64, in `model.parameters()` order:
+    backpropagation through make_classifier's two layers written out (tests check it against autograd)."""
+    n = problem_size(problem)
+    if not isinstance(model, torch.nn.Sequential) or len(model) != 3:
+        raise TypeError(f"model must be an MLP from make_classifier, got {type(model).__name__}")
+    w1, c1, w2, c2 = (p.detach().double() for p in model.parameters())
+    x = problem.x.double()
+    check_memory(f"per_example_gradients on {n} examples", 8 * n * (2 * sum(p.numel() for p in model.parameters())
+                                                                  + 4 * HIDDEN))
+    h = torch.tanh(x @ w1.T + c1)                                                   # (n, 32)
+    d_logits = torch.softmax(h @ w2.T + c2, 1) - torch.nn.functional.one_hot(problem.y, CLASSES)  # (n, 4)
+    d_hidden = (d_logits @ w2) * (1 - h * h)                                        # (n, 32): through tanh
+    return torch.cat([torch.einsum("nh,ni->nhi", d_hidden, x).flatten(1), d_hidden,
+                      torch.einsum("nc,nh->nch", d_logits, h).flatten(1), d_logits], 1)
+
+
+def classifier_hessian(problem: Problem, model: torch.nn.Module) -> torch.Tensor:
+    """The Hessian of the mean cross-entropy over all of `problem` at `model`'s weights, (P, P) in
+    float64 and `model.parameters()` order, in closed form (tests check it against autograd):
+    the Gauss-Newton part J^T (diag(p) - p p^T) J plus the residual (p - onehot) times each logit's
+    own second derivative, which for z = W2 tanh(W1 x + c1) + c2 pairs W2 with layer one and layer
+    one with itself through tanh'' = -2 tanh tanh'."""
+    n = problem_size(problem)
+    if not isinstance(model, torch.nn.Sequential) or len(model) != 3:
+        raise TypeError(f"model must be an MLP from make_classifier, got {type(model).__name__}")
+    w1, c1, w2, c2 = (p.detach().double() for p in model.parameters())
+    hid, inp, out = HIDDEN, INPUTS, CLASSES
+    size = hid * (inp + 1) + out * (hid + 1)
+    # float64: the Jacobians (n, 4, P), a few (n, 32) and the (P, P) blocks
+    check_memory(f"classifier_hessian on {n} examples", 8 * (3 * n * out * size + 8 * n * hid + 4 * size * size))
+    x1 = torch.cat([problem.x.double(), torch.ones(n, 1, dtype=torch.float64)], 1)      # (n, 9): inputs and 1
+    h = torch.tanh(x1[:, :inp] @ w1.T + c1)
+    h1 = torch.cat([h, torch.ones(n, 1, dtype=torch.float64)], 1)                        # (n, 33): hidden and 1
+    prob = torch.softmax(h @ w2.T + c2, 1)
+    resid = prob - torch.nn.functional.one_hot(problem.y, out)                           # (n, 4)
+    dh, ddh = 1 - h * h, -2 * h * (1 - h * h)                                             # tanh', tanh''
+    # layout here: layer one as (unit j, input m or bias), layer two as (class k, unit j or bias)
+    j_one = torch.einsum("kj,nj,nm->nkjm", w2, dh, x1).reshape(n, out, -1)               # dz_k / d(W1, c1)
+    j_two = torch.einsum("kc,nj->nkcj", torch.eye(out, dtype=torch.float64), h1).reshape(n, out, -1)
+    jac = torch.cat([j_one, j_two], 2)                                                    # (n, 4, P)
+    a_jac = prob.unsqueeze(2) * jac - prob.unsqueeze(2) * (prob.unsqueeze(1) @ jac)       # (diag(p) - p p^T) J
+    hess = torch.einsum("nkp,nkq->pq", jac, a_jac) / n                                    # Gauss-Newton
+    one = hid * (inp + 1)
+    through = torch.einsum("nj,nm,nq->jmq", (resid @ w2) * ddh, x1, x1) / n              # layer one, same unit
+    hess[:one, :one] += torch.block_diag(*through)
+    cross = torch.einsum("nk,nj,nm->kjm", resid, dh, x1) / n                             # W2[k, j] with unit j
+    block = torch.zeros(out, hid + 1, hid, inp + 1, dtype=torch.float64)
+    block[:, torch.arange(hid), torch.arange(hid)] = cross
+    hess[one:, :one] += block.reshape(out * (hid + 1), one)
+    hess[:one, one:] += block.reshape(out * (hid + 1), one).T
+    # back to parameters() order: W1 (j, m), c1 (j), W2 (k, j), c2 (k)
+    idx_one = torch.arange(one).view(hid, inp + 1)
+    idx_two = one + torch.arange(out * (hid + 1)).view(out, hid + 1)
+    order = torch.cat([idx_one[:, :inp].flatten(), idx_one[:, inp], idx_two[:, :hid].flatten(), idx_two[:, hid]])
+    return hess[order][:, order]
+
+
+def noise_scales_at(problem: Problem, model: torch.nn.Module) -> ExactNoise:
+    """B_simple and B_noise of `problem` at `model`'s weights, exactly (float64): every example's
+    gradient and the full P x P Hessian of the mean loss, both in closed form."""
+    return exact_noise_scales(per_example_gradients(problem, model), classifier_hessian(problem, model))

@@ -1,0 +1,143 @@
+"""Token counts across ranks, on a real two-process gloo run: who divides by what.
+
+`run_across_ranks` spawns W workers (DDP over gloo on CPU, 127.0.0.1, a free port, a timeout, a
+watchdog that ends a worker whose parent died: the process handling of `widgets.research.ddp`).
+For each count imbalance, rank 0's sequences hold `TARGETS_PER_ROW` real targets each and the
+other ranks' sequences 1/imbalance of that. Each worker all-reduces its count, then runs one
+window under each loop of `LOOPS` (from `widgets.lessons.researcher_6.invariance`) and reports the gradient
+DDP left in `.grad`. The parent compares it with one process on the whole window.
+
+`_train` lives here, not in a notebook, because spawned processes import it by name (the workers are
+`widgets.research.ddp.run_workers`'s). The
+rendezvous store listens on 127.0.0.1 without authentication, as in `widgets.research.ddp`.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+
+from widgets.core.accumulation import flat_grad
+from widgets.core.config import check_float, check_int
+from widgets.core.threads import one_thread
+from widgets.research.ddp import check_gloo_run, run_workers, usable_port
+from widgets.lessons.researcher_6.invariance import (
+    VOCAB, all_reduce_count, compare, count_targets, make_window, one_process_gradient, per_rank_mean,
+    split_ranks, sum_then_scale,
+)
+from widgets.research.tokens import TinyCausalLM
+
+TARGETS_PER_ROW = 16  # rank 0's real targets per sequence; imbalance x leaves 16 / x on the others
+IMBALANCES = (1, 2, 4, 8, 16)
+LOOPS = {"per_rank_mean": per_rank_mean, "all_reduce_count": all_reduce_count, "sum_then_scale": sum_then_scale}
+
+
+@dataclass(frozen=True)
+class RanksConfig:
+    """W workers, K micro-batches of b sequences per rank, one window per imbalance."""
+
+    world_size: int = 2
+    accumulation_steps: int = 2
+    micro_batch_size: int = 2
+    imbalances: tuple[int, ...] = IMBALANCES
+    seed: int = 0
+
+    def __post_init__(self):
+        check_int("world_size", self.world_size, 1, 4)
+        check_int("accumulation_steps", self.accumulation_steps, 1, 8)
+        check_int("micro_batch_size", self.micro_batch_size, 1, 16)
+        check_int("seed", self.seed, 0, 2**31 - 1)
+        if not self.imbalances:
+            raise ValueError("imbalances must hold at least one count ratio")
+        for x in self.imbalances:
+            if isinstance(x, bool) or not isinstance(x, int) or x not in IMBALANCES:
+                raise ValueError(f"imbalances must each be one of {IMBALANCES} (rank 0's targets per row over the "
+                                 f"others': {TARGETS_PER_ROW} is divided by it), got {x!r}")
+
+    def seconds_estimate(self) -> float:
+        """High: starting the workers (15 s for two on a busy 2-core machine), then a window per imbalance and loop."""
+        return 10.0 + 4.0 * self.world_size + 0.05 * len(self.imbalances) * len(LOOPS) * self.accumulation_steps
+
+
+def imbalanced_window(config: RanksConfig, imbalance: int):
+    """The window of one imbalance: rank 0's rows have 16 targets each, every other rank's 16 / imbalance."""
+    rows = config.accumulation_steps * config.micro_batch_size  # per rank
+    lengths = [TARGETS_PER_ROW + 1] * rows + [TARGETS_PER_ROW // imbalance + 1] * rows * (config.world_size - 1)
+    return make_window(lengths, config.seed)  # +1: a row of n tokens has n - 1 targets
+
+
+def count_all_ranks(micro_batches) -> int:
+    """This rank's real targets, all-reduced over every rank: the same number on each, before the first backward."""
+    import torch.distributed as dist
+    count = torch.tensor(sum(count_targets(labels) for _, labels in micro_batches))
+    dist.all_reduce(count)  # a sum by default: one small all-reduce per update
+    return int(count)
+
+
+def _train(config: RanksConfig, rank: int) -> dict:
+    from torch.nn.parallel import DistributedDataParallel
+    model = DistributedDataParallel(TinyCausalLM(vocab_size=VOCAB, seed=config.seed))
+    out = {}
+    for x in config.imbalances:
+        micro_batches = split_ranks(imbalanced_window(config, x), config.world_size, config.accumulation_steps)[rank]
+        all_ranks_count = count_all_ranks(micro_batches)
+        for name, loop in LOOPS.items():
+            model.zero_grad(set_to_none=True)
+            loop(model, micro_batches, config.world_size, all_ranks_count)  # DDP averages .grad over the ranks
+            out[f"{x}:{name}"] = flat_grad(model.module).tolist()
+        out[f"{x}:counts"] = [all_ranks_count, sum(count_targets(labels) for _, labels in micro_batches)]
+    return out
+
+
+@dataclass(frozen=True)
+class RanksResult:
+    """Per imbalance: each loop's gradient on every rank, the counts, and the one-process truth."""
+
+    config: RanksConfig
+    port: int
+    grads: dict[str, list[list[float]]]  # "imbalance:loop" -> one flat gradient per rank
+    counts: dict[int, list[int]]  # imbalance -> real targets per rank
+    truth: dict[int, list[float]]  # imbalance -> one process's gradient on the whole window
+    seconds: float
+
+    def ranks_agree(self, imbalance: int, loop: str) -> bool:
+        """DDP leaves the same gradient on every rank (exactly: the all-reduce returns one sum to all)."""
+        first, *others = self.grads[f"{imbalance}:{loop}"]
+        return all(g == first for g in others)
+
+    def against_one_process(self, imbalance: int, loop: str) -> tuple[bool, float, float]:
+        """(allclose, ratio along the truth, relative error) of rank 0's gradient against one process."""
+        return compare(torch.tensor(self.grads[f"{imbalance}:{loop}"][0], dtype=torch.float64),
+                       torch.tensor(self.truth[imbalance], dtype=torch.float64))
+
+
+def token_weights(rank_counts: Sequence[int]) -> dict[str, list[float]]:
+    """The weight one real target of each rank gets in the final gradient: 1 / (W n_r) under per-rank
+    means averaged by DDP, 1 / N_total with the all-reduced count (both fixes)."""
+    counts = [check_int(f"rank_counts[{r}]", n, 1) for r, n in enumerate(rank_counts)]
+    if not counts:
+        raise ValueError("rank_counts must hold one count per rank")
+    W, total = len(counts), sum(counts)
+    return {"per_rank_mean": [1 / (W * n) for n in counts], "all_reduce_count": [1 / total] * W}
+
+
+def run_across_ranks(config: RanksConfig | None = None, timeout_s: float = 120.0, port: int | None = None,
+                     fail_on_rank: int | None = None) -> RanksResult:
+    """Spawn the workers, run every window, end every process; raise DDPError if anything fails."""
+    config = config if config is not None else RanksConfig()
+    if not isinstance(config, RanksConfig):
+        raise TypeError(f"config must be a RanksConfig, got {type(config).__name__}")
+    timeout_s = check_float("timeout_s", timeout_s, 0.0, 3600.0)
+    port = usable_port(port)
+    check_gloo_run(f"run_across_ranks on {config}", config.world_size, fail_on_rank, config.seconds_estimate())
+    start = time.perf_counter()
+    reports = run_workers(_train, config, config.world_size, port, timeout_s, fail_on_rank, "worker")
+    W = config.world_size
+    grads = {f"{x}:{name}": [reports[r][f"{x}:{name}"] for r in range(W)] for x in config.imbalances for name in LOOPS}
+    counts = {x: [reports[r][f"{x}:counts"][1] for r in range(W)] for x in config.imbalances}
+    model = TinyCausalLM(vocab_size=VOCAB, seed=config.seed)
+    with one_thread():  # a tiny model: one thread is faster
+        truth = {x: one_process_gradient(model, imbalanced_window(config, x)).tolist() for x in config.imbalances}
+    return RanksResult(config, port, grads, counts, truth, time.perf_counter() - start)

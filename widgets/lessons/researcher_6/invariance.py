@@ -1,0 +1,276 @@
+"""The invariance oracle: for fixed data, the final gradient must not change as (b, K, world size) vary.
+
+One window of padded sequences, Hugging Face style (`labels` = `input_ids` with padding set to
+IGNORE_INDEX, unshifted: the loss shifts them), is split over W ranks x K micro-batches x b
+sequences. Each rank runs one of the loops below on its K micro-batches, then the W ranks'
+gradients are averaged, as DDP's all-reduce does. The oracle asks every (W, K, b) of a grid for
+the gradient of one process on the whole window (plain `cross_entropy`, mean over the real
+targets). The loops are written out in full, one per way of dividing, so that each bug is a line a
+reader sees; `widgets.lessons.researcher_6.across_ranks` runs the same loops on real gloo workers.
+
+Every loop has the signature `loop(model, micro_batches, world_size, all_ranks_count) -> None`:
+it leaves this rank's gradient in `.grad`. `all_ranks_count` is the real targets of all ranks,
+what the count all-reduce returns (the simulator sums it; a gloo worker all-reduces it).
+Everything runs in float64, so that a failed allclose is the division and never rounding.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import torch
+
+from widgets.core.accumulation import flat_grad
+from widgets.core.budget import check_memory
+from widgets.core.config import check_int
+from widgets.core.threads import one_thread
+from widgets.core.shared import IGNORE_INDEX
+from widgets.research.tokens import TinyCausalLM
+
+VOCAB = 12
+RTOL, ATOL = 1e-7, 1e-10  # float64: a real division error is far above these, rounding far below
+
+
+@dataclass(frozen=True)
+class Window:
+    """One update's sequences: `input_ids` and `labels` (n, T) integers; padded labels are IGNORE_INDEX."""
+
+    input_ids: torch.Tensor
+    labels: torch.Tensor
+
+    @property
+    def num_sequences(self) -> int:
+        return self.input_ids.shape[0]
+
+
+def make_window(lengths: Sequence[int], seed: int = 0) -> Window:
+    """Random tokens, row i `lengths[i]` long (>= 2, so that it has a target), right-padded to the longest."""
+    if not lengths:
+        raise ValueError("lengths must hold at least one sequence length")
+    lengths = [check_int(f"lengths[{i}]", n, 2, 4096) for i, n in enumerate(lengths)]
+    check_int("seed", seed, 0, 2**31 - 1)
+    check_memory(f"make_window({len(lengths)} sequences)", 3 * len(lengths) * max(lengths) * 8)
+    g = torch.Generator().manual_seed(seed)
+    input_ids = torch.randint(VOCAB, (len(lengths), max(lengths)), generator=g)
+    labels = input_ids.clone()
+    for i, n in enumerate(lengths):
+        input_ids[i, n:] = 0  # the pad token: the model reads it, the loss never does
+        labels[i, n:] = IGNORE_INDEX
+    return Window(input_ids, labels)
+
+
+def random_window(num_sequences: int = 24, max_len: int = 16, seed: int = 0) -> Window:
+    """`num_sequences` rows of random lengths from 2 to `max_len`: unequal counts on every rank."""
+    check_int("num_sequences", num_sequences, 1, 4096)
+    check_int("max_len", max_len, 2, 4096)
+    g = torch.Generator().manual_seed(seed)
+    return make_window(torch.randint(2, max_len + 1, (num_sequences,), generator=g).tolist(), seed)
+
+
+def count_targets(labels: torch.Tensor) -> int:
+    """The real targets of a micro-batch: labels after the shift (position 0 is never a target)."""
+    return int((labels[:, 1:] != IGNORE_INDEX).sum())
+
+
+def count_every_label(labels: torch.Tensor) -> int:
+    """The over-count of transformers PR #46204: one item too many per row."""
+    return int((labels != IGNORE_INDEX).sum())  # BUG: position 0 too, which the shift never predicts
+
+
+def token_loss_sum(model: torch.nn.Module, input_ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """The summed cross-entropy of a micro-batch's real targets: logits at t predict the label at t + 1."""
+    logits = model(input_ids)[:, :-1]
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1),
+                                             ignore_index=IGNORE_INDEX, reduction="sum")
+
+
+# --- the loops: one rank's K micro-batches, each way of dividing written out in full ---------------
+
+def all_reduce_count(model, micro_batches, world_size, all_ranks_count) -> None:
+    """The fix: token sums divided by the all-ranks count, times W (DDP's mean over W ranks undoes it)."""
+    for input_ids, labels in micro_batches:
+        loss = token_loss_sum(model, input_ids, labels) * world_size / all_ranks_count  # every token: 1 / N_total
+        loss.backward()  # backward adds into .grad: this is the accumulation
+
+
+def sum_then_scale(model, micro_batches, world_size, all_ranks_count) -> None:
+    """The other fix: back-propagate plain sums, scale .grad by W / N_total once after the last backward."""
+    for input_ids, labels in micro_batches:
+        token_loss_sum(model, input_ids, labels).backward()  # no count needed yet
+    for p in model.parameters():
+        if p.grad is not None:
+            p.grad.mul_(world_size / all_ranks_count)  # the count is needed only here
+
+
+def per_rank_mean(model, micro_batches, world_size, all_ranks_count) -> None:
+    """BUG: each rank normalises by its own count; DDP's mean then weighs ranks, not tokens."""
+    rank_count = sum(count_targets(labels) for _, labels in micro_batches)  # this rank's targets only
+    for input_ids, labels in micro_batches:
+        loss = token_loss_sum(model, input_ids, labels) / rank_count  # BUG: 1 / (W n_r) per token after DDP
+        loss.backward()
+
+
+def window_and_k(model, micro_batches, world_size, all_ranks_count) -> None:
+    """BUG (transformers #35651, ms-swift #10117): the count covers the window already, then / K again."""
+    K = len(micro_batches)
+    for input_ids, labels in micro_batches:
+        loss = token_loss_sum(model, input_ids, labels) * world_size / all_ranks_count
+        loss = loss / K  # BUG: a second division, by a layer that thinks it owns it
+        loss.backward()
+
+
+def engine_backward(loss: torch.Tensor, accumulation_steps: int, scale_wrt_gas: bool = True) -> None:
+    """What DeepSpeed's `engine.backward(loss)` does: divide by the accumulation steps first
+    (`scale_wrt_gas=True`, its default), then back-propagate."""
+    (loss / accumulation_steps if scale_wrt_gas else loss).backward()
+
+
+def engine_and_manual(model, micro_batches, world_size, all_ranks_count) -> None:
+    """BUG (DeepSpeed #7439, transformers PR #35808): the loop divides by K, the engine divides again."""
+    K = len(micro_batches)
+    for input_ids, labels in micro_batches:
+        loss = token_loss_sum(model, input_ids, labels) / count_targets(labels) / K  # the loop's own / K
+        engine_backward(loss, K)  # BUG: scale_wrt_gas=True divides by K a second time
+
+
+def engine_without_gas_scaling(model, micro_batches, world_size, all_ranks_count) -> None:
+    """The fix of #7439: one layer divides: the all-ranks count in the loop, scale_wrt_gas=False in the engine."""
+    K = len(micro_batches)
+    for input_ids, labels in micro_batches:
+        loss = token_loss_sum(model, input_ids, labels) * world_size / all_ranks_count
+        engine_backward(loss, K, scale_wrt_gas=False)
+
+
+def ignores_count(model, micro_batches, world_size, all_ranks_count) -> None:
+    """BUG (transformers #37766): the trainer passes the count and skips its / K; the model's loss ignores it."""
+    for input_ids, labels in micro_batches:
+        loss = token_loss_sum(model, input_ids, labels) / count_targets(labels)  # BUG: its own micro-batch mean
+        loss.backward()  # and no / K: the trainer trusts the model to have used the count
+
+
+Loop = Callable[[torch.nn.Module, list, int, int], None]
+Count = Callable[[torch.Tensor], int]
+
+
+@dataclass(frozen=True)
+class DivisionBug:
+    """One bug, the loop and count that show it, the fix (loop and count), and the works that report it."""
+
+    name: str
+    what: str
+    loop: Loop
+    fix: Loop
+    cite: tuple[str, ...]
+    count: Count = count_targets
+    fix_count: Count = count_targets
+
+
+BUGS = (
+    DivisionBug("per_rank_mean", "each rank divides by its own count", per_rank_mean, all_reduce_count,
+                ("transformers_34242", "transformers_39392", "trl_3538", "torchtitan_2206")),
+    DivisionBug("window_and_k", "the window count, then / K again", window_and_k, all_reduce_count,
+                ("transformers_35651", "swift_10117")),
+    DivisionBug("engine_and_manual", "/ K in the loop and in the engine's backward", engine_and_manual,
+                engine_without_gas_scaling, ("deepspeed_7439", "transformers_35808")),
+    DivisionBug("ignores_count", "the model's loss ignores the count", ignores_count, all_reduce_count,
+                ("transformers_37766",)),
+    DivisionBug("every_label_counted", "the shifted-off label counted once per row", all_reduce_count,
+                all_reduce_count, ("transformers_46204",), count=count_every_label),
+)
+
+
+# --- the simulator and the oracle ---------------------------------------------------------------
+
+def split_ranks(window: Window, world_size: int, accumulation_steps: int) -> list[list[tuple[torch.Tensor, torch.Tensor]]]:
+    """Rank r's K micro-batches of b = n / (W K) sequences: rank r takes rows [r K b, (r + 1) K b)."""
+    n = window.num_sequences
+    W = check_int("world_size", world_size, 1, n)
+    K = check_int("accumulation_steps", accumulation_steps, 1, n)
+    if n % (W * K):
+        raise ValueError(f"world_size x accumulation_steps must divide the {n} sequences, got {W} x {K} = {W * K}")
+    b = n // (W * K)
+    rows = [slice((r * K + i) * b, (r * K + i + 1) * b) for r in range(W) for i in range(K)]
+    return [[(window.input_ids[s], window.labels[s]) for s in rows[r * K:(r + 1) * K]] for r in range(W)]
+
+
+def ddp_gradient(model: torch.nn.Module, window: Window, world_size: int, accumulation_steps: int, loop: Loop,
+                 count: Count = count_targets) -> torch.Tensor:
+    """The final gradient (P,) of W simulated ranks, each running `loop`, averaged as DDP averages them."""
+    ranks = split_ranks(window, world_size, accumulation_steps)
+    all_ranks_count = sum(count(labels) for rank in ranks for _, labels in rank)  # what the all-reduce returns
+    grads = []
+    for micro_batches in ranks:
+        model.zero_grad(set_to_none=True)
+        loop(model, micro_batches, world_size, all_ranks_count)
+        grads.append(flat_grad(model))
+    model.zero_grad(set_to_none=True)
+    return torch.stack(grads).mean(dim=0)  # DDP's all-reduce: the mean of the W ranks' gradients
+
+
+def one_process_gradient(model: torch.nn.Module, window: Window) -> torch.Tensor:
+    """The truth (P,): one process, the whole window, torch's cross_entropy mean over the shifted targets."""
+    model.zero_grad(set_to_none=True)
+    logits = model(window.input_ids)[:, :-1]
+    torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), window.labels[:, 1:].reshape(-1),
+                                      ignore_index=IGNORE_INDEX).backward()
+    grad = flat_grad(model)
+    model.zero_grad(set_to_none=True)
+    return grad
+
+
+def grid(num_sequences: int, sizes: Sequence[int] = (1, 2, 3, 4)) -> list[tuple[int, int, int]]:
+    """Every (W, K, b) with W and K in `sizes` and W K b = `num_sequences`."""
+    return [(w, k, num_sequences // (w * k)) for w in sizes for k in sizes if num_sequences % (w * k) == 0]
+
+
+@dataclass(frozen=True)
+class GridPoint:
+    """One (W, K, b) against the truth: allclose, the size along the truth, and the relative error."""
+
+    world_size: int
+    accumulation_steps: int
+    micro_batch_size: int
+    allclose: bool
+    ratio: float  # <g, truth> / <truth, truth>: 0.25 is a quarter-size update
+    rel_error: float  # |g - truth| / |truth|
+
+
+def compare(grad: torch.Tensor, truth: torch.Tensor) -> tuple[bool, float, float]:
+    """(allclose, ratio along the truth, relative error) of a gradient against the truth."""
+    ok = bool(torch.allclose(grad, truth, rtol=RTOL, atol=ATOL))
+    ratio = float(grad @ truth / (truth @ truth))
+    return ok, ratio, float((grad - truth).norm() / truth.norm())
+
+
+def invariance_oracle(loop: Loop, count: Count = count_targets, window: Window | None = None,
+                      model: torch.nn.Module | None = None, sizes: Sequence[int] = (1, 2, 3, 4)) -> list[GridPoint]:
+    """Run `loop` at every (W, K, b) of the grid on the same window; each point against one process."""
+    window = window if window is not None else random_window()
+    model = model if model is not None else TinyCausalLM(vocab_size=VOCAB)
+    if not isinstance(window, Window):
+        raise TypeError(f"window must be a Window (from make_window or random_window), got {type(window).__name__}")
+    for name, value in (("loop", loop), ("count", count)):
+        if not callable(value):
+            raise TypeError(f"{name} must be a function (see widgets.lessons.researcher_6.invariance), got {type(value).__name__}")
+    if not sizes:
+        raise ValueError("sizes must hold at least one world size / accumulation_steps value")
+    sizes = [check_int(f"sizes[{i}]", s, 1, window.num_sequences) for i, s in enumerate(sizes)]
+    points = []
+    with one_thread():  # a tiny model: a second thread only waits, and on a busy machine for seconds
+        truth = one_process_gradient(model, window)
+        for w, k, b in grid(window.num_sequences, sizes):
+            ok, ratio, err = compare(ddp_gradient(model, window, w, k, loop, count), truth)
+            points.append(GridPoint(w, k, b, ok, ratio, err))
+    return points
+
+
+def holds(points: Sequence[GridPoint]) -> bool:
+    """The oracle's verdict: every point of the grid allclose to one process."""
+    return all(p.allclose for p in points)
+
+
+def worst(points: Sequence[GridPoint]) -> GridPoint:
+    """The point farthest from the truth."""
+    return max(points, key=lambda p: (p.rel_error if math.isfinite(p.rel_error) else math.inf))
+

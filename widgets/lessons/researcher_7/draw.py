@@ -1,0 +1,71 @@
+"""Drawing for researcher notebook 7: a pipeline timeline (stages x time slots) and the FSDP bytes per rank."""
+from __future__ import annotations
+
+import matplotlib.axes
+
+from widgets.draw.frames import OKABE_ITO
+from widgets.lessons.researcher_7.pipeline import Timeline
+
+KIND_COLOUR = {"F": OKABE_ITO[0], "B": OKABE_ITO[1]}
+
+
+def _check_ax(ax: object) -> None:
+    if not isinstance(ax, matplotlib.axes.Axes):
+        raise TypeError(f"ax must be a matplotlib Axes, got {type(ax).__name__}")
+
+
+def draw_timeline(timeline: Timeline, ax, label_cells: bool = True) -> dict:
+    """One row per stage (stage 0 on top), one cell per slot: forwards blue, backwards orange,
+    the micro-batch's number in its cell; blank cells are the bubble. Returns the bars and labels."""
+    _check_ax(ax)
+    if not isinstance(timeline, Timeline):
+        raise TypeError(f"timeline must be a Timeline (from simulate), got {type(timeline).__name__}")
+    drawn = {"F": [], "B": [], "labels": []}
+    for kind in ("F", "B"):
+        ops = [op for op in timeline.ops if op.kind == kind]
+        drawn[kind] = ax.barh([op.stage for op in ops], [0.95] * len(ops), left=[op.start for op in ops],
+                              height=0.8, color=KIND_COLOUR[kind], label="forward" if kind == "F" else "backward")
+    if label_cells and timeline.makespan <= 80:
+        for op in timeline.ops:
+            drawn["labels"].append(ax.text(op.start + 0.47, op.stage, str(op.micro_batch), ha="center",
+                                           va="center", fontsize=7, color="white"))
+    ax.set_xlim(0, timeline.makespan)
+    ax.set_ylim(timeline.stages - 0.5, -1.4)  # room above stage 0 for the legend
+    ax.set_yticks(range(timeline.stages), [f"stage {s}" for s in range(timeline.stages)])
+    ax.set(xlabel="time slot (one forward or one backward)",
+           title=f"{timeline.schedule}: p = {timeline.stages}, m = {timeline.micro_batches}, "
+                 f"bubble {timeline.bubble_fraction:.3f}")
+    ax.legend(fontsize=8, loc="upper right", ncols=2)
+    return drawn
+
+
+def draw_in_flight(timelines: list[Timeline], ax) -> dict:
+    """Per stage, the most micro-batches whose activations it holds at once, one bar group per schedule."""
+    _check_ax(ax)
+    if not timelines or not all(isinstance(t, Timeline) for t in timelines):
+        raise TypeError("timelines must be a non-empty list of Timeline")
+    width = 0.8 / len(timelines)
+    drawn = {}
+    for k, t in enumerate(timelines):
+        drawn[t.schedule] = ax.bar([s + k * width for s in range(t.stages)], t.peak_in_flight(), width,
+                                   color=OKABE_ITO[2 + k], label=t.schedule)
+    ax.set_xticks([s + 0.4 - width / 2 for s in range(timelines[0].stages)],
+                  [f"stage {s}" for s in range(timelines[0].stages)])
+    ax.set(ylabel="micro-batches held at once", title="activation memory per stage")
+    ax.legend(fontsize=8)
+    return drawn
+
+
+def draw_held_bytes(held: dict[str, list[int]], full_bytes: int, ax, scale: float = 1e6, unit: str = "MB") -> dict:
+    """Bytes one rank holds after each micro-step, one line per mode, against the full gradient's bytes."""
+    _check_ax(ax)
+    drawn = {}
+    for k, (mode, values) in enumerate(held.items()):
+        drawn[mode], = ax.plot(range(len(values)), [v / scale for v in values], marker="os"[k % 2],
+                               color=OKABE_ITO[k], linewidth=2, label=mode)
+    drawn["full"] = ax.axhline(full_bytes / scale, color=OKABE_ITO[7], linestyle="--", linewidth=1,
+                               label="whole gradient")
+    ax.set(xlabel="micro_step", ylabel=f"held after the micro-step ({unit})", ylim=(0, full_bytes / scale * 1.2))
+    ax.set_xticks(range(max(len(v) for v in held.values())))
+    ax.legend(fontsize=8, loc="lower left")
+    return drawn

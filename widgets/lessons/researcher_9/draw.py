@@ -1,0 +1,63 @@
+"""Drawing for researcher notebook 9 (Adam when K changes): the trajectory gaps per rule, and K and
+the loss over the examples of K-schedule runs. Each function draws onto the `Axes` it is given
+and returns what it drew; no figure is made here."""
+from __future__ import annotations
+
+import matplotlib.axes
+
+from widgets.draw.frames import OKABE_ITO
+from widgets.lessons.researcher_9.k_schedule import KRun
+
+
+def _check_ax(ax: object) -> None:
+    if not isinstance(ax, matplotlib.axes.Axes):
+        raise TypeError(f"ax must be a matplotlib Axes, got {type(ax).__name__}")
+
+
+def draw_rule_gaps(gaps: dict[int, dict[str, list[float]]], ax) -> dict:
+    """Per k (groups) and rule (bars): the mean trajectory gap over seeds, each seed a dot.
+    `gaps`: k -> rule -> per-seed gaps. Returns rule -> its bar container."""
+    _check_ax(ax)
+    if not isinstance(gaps, dict) or not gaps:
+        raise ValueError("gaps must be a non-empty dict k -> {rule: per-seed gaps}")
+    rules = list(dict.fromkeys(rule for by_rule in gaps.values() for rule in by_rule))  # first-seen order
+    width = 0.8 / len(rules)
+    drawn = {}
+    for j, rule in enumerate(rules):
+        xs, heights = [], []
+        for i, by_rule in enumerate(gaps.values()):
+            if rule in by_rule:
+                seeds = list(by_rule[rule])
+                x = i + (j - (len(rules) - 1) / 2) * width
+                xs.append(x)
+                heights.append(sum(seeds) / len(seeds))
+                ax.scatter([x] * len(seeds), seeds, s=8, color="black", zorder=3)
+        drawn[rule] = ax.bar(xs, heights, width=width * 0.9, color=OKABE_ITO[j % len(OKABE_ITO)], label=rule)
+    ax.set_xticks(range(len(gaps)), [f"k = {k}" for k in gaps])
+    ax.set_yscale("log")
+    ax.set(ylabel="gap to the batch-b trajectory\n(over the distance still to go)",
+           title="batch k·b by accumulation vs batch b")
+    ax.legend(fontsize=8)
+    return drawn
+
+
+def draw_k_runs(runs: dict[str, KRun], ax_k, ax_loss, target: float | None = None) -> dict:
+    """Left: K over the examples used. Right: the excess loss over the examples (log scale), with
+    the target. `runs`: label -> KRun. Returns label -> (K line, loss line)."""
+    _check_ax(ax_k)
+    _check_ax(ax_loss)
+    drawn = {}
+    for i, (label, run) in enumerate(runs.items()):
+        if not isinstance(run, KRun):
+            raise TypeError(f"runs[{label!r}] must be a KRun, got {type(run).__name__}")
+        colour = OKABE_ITO[i % len(OKABE_ITO)]
+        k_line, = ax_k.step(run.examples, run.ks, where="post", color=colour, label=label)
+        loss_line, = ax_loss.plot(run.examples, run.losses, color=colour, label=label)
+        drawn[label] = (k_line, loss_line)
+    if target is not None:
+        ax_loss.axhline(target, color="grey", linestyle=":", linewidth=1)
+    ax_k.set(xlabel="examples", ylabel="K (micro-batches per update)", title="K")
+    ax_loss.set_yscale("log")
+    ax_loss.set(xlabel="examples", ylabel="excess loss |w − w*|²", title="loss")
+    ax_k.legend(fontsize=8)
+    return drawn

@@ -1,0 +1,148 @@
+"""K schedules: K warmed up from the noise scale measured during training, and the counting of
+updates that a learning-rate schedule needs when K changes mid-run.
+
+- `next_k`: the rule. After each update, K follows the smoothed B_simple (in micro-batches of b),
+  never falls, never passes k_max. B_simple comes from the accumulation window itself, through
+  researcher_3's public estimator `widgets.research.noise_scale.window_noise`.
+- `train_k_schedule`: Adam on one seed of the noisy regression (`widgets.lessons.researcher_9.adam_k`), one
+  `train_loop` call per update; a hook on the weight sees each micro-step's share of the pile (the
+  loop is watched, never patched). When K changes, Adam's hyperparameters follow the half-life
+  rule (`scale_adam(..., "half_life")`), which holds for any k.
+- `scheduler_positions`: where an LR schedule stands after each update under three countings; only
+  counting optimizer updates survives a change of K (cf. Lightning-AI/pytorch-lightning #21491).
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+
+import torch
+
+from widgets.core.config import check_float, check_int
+from widgets.core.loop import train_loop
+from widgets.lessons.researcher_9.adam_k import (
+    AdamHyper, Regression, SeedRows, scale_adam, seed_rows_items, seed_rows_mse, set_hyper,
+)
+from widgets.research.noise_scale import window_noise
+
+COUNTINGS = ("updates", "micro_steps", "micro_steps // K")
+
+
+def next_k(b_simple: float, micro_batch_size: int, k_now: int, k_max: int) -> int:
+    """K for the next update: the measured noise scale B_simple (examples) in micro-batches of b,
+    never below the K in use (a warm-up only grows) and never above k_max.
+
+    An effective batch near B_simple buys nearly all the progress per update that a larger one
+    would (McCandlish et al., 2018), at no waste of examples; B_simple grows as the loss falls.
+    """
+    if math.isnan(b_simple):
+        return k_now
+    wanted = min(k_max, b_simple / micro_batch_size)  # inf (noise swamps the signal) -> k_max
+    return max(k_now, math.floor(wanted))
+
+
+@dataclass(frozen=True)
+class KRun:
+    """One run: per update its K, the examples used so far, the excess loss |w - w*|^2 after it and
+    the smoothed B_simple (examples) that chose the next K. `reached`: the update that first met
+    the target (None if never)."""
+
+    ks: list[int]
+    examples: list[int]
+    losses: list[float]
+    b_simple: list[float]
+    reached: int | None
+
+    @property
+    def examples_to_target(self) -> int | None:
+        return None if self.reached is None else self.examples[self.reached]
+
+    @property
+    def updates_to_target(self) -> int | None:
+        return None if self.reached is None else self.reached + 1
+
+
+def train_k_schedule(problem: Regression, seed_index: int, base: AdamHyper, micro_batch_size: int, k_start: int,
+                     k_max: int, target: float, warm_up: bool = True, ema_decay: float = 0.9,
+                     settle: int = 10) -> KRun:
+    """Adam on row `seed_index` of `problem`, K micro-batches of b per update, from K = k_start
+    (`base` is tuned for it). With `warm_up`, K follows `next_k` of the EMA-smoothed B_simple;
+    without, K stays k_start. K first moves after `settle` updates: single windows of K = 2 give wild
+    estimates (|G|^2 at or below zero: B_simple infinite), and the EMA needs about 1 / (1 - ema_decay)
+    of them. Stops at the target excess loss or when the stream runs out."""
+    if not isinstance(problem, Regression):
+        raise TypeError(f"problem must be a Regression (from make_regression), got {type(problem).__name__}")
+    if not isinstance(base, AdamHyper):
+        raise TypeError(f"base must be an AdamHyper, got {type(base).__name__}")
+    s = check_int("seed_index", seed_index, 0, problem.seeds - 1)
+    b = check_int("micro_batch_size", micro_batch_size, 1, problem.x.shape[1])
+    k0 = check_int("k_start", k_start, 2, problem.x.shape[1] // b)  # the estimator needs K >= 2
+    k_max = check_int("k_max", k_max, k0, problem.x.shape[1] // b)
+    target = check_float("target", target, 0.0, math.inf)
+    decay = check_float("ema_decay", ema_decay, 0.0, 1.0, low_inclusive=True)
+    settle = check_int("settle", settle, 1)
+    if decay == 1.0:
+        raise ValueError("ema_decay must be a number in [0.0, 1.0), got 1.0")
+    x, y, w_star = problem.x[s:s + 1], problem.y[s:s + 1], problem.w_star[s:s + 1]
+    model = SeedRows(problem.w0[s:s + 1])
+    optimizer = torch.optim.Adam(model.parameters(), lr=base.lr, betas=(base.beta1, base.beta2), eps=base.eps)
+    shares: list[torch.Tensor] = []
+    model.weight.register_hook(lambda grad: shares.append(grad.detach().reshape(-1).clone()))  # one per micro-step
+    K, used, smooth_sq, smooth_trace = k0, 0, 0.0, 0.0
+    run = KRun([], [], [], [], None)
+    while used + K * b <= x.shape[1]:
+        window = [(x[:, i:i + b], y[:, i:i + b]) for i in range(used, used + K * b, b)]
+        shares.clear()
+        train_loop(model, optimizer, seed_rows_mse, window, K, items=seed_rows_items)
+        used += K * b
+        micro_grads = torch.stack(shares).double() * K  # each share is 1/K of its micro-batch's mean gradient
+        grad_sq, trace = window_noise(micro_grads.unsqueeze(0), b)  # researcher_3's window estimator
+        t = len(run.ks) + 1  # EMA of |G|^2 and tr(Sigma) separately, bias-corrected, then the ratio
+        smooth_sq = decay * smooth_sq + (1 - decay) * float(grad_sq[0])
+        smooth_trace = decay * smooth_trace + (1 - decay) * float(trace[0])
+        b_simple = smooth_trace / smooth_sq if smooth_sq > 0 else math.inf  # (bias corrections cancel)
+        run.ks.append(K)
+        run.examples.append(used)
+        run.losses.append(float((model.weight.detach() - w_star).pow(2).sum()))
+        run.b_simple.append(b_simple)
+        if run.losses[-1] <= target:
+            return KRun(run.ks, run.examples, run.losses, run.b_simple, t - 1)
+        if warm_up and t >= settle:
+            new_k = next_k(b_simple, b, K, k_max)
+            if new_k != K:
+                set_hyper(optimizer, scale_adam(base, new_k / k0, "half_life"))  # Adam follows the batch
+                K = new_k
+    return run
+
+
+def scheduler_positions(ks: list[int], counting: str) -> list[int]:
+    """The position an LR schedule has reached after each update, when update u accumulates ks[u]
+    micro-steps: 'updates' (stepped once per optimizer update: right), 'micro_steps' (stepped per
+    micro-batch) or 'micro_steps // K' (derived from the micro-steps with the K now in use)."""
+    if counting not in COUNTINGS:
+        raise ValueError(f"counting must be one of {COUNTINGS}, got {counting!r}")
+    if not ks or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in ks):
+        raise ValueError(f"ks must be a non-empty list of whole numbers >= 1, got {ks!r}")
+    positions, micro_steps = [], 0
+    for update, k in enumerate(ks, start=1):
+        micro_steps += k
+        positions.append({"updates": update, "micro_steps": micro_steps, "micro_steps // K": micro_steps // k}[counting])
+    return positions
+
+
+def scheduler_after_train_loop(ks: list[int], bug: bool = False) -> int:
+    """Run `train_loop` once per update with K = ks[u] on a tiny model and a real LambdaLR; return the
+    scheduler's count (`last_epoch`). The lab's loop steps it once per update, so the count is
+    len(ks) for any K schedule; with the loop's 'scheduler_every_micro_step' bug it is sum(ks)."""
+    scheduler_positions(ks, "updates")  # the same check of ks
+    model = torch.nn.Linear(1, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
+    data = [(torch.ones(1, 1), torch.zeros(1, 1))] * max(ks)
+    with warnings.catch_warnings():  # torch warns at the bug's first early scheduler step: the bug shown here
+        warnings.simplefilter("ignore", UserWarning)
+        for k in ks:
+            train_loop(model, optimizer, torch.nn.functional.mse_loss, data[:k], k, scheduler,
+                       bugs={"scheduler_every_micro_step"} if bug else frozenset())
+    return scheduler.last_epoch
