@@ -93,8 +93,10 @@ execute: install-test
 	$(BIN)/python instructor/make_plans.py
 
 # The plans and start-here's map quote the measured times: both are written again after a run.
+# readability.py reads the executed notebooks (prose, numbers, walls of output; nothing runs).
 benchmark: install-test
 	$(BIN)/python benchmarks/benchmark.py
+	$(BIN)/python benchmarks/readability.py
 	$(BIN)/python instructor/make_plans.py
 	$(BIN)/python benchmarks/execute_notebooks.py notebooks/00_start_here.ipynb
 
