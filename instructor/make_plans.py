@@ -164,13 +164,25 @@ def write_plans(entries_by_audience: dict, facts: dict) -> str:
     return "\n".join(lines)
 
 
-def answers(sets: list[str]) -> list[str]:
-    import widgets.exercises as ex
+def exercise_set_maker(name: str):
+    """The function that builds the exercise set `name`, from the lesson surface that offers it."""
+    import importlib
+    import pkgutil
 
+    import widgets.lessons
+
+    for lesson in pkgutil.iter_modules(widgets.lessons.__path__):
+        surface = importlib.import_module(f"widgets.lessons.{lesson.name}")
+        if name in surface.__all__:
+            return getattr(surface, name)
+    raise AttributeError(f"no lesson's surface offers {name!r}")
+
+
+def answers(sets: list[str]) -> list[str]:
     lines = []
     for name in sets:
         try:
-            exercise_set = getattr(ex, name)()
+            exercise_set = exercise_set_maker(name)()
         except Exception as error:  # a set still being written elsewhere: say so, do not stop the kit
             lines.append(f"- `{name}()`: could not be built here ({type(error).__name__}: {error})")
             continue

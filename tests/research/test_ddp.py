@@ -7,6 +7,7 @@ import time
 import psutil
 import pytest
 
+from tests.processes import still_running
 from widgets.core.budget import BudgetError
 from widgets.research.ddp import (
     DDPConfig, DDPError, communication_per_update, make_model, ring_allreduce_bytes, run_ddp, sampler_shards,
@@ -134,5 +135,5 @@ def test_workers_exit_within_3_s_when_the_kernel_is_killed(kernel_with_workers):
     assert all(w.is_running() for w in workers), "the run ended before the kernel was killed: make it longer"
     kernel.send_signal(signal.SIGKILL)
     kernel.wait()
-    _, alive = psutil.wait_procs(workers, timeout=3)
+    alive = still_running(workers, timeout_s=3)
     assert alive == [], f"{len(alive)} DDP worker(s) still running 3 s after their kernel died"

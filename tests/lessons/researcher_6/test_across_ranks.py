@@ -7,6 +7,7 @@ import time
 import psutil
 import pytest
 
+from tests.processes import still_running
 from widgets.core.budget import BudgetError
 from widgets.lessons.researcher_6.across_ranks import RanksConfig, imbalanced_window, run_across_ranks, token_weights
 from widgets.research.ddp import DDPError
@@ -128,5 +129,5 @@ def test_no_worker_is_left_when_the_kernel_is_interrupted_or_killed(sig, kernel_
     time.sleep(0.3)
     kernel.send_signal(sig)
     kernel.wait(timeout=30)
-    _, alive = psutil.wait_procs(workers, timeout=15)
+    alive = still_running(workers, timeout_s=15)
     assert alive == [], f"{len(alive)} worker(s) still running after their kernel got {sig.name}"

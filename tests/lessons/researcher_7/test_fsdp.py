@@ -9,6 +9,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.processes import still_running
 from widgets.core.budget import BudgetError
 from widgets.research.ddp import DDPError
 from widgets.lessons.researcher_7.fsdp import (
@@ -131,7 +132,7 @@ def test_workers_exit_within_3_s_when_the_kernel_is_killed(kernel_with_workers):
     assert all(w.is_running() for w in workers), "the run ended before the kernel was killed: make it longer"
     kernel.send_signal(signal.SIGKILL)
     kernel.wait()
-    _, alive = psutil.wait_procs(workers, timeout=3)
+    alive = still_running(workers, timeout_s=3)
     assert alive == [], f"{len(alive)} FSDP worker(s) still running 3 s after their kernel died"
 
 
