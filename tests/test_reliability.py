@@ -72,8 +72,8 @@ CASES: dict[str, list[Case]] = {
         Case("unmet_bug_needs not a collection", lambda: config.unmet_bug_needs(5), TypeError, "bugs"),
     ],
     "accumulation": [
-        Case("group_size K zero", lambda: accumulation.group_size(0, 0), ValueError, "accumulation_steps"),
-        Case("group_size past the run", lambda: accumulation.group_size(5, 2, 3), ValueError, "total_micro_steps"),
+        Case("window_size K zero", lambda: accumulation.window_size(0, 0), ValueError, "accumulation_steps"),
+        Case("window_size past the run", lambda: accumulation.window_size(5, 2, 3), ValueError, "total_micro_steps"),
         Case("plotted entry not a parameter", lambda: accumulation.flat_parameter_indices(
             accumulation.make_model(), [("9.weight", 0)]), ValueError, "entries"),
         Case("plotted element out of range", lambda: accumulation.flat_parameter_indices(

@@ -7,13 +7,14 @@ from widgets.core.accumulation import (
     big_batch_gradient,
     compare_gradients,
     flat_parameter_indices,
-    group_size,
     is_update_step,
     make_model,
     make_regression_data,
     micro_batch_weight,
     micro_batch_weights,
     split_into_micro_batches,
+    window_size,
+    windows,
 )
 from widgets.core.training import mse
 
@@ -61,7 +62,7 @@ def test_split_covers_every_example_once():
     [
         (1, None, [True] * 5),
         (2, None, [False, True, False, True, False]),
-        (2, 5, [False, True, False, True, True]),  # the uneven last group still gets its update
+        (2, 5, [False, True, False, True, True]),  # the uneven last window still gets its update
         (3, 5, [False, False, True, False, True]),
     ],
 )
@@ -71,15 +72,29 @@ def test_boundary_predicate(K, total, expected):
 
 @pytest.mark.parametrize("K, total", [(1, 5), (3, 7), (4, 8), (4, 14), (5, 3)])
 def test_group_size_counts_the_micro_batches_of_each_update(K, total):
-    """Group sizes read off the boundary predicate: the micro-steps between two updates."""
+    """Window sizes read off the boundary predicate: the micro-steps between two updates."""
     sizes, run = [], 0
     for i in range(total):
         run += 1
         if is_update_step(i, K, total):
             sizes += [run] * run
             run = 0
-    assert [group_size(i, K, total) for i in range(total)] == sizes
-    assert all(group_size(i, K) == K for i in range(total))  # without the run's length every group is full
+    assert [window_size(i, K, total) for i in range(total)] == sizes
+    assert all(window_size(i, K) == K for i in range(total))  # without the run's length every window is full
+
+
+@pytest.mark.parametrize("K, total", [(1, 5), (3, 7), (4, 8), (4, 14), (5, 3), (2, 0)])
+def test_windows_are_the_micro_steps_between_two_updates(K, total):
+    """Each window ends where is_update_step says an update ends, and its length is window_size."""
+    found = windows(total, K)
+    assert [m for window in found for m in window] == list(range(total))  # every micro-step once, in order
+    assert [window[-1] for window in found] == [m for m in range(total) if is_update_step(m, K, total)]
+    assert all(len(window) == window_size(m, K, total) for window in found for m in window)
+    assert all(len(window) == K for window in found[:-1])  # only the last may be short
+
+
+def test_windows_of_ten_micro_steps_at_k_four():
+    assert windows(10, 4) == [range(0, 4), range(4, 8), range(8, 10)]
 
 
 def test_flat_parameter_indices_follow_named_parameters_for_any_width():
@@ -108,8 +123,10 @@ def test_equal_micro_batches_are_weighted_one_over_k():
         (lambda: is_update_step(0, 0), "accumulation_steps"),
         (lambda: is_update_step(-1, 2), "micro_step"),
         (lambda: is_update_step(5, 2, 3), "total_micro_steps"),
-        (lambda: group_size(5, 2, 3), "total_micro_steps"),
-        (lambda: group_size(0, 1.5), "accumulation_steps"),
+        (lambda: window_size(5, 2, 3), "total_micro_steps"),
+        (lambda: window_size(0, 1.5), "accumulation_steps"),
+        (lambda: windows(-1, 2), "total_micro_steps"),
+        (lambda: windows(4, 0), "accumulation_steps"),
         (lambda: micro_batch_weight(5, 4), "micro_batch_examples"),
         (lambda: micro_batch_weight(1, 0), "update_examples"),
         (lambda: micro_batch_weights([]), "sizes"),

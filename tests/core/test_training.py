@@ -49,7 +49,7 @@ def test_record_counts_passes_steps_and_boundaries():
     config = AccumulationConfig(accumulation_steps=4, micro_batch_size=2, num_updates=3, tail_micro_batches=2)
     record = run_regimes(config)
     assert record.passes_per_update == {"accumulated": 4, "big_batch": 1, "small_batch": 1}
-    assert record.optimizer_steps == {r: 4 for r in REGIMES}  # 3 full groups + the tail
+    assert record.optimizer_steps == {r: 4 for r in REGIMES}  # 3 full windows + the tail
     assert record.update_flags == [False, False, False, True] * 3 + [False, True]
     assert all(len(record.eval_loss[r]) == 4 for r in REGIMES)
     assert record.matches_big_batch  # the tail is weighted by its real size, so it is exact too
@@ -169,7 +169,7 @@ def test_log_divided_loss_changes_only_the_log():
     assert record.eval_loss == clean.eval_loss
     assert record.true_train_loss == pytest.approx(clean.train_loss["accumulated"], rel=1e-6)  # float32 sum vs float64
     ratios = [t / logged for t, logged in zip(record.true_train_loss, record.train_loss["accumulated"])]
-    assert ratios == pytest.approx([4, 4, 4, 2])  # K for a full group; the tail's 2 micro-batches for the tail
+    assert ratios == pytest.approx([4, 4, 4, 2])  # K for a full window; the tail's 2 micro-batches for the tail
     assert clean.log_matches
 
 

@@ -7,12 +7,12 @@ def make_loop(scale="share", clip="after_rescale", zero_grad="after_step", log="
               backward="each", step="boundary", clip_norm=1.0):
     """The defaults are right; each other option is one correct variant or one classic mistake.
 
-    scale:     share (loss x n_i/n) | count (loss / micro-batches in the group) | K | none |
+    scale:     share (loss x n_i/n) | count (loss / micro-batches in the window) | K | none |
                boundary_share (loss x n_i, .grad / n at the update) | boundary_count (.grad / micro-batches)
     clip:      after_rescale | before_rescale | every_micro_step | None
-    zero_grad: after_step | group_start | every_micro_step | None
+    zero_grad: after_step | window_start | every_micro_step | None
     log:       share | plain (mean of micro-batch losses) | last | divided | None
-    backward:  each | group_sum (the group's losses added, one backward) | concat (one forward on the group)
+    backward:  each | window_sum (the window's losses added, one backward) | concat (one forward on the window)
     step:      boundary | every | no_tail
     """
     def my_loop(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
@@ -20,20 +20,20 @@ def make_loop(scale="share", clip="after_rescale", zero_grad="after_step", log="
         logged, pending, seen = [], [], []
         for i, (x, y) in enumerate(batches):
             start = i - i % K
-            group = batches[start:min(start + K, N)]
-            n_update, count = sum(len(t) for _, t in group), len(group)
-            if zero_grad == "group_start" and i == start or zero_grad == "every_micro_step":
+            window = batches[start:min(start + K, N)]
+            n_update, count = sum(len(t) for _, t in window), len(window)
+            if zero_grad == "window_start" and i == start or zero_grad == "every_micro_step":
                 optimizer.zero_grad(set_to_none=True)
             factor = {"share": len(y) / n_update, "count": 1 / count, "K": 1 / K, "none": 1.0,
                       "boundary_share": float(len(y)), "boundary_count": 1.0}[scale]
             if backward == "concat":
                 if i == start:
-                    xs, ys = torch.cat([a for a, _ in group]), torch.cat([b for _, b in group])
+                    xs, ys = torch.cat([a for a, _ in window]), torch.cat([b for _, b in window])
                     (loss_fn(model(xs), ys)).backward()
                 loss = loss_fn(model(x).detach(), y)
             else:
                 loss = loss_fn(model(x), y)
-                if backward == "group_sum":
+                if backward == "window_sum":
                     pending.append(loss * factor)
                     if i == start + count - 1:
                         sum(pending).backward()

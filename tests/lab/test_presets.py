@@ -137,7 +137,7 @@ def test_a_code_this_explorer_cannot_show_is_called_stale():
     ({"accumulation_steps": 17}, ValueError, "accumulation_steps must be a whole number from 1 to 16"),
     ({"learning_rate": 0}, ValueError, "learning_rate"),
     ({"max_grad_norm": 0.3}, ValueError, "max_grad_norm must be None or one of"),
-    ({"bugs": ("forget_final_step",)}, ValueError, "needs an uneven final group"),
+    ({"bugs": ("forget_final_step",)}, ValueError, "needs an uneven final window"),
     ({"bugs": ("no_such_bug",)}, ValueError, "unknown name"),
     ({"K": 4}, ValueError, "unknown explorer setting"),
     ({"optimizer": "adam"}, ValueError, "optimizer must be one of"),

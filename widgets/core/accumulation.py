@@ -78,29 +78,40 @@ def split_into_micro_batches(batch_size: int, micro_batch_size: int) -> list[sli
 def is_update_step(micro_step: int, accumulation_steps: int, total_micro_steps: int | None = None) -> bool:
     """Does this micro-step (counted from 0) end an update? Every K-th does, and so does the last one.
 
-    Passing `total_micro_steps` makes an uneven final group end with an update too, instead of
+    Passing `total_micro_steps` makes an uneven final window end with an update too, instead of
     leaving its gradients in `.grad`, never applied.
     """
     last = total_micro_steps is not None and micro_step == total_micro_steps - 1
     return (micro_step + 1) % accumulation_steps == 0 or last
 
 
+@checked(total_micro_steps=whole(0), accumulation_steps=whole(1))
+def windows(total_micro_steps: int, accumulation_steps: int) -> list[range]:
+    """The micro-steps (from 0) of each update window of a run: K each, the last one possibly short.
+
+    `windows(10, 4)` is [range(0, 4), range(4, 8), range(8, 10)]; a window's last micro-step is the
+    one `is_update_step(m, K, total)` answers yes to, and `len(window)` is its `window_size`.
+    """
+    K, n = accumulation_steps, total_micro_steps
+    return [range(start, min(start + K, n)) for start in range(0, n, K)]
+
+
 @checked(accumulation_steps=whole(1), micro_step=whole(0),
          total_micro_steps=whole(lambda a: a["micro_step"] + 1, optional=True))
-def group_size(micro_step: int, accumulation_steps: int, total_micro_steps: int | None = None) -> int:
+def window_size(micro_step: int, accumulation_steps: int, total_micro_steps: int | None = None) -> int:
     """How many micro-batches make the update this micro-step belongs to: K, or fewer for the
-    uneven final group of a run `total_micro_steps` long (None: every group is full)."""
-    group_start = micro_step - micro_step % accumulation_steps
+    uneven final window of a run `total_micro_steps` long (None: every window is full)."""
+    window_start = micro_step - micro_step % accumulation_steps
     if total_micro_steps is None:
         return accumulation_steps
-    return min(accumulation_steps, total_micro_steps - group_start)
+    return min(accumulation_steps, total_micro_steps - window_start)
 
 
 @checked(update_examples=whole(1), micro_batch_examples=whole(1, high=lambda a: a["update_examples"]))
 def micro_batch_weight(micro_batch_examples: int, update_examples: int) -> float:
     """The factor that scales one micro-batch's *mean* loss: its share n_k / n of the update.
 
-    With K equal micro-batches this is 1/K; for an uneven group it stays exact, where 1/K would
+    With K equal micro-batches this is 1/K; for an uneven window it stays exact, where 1/K would
     over- or under-weight the short micro-batch.
     """
     return micro_batch_examples / update_examples
@@ -197,7 +208,7 @@ def accumulated_gradient(
     """Accumulate the gradient of `x, y` micro-batch by micro-batch, keeping every state of the pile.
 
     Each micro-batch's mean loss is scaled by its share of the batch (see `micro_batch_weight`),
-    so the pile ends equal to `big_batch_gradient` up to float rounding, uneven last group included.
+    so the pile ends equal to `big_batch_gradient` up to float rounding, uneven last window included.
     `divide_loss=False` reproduces the classic bug: the pile ends (number of micro-batches)x too big.
     """
     slices = split_into_micro_batches(x.shape[0], micro_batch_size)

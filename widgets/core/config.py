@@ -20,8 +20,8 @@ BUGS: dict[str, str] = {
     # Divided by K twice. Dividing by K a loss that already sums over examples (reduction="sum")
     # is the same family, a wrong scale on every micro-batch; the auditor calls it loss_sum_reduction.
     "loss_divided_twice": "each micro-batch loss is divided by accumulation_steps twice",
-    "forget_final_step": "the uneven final group never gets its optimizer.step()",
-    "tail_divided_by_k": "the final group's losses are divided by K instead of by its own size",
+    "forget_final_step": "the uneven final window never gets its optimizer.step()",
+    "tail_divided_by_k": "the final window's losses are divided by K instead of by its own size",
     "log_divided_loss": "the logged train_loss is the divided loss (gradients are unaffected)",
     "clip_every_micro_step": "gradient clipping runs on the half-built pile after every micro-step",
     "scheduler_every_micro_step": "the learning-rate warmup is stepped every micro-step, not every update",
@@ -32,8 +32,8 @@ OPTIMIZER_NAMES: tuple[str, ...] = ("sgd", "adamw")
 
 # What a bug needs in the config before it can change anything, as a hint for the learner.
 BUG_NEEDS: dict[str, str] = {
-    "forget_final_step": "an uneven final group: set tail_micro_batches > 0 (which needs K >= 2)",
-    "tail_divided_by_k": "an uneven final group: set tail_micro_batches > 0 (which needs K >= 2)",
+    "forget_final_step": "an uneven final window: set tail_micro_batches > 0 (which needs K >= 2)",
+    "tail_divided_by_k": "an uneven final window: set tail_micro_batches > 0 (which needs K >= 2)",
     "clip_every_micro_step": "gradient clipping: set max_grad_norm",
     "scheduler_every_micro_step": "a warmup of at least 2 updates: set warmup_updates >= 2",
 }
@@ -167,8 +167,8 @@ def _unmet(bugs: frozenset[str], *, tail_micro_batches: int, max_grad_norm: floa
 class AccumulationConfig:
     """One accumulation experiment: K micro-batches of b examples make one update of K*b examples.
 
-    `tail_micro_batches` adds one last, shorter group of that many micro-batches (0 <= tail < K),
-    the uneven final group a real epoch often ends with. `max_grad_norm` clips the gradient once
+    `tail_micro_batches` adds one last, shorter window of that many micro-batches (0 <= tail < K),
+    the uneven final window a real epoch often ends with. `max_grad_norm` clips the gradient once
     per update (None: no clipping); `warmup_updates` ramps the learning rate linearly over that
     many updates (0: constant). Every regime gets both, per update, so they stay comparable.
     `optimizer` is one of `OPTIMIZER_NAMES` ("sgd" or "adamw"), the same for every regime.
@@ -226,7 +226,7 @@ class AccumulationConfig:
 
     @property
     def total_updates(self) -> int:
-        """Updates in the whole run: one per full group, plus one for a tail group."""
+        """Updates in the whole run: one per full window, plus one for a tail window."""
         return self.num_updates + (1 if self.tail_micro_batches else 0)
 
 

@@ -37,10 +37,10 @@ def bug_symptoms(record: RunRecord) -> list[str]:
     if "step_every_micro_step" in bugs:
         out.append(counted)
     if "forget_final_step" in bugs:
-        out.append(f"the final group of {tail} micro-batch(es) never got its step; {counted}")
+        out.append(f"the final window of {tail} micro-batch(es) never got its step; {counted}")
     if "tail_divided_by_k" in bugs and len(scales) == c.total_updates:
         share = f" = {tail}/{K}" if c.max_grad_norm is None else " (after clipping)"
-        out.append(f"the final group of {tail} micro-batch(es) applied {scales[-1]:.3g}{share} x its big-batch "
+        out.append(f"the final window of {tail} micro-batch(es) applied {scales[-1]:.3g}{share} x its big-batch "
                    "gradient, not 1")
     if "log_divided_loss" in bugs and record.true_train_loss:
         logged, true = record.train_loss["accumulated"][0], record.true_train_loss[0]

@@ -2,7 +2,7 @@
 
 - accumulated: K micro-batches of b examples, one optimizer step per K micro-steps;
 - big_batch:   the same K*b examples in one pass, one step (what accumulation imitates);
-- small_batch: only the first micro-batch of each group, one step each (no accumulation).
+- small_batch: only the first micro-batch of each window, one step each (no accumulation).
 
 Every regime is the lab's one loop, `widgets.core.loop.train_loop` (the big and small batch with
 K = 1); the accumulated one gets the config's bugs, so the explorer's checkbox for a bug runs the
@@ -30,6 +30,7 @@ from widgets.core.accumulation import (
     flat_weights,
     make_model,
     make_regression_data,
+    windows,
 )
 from widgets.core.config import AccumulationConfig, check_config, checked, real, whole
 from widgets.core.loop import train_loop
@@ -117,10 +118,12 @@ class _Watch:
     def __init__(self, model, optimizer, batches, accumulation_steps, x, y, max_norm, start_loss, references=None):
         self.model, self.optimizer, self.x, self.y, self.max_norm = model, optimizer, x, y, max_norm
         self.targets, self.K, self.references = [t for _, t in batches], accumulation_steps, references
-        total, K = len(batches), accumulation_steps
-        self.ends = {min(start + K, total) - 1 for start in range(0, total, K)}  # each update's last micro-step
-        window_items = [sum(len(t) for t in self.targets[s : s + K]) for s in range(0, total, K)]
-        self.weights = [len(t) / window_items[i // K] for i, t in enumerate(self.targets)]  # n_i / n
+        update_windows = windows(len(batches), accumulation_steps)
+        self.ends = {window[-1] for window in update_windows}  # each update's last micro-step
+        self.weights = []  # n_i / n: each micro-batch's share of its window's examples
+        for window in update_windows:
+            items = sum(len(self.targets[i]) for i in window)
+            self.weights += [len(self.targets[i]) / items for i in window]
         self.micro_step, self.backward_hooks, self.stopped = 0, 0, False
         self.params = list(model.parameters())
         self.steps, self.stepped_at, self.diverged_at, self.final_weights = 0, [], None, None

@@ -74,13 +74,13 @@ PRESETS: dict[str, Preset] = {
     "step-every-micro-step": Preset(
         {"bugs": ("step_every_micro_step",)}, "K small updates instead of one: not the big-batch run", False),
     "uneven-tail": Preset(
-        {"tail_micro_batches": 2}, "a last group of 2 micro-batches, weighted by its own size: still exact"),
+        {"tail_micro_batches": 2}, "a last window of 2 micro-batches, weighted by its own size: still exact"),
     "uneven-tail-forgotten": Preset(
         {"tail_micro_batches": 2, "bugs": ("forget_final_step",)},
-        "the last, shorter group never gets its optimizer step", False),
+        "the last, shorter window never gets its optimizer step", False),
     "tail-divided-by-k": Preset(
         {"tail_micro_batches": 2, "bugs": ("tail_divided_by_k",)},
-        "the last group of 2 is divided by K = 4: its update is half as big as it should be", False),
+        "the last window of 2 is divided by K = 4: its update is half as big as it should be", False),
     "clip-every-micro-step": Preset(
         {"max_grad_norm": 0.5, "bugs": ("clip_every_micro_step",)},
         "clipping the half-built pile after each micro-step: the sum of clipped parts is not the clipped sum", False),

@@ -25,8 +25,8 @@ def test_sum_reduction():
 @pytest.mark.parametrize("options", [
     {},  # each loss x n_i/n before backward, zero_grad after the step
     {"scale": "boundary_share"},  # loss x n_i, .grad / n at the update, then the clip
-    {"zero_grad": "group_start"},  # the pile cleared when a group starts instead of after the step
-    {"scale": "boundary_share", "zero_grad": "group_start"},
+    {"zero_grad": "window_start"},  # the pile cleared when a window starts instead of after the step
+    {"scale": "boundary_share", "zero_grad": "window_start"},
 ])
 def test_my_loop_accepts_every_correct_variant(options):
     feedback = GALLERY.my_loop.check(make_loop(**options))
@@ -40,11 +40,11 @@ def buffer_loop(model, optimizer, loss_fn, batches, accumulation_steps, schedule
     params = [p for p in model.parameters()]
     logged = []
     for start in range(0, len(batches), accumulation_steps):
-        group = batches[start:start + accumulation_steps]
-        n = sum(len(t) for _, t in group)
+        window = batches[start:start + accumulation_steps]
+        n = sum(len(t) for _, t in window)
         buffer = [torch.zeros_like(p) for p in params]
         total = 0.0
-        for x, y in group:
+        for x, y in window:
             loss = loss_fn(model(x), y)
             for b, g in zip(buffer, torch.autograd.grad(loss * (len(y) / n), params)):
                 b += g
@@ -60,20 +60,20 @@ def buffer_loop(model, optimizer, loss_fn, batches, accumulation_steps, schedule
     return logged
 
 def while_loop(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
-    """The stream read group by group with a while loop; the pile emptied with model.zero_grad()."""
+    """The stream read window by window with a while loop; the pile emptied with model.zero_grad()."""
     stream, logged, done = iter(batches), [], False
     while not done:
-        group = []
+        window = []
         for _ in range(accumulation_steps):
             try:
-                group.append(next(stream))
+                window.append(next(stream))
             except StopIteration:
                 done = True
                 break
-        if not group:
+        if not window:
             break
-        n, mean = sum(y.shape[0] for _, y in group), 0.0
-        for x, y in group:
+        n, mean = sum(y.shape[0] for _, y in window), 0.0
+        for x, y in window:
             loss = loss_fn(model(x), y)
             (loss * y.shape[0] / n).backward()
             mean += float(loss) * y.shape[0] / n
@@ -94,7 +94,7 @@ def test_my_loop_accepts_right_loops_written_in_unusual_ways(loop):
 
 @pytest.mark.parametrize("options, words", [
     ({"log": None}, ["returns nothing", "mean loss of each update"]),  # skipping the required log fails
-    ({"backward": "group_sum"}, []),
+    ({"backward": "window_sum"}, []),
     ({"scale": "K"}, []),
     ({"scale": "none"}, []),
     ({"scale": "none", "clip": None}, ["clip"]),
@@ -116,7 +116,7 @@ def test_my_loop_names_the_fault_of_each_wrong_loop(options, words):
 
 # Wrong loops the auditor tells apart only on a problem whose last micro-batch holds fewer examples
 # (dividing by the number of micro-batches, a plain mean in the log) or that sees one backward over a
-# concatenated group: the auditor's problem has that short micro-batch, and it names a window in one pass.
+# concatenated window: the auditor's problem has that short micro-batch, and it names a window in one pass.
 @pytest.mark.parametrize("options", [{"backward": "concat"}, {"scale": "count"}, {"scale": "boundary_count"},
                                      {"log": "plain"}])
 def test_my_loop_rejects_what_only_an_uneven_last_micro_batch_shows(options):

@@ -1,11 +1,11 @@
 """Accelerate's and Lightning's documented accumulation, run under the loop auditor.
 
 Each test states exactly what the auditor must find, so that a framework upgrade that changes how
-the uneven final group is weighted, when the optimizer or the scheduler steps, where clipping
+the uneven final window is weighted, when the optimizer or the scheduler steps, where clipping
 happens or what is logged fails here (then re-execute notebooks/developer_4_frameworks.ipynb).
 The expected update ratios are derived, not copied: an update of K equal micro-batches whose
 losses are divided by K comes out 1 x the reference; the last one, holding the short last
-micro-batch, does not (n/K only when the final group is one micro-batch).
+micro-batch, does not (n/K only when the final window is one micro-batch).
 """
 import inspect
 import json
@@ -21,7 +21,7 @@ from widgets.lessons.developer_4.lightning_adapter import lightning_loop
 
 DOCUMENTED = {"accelerate": accelerate_loop, "lightning": lightning_loop}
 EXACT = {"accelerate": accelerate_items_loop, "lightning": lambda **kw: lightning_loop(exact=True, **kw)}
-# (K, num_batches): the auditor's default 2K + K//2 leaves an uneven final group; 2K does not
+# (K, num_batches): the auditor's default 2K + K//2 leaves an uneven final window; 2K does not
 CASES = [(3, None), (3, 6), (4, None), (4, 8)]
 
 
@@ -46,7 +46,7 @@ def test_documented_recipe_divides_the_final_group_by_K_and_logs_the_last_micro_
     report = audit_training_loop(DOCUMENTED[framework](), K, num_batches=num_batches)
     N, tail = _shape(K, num_batches)
     _assert_clean(report, K, N)
-    # each micro-batch weighs 1/K: in the final group, short or holding the short last micro-batch, not n_i/n
+    # each micro-batch weighs 1/K: in the final window, short or holding the short last micro-batch, not n_i/n
     assert report.mistakes == {"log_last_micro_batch"} | ({"tail_divided_by_k"} if tail else
                                                           {"normalised_per_micro_batch"})
     full = N // K if tail else N // K - 1  # the updates of K micro-batches of b examples each
@@ -68,7 +68,7 @@ def test_the_exact_recipe_matches_the_reference(framework, K, num_batches):
 def test_scheduler_steps_once_per_update_and_clipping_once_per_update(framework):
     """With a warmup and clipping: one scheduler step per optimizer step, after it; the clipped
     gradient is the reference's at every full update. On this problem every pile exceeds clip_norm, so
-    clipping also rescales the under-weighted final group to full size, but not its direction (its
+    clipping also rescales the under-weighted final window to full size, but not its direction (its
     micro-batches of 5 and 2 examples weigh 1/4 each, not 5/7 and 2/7): the mistake stays named."""
     report = audit_training_loop(DOCUMENTED[framework](clip_norm=1.0), 4, with_scheduler=True, clip_norm=1.0)
     _assert_clean(report, 4, 10)

@@ -36,8 +36,8 @@ BUG_LABELS = {
     "step_every_micro_step": "optimizer step every micro-step",
     # the rest sit in the "more bugs" drawer, beside the settings they need
     "loss_divided_twice": "loss divided by K twice",
-    "forget_final_step": "no step for the final uneven group",
-    "tail_divided_by_k": "final group divided by K",
+    "forget_final_step": "no step for the final uneven window",
+    "tail_divided_by_k": "final window divided by K",
     "log_divided_loss": "log the divided loss",
     "clip_every_micro_step": "clip every micro-step",
     "scheduler_every_micro_step": "warmup stepped every micro-step",
@@ -106,7 +106,7 @@ class AccumulationExplorer(TrainsAhead, W.VBox):
         more = W.Accordion(
             [W.HBox([W.VBox([self.controls[n] for n in BUG_LABELS if n not in MAIN_BUGS]),
                      W.VBox([self.controls[n] for n in SETTINGS])])],
-            titles=("more bugs: the uneven final group, logging, clipping, the warmup",),
+            titles=("more bugs: the uneven final window, logging, clipping, the warmup",),
             selected_index=0 if config.bugs - set(MAIN_BUGS) else None,
         )
         self.share = W.Button(description="share these settings", tooltip="a short code for make_accumulation_explorer(state=...)")
@@ -179,7 +179,7 @@ class AccumulationExplorer(TrainsAhead, W.VBox):
             return
         with errors_shown_in(self.errors, "the explorer"):
             self._syncing = True
-            try:  # the tail is shorter than a full group; lowering max clamps the value
+            try:  # the tail is shorter than a full window; lowering max clamps the value
                 self.controls["tail_micro_batches"].max = max(0, self.controls["accumulation_steps"].value - 1)
             finally:
                 self._syncing = False

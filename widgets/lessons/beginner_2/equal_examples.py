@@ -30,7 +30,7 @@ class EqualExamples:
 def compare_at_equal_examples(config: AccumulationConfig) -> EqualExamples:
     """Train `config` without its bugs, and small batches over every micro-batch of the same draws.
 
-    The explorer's small-batch run sees only the first micro-batch of each group, 1/K of the
+    The explorer's small-batch run sees only the first micro-batch of each window, 1/K of the
     examples: fair at equal updates, unfair at equal examples. This is the comparison at equal
     examples (and so equal forward/backward passes). A warmup is counted in examples too (K x W steps).
     """

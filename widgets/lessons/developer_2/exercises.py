@@ -64,14 +64,14 @@ def _check_boundary(answer: object) -> Feedback:
     got = {case: bool(v) for case, v in got.items()}
     expected = {case: is_update_step(*case) for case in _BOUNDARY_GRID}
     if got != expected and all(got[c] == _no_tail(*c) for c in _BOUNDARY_GRID):
-        return incorrect("right for full groups, but when total_micro_steps does not divide by K the last "
+        return incorrect("right for full windows, but when total_micro_steps does not divide by K the last "
                          "micro-step (e.g. micro_step 9 of 10 with K = 4) never updates: the tail's gradient stays "
                          "in .grad, never applied. Also end an update when micro_step == total_micro_steps - 1.")
     if got != expected and all(got[c] == (_off_by_one(*c) or c[0] == c[2] - 1) for c in _BOUNDARY_GRID) or all(
         got[c] == _off_by_one(*c) for c in _BOUNDARY_GRID
     ):
         return incorrect("your updates come at micro_step 0, K, 2K, ...: after the first micro-batch of each "
-                         "group. micro_step counts from 0, so the K-th micro-batch is micro_step K - 1: "
+                         "window. micro_step counts from 0, so the K-th micro-batch is micro_step K - 1: "
                          "test (micro_step + 1) % accumulation_steps == 0.")
     wrong = [c for c in _BOUNDARY_GRID if got[c] != expected[c]]
     if not wrong:  # the grid is right: now cases no table holds
@@ -94,11 +94,11 @@ _TAIL_SIZES = (8, 8, 3)
 def _check_tail_weights(answer: object) -> Feedback:
     weights = as_numbers(answer, "weights")
     if len(weights) != len(_TAIL_SIZES):
-        return incorrect(f"give one weight per micro-batch of this group: {len(_TAIL_SIZES)} of them, got {len(weights)}")
+        return incorrect(f"give one weight per micro-batch of this window: {len(_TAIL_SIZES)} of them, got {len(weights)}")
     total = sum(_TAIL_SIZES)
     if all(close_to(w, n / total) for w, n in zip(weights, _TAIL_SIZES)):
-        return correct("each micro-batch counts by its share n_k / n of the group's 19 examples, so the pile is "
-                       "the gradient of the group's mean loss, as if its 19 examples were one batch.")
+        return correct("each micro-batch counts by its share n_k / n of the window's 19 examples, so the pile is "
+                       "the gradient of the window's mean loss, as if its 19 examples were one batch.")
     sum_w = sum(weights)
 
     def same(expected: list[float]) -> bool:
@@ -111,13 +111,13 @@ def _check_tail_weights(answer: object) -> Feedback:
         return incorrect("these sum to 1, but equal weights give the 3-example micro-batch as much say as each "
                          "8-example one: its examples count 8/3 times as much as the others. Weight by size.")
     if same([n / 32 for n in _TAIL_SIZES]):
-        return incorrect("you divided by 32, the examples of a full update, but this group holds only 19: "
+        return incorrect("you divided by 32, the examples of a full update, but this window holds only 19: "
                          f"your weights sum to {sum_w:.3g}, not 1.")
     if same([float(n) for n in _TAIL_SIZES]):
-        return incorrect("those are the micro-batch sizes themselves: divide each by the group's number of examples.")
+        return incorrect("those are the micro-batch sizes themselves: divide each by the window's number of examples.")
     if not close_to(sum_w, 1.0):
         return incorrect(f"your weights sum to {sum_w:.4g}; the weights of one update must sum to 1, so that the "
-                         "pile is a mean over the group's examples.")
+                         "pile is a mean over the window's examples.")
     return incorrect("your weights sum to 1 but are not proportional to the micro-batch sizes 8, 8 and 3.")
 
 
@@ -328,7 +328,7 @@ def loop_exercises() -> ExerciseSet:
             "check it with `ex.boundary.check(is_boundary)`.",
             _check_boundary,
             ["micro_step counts from 0: with K = 4 the updates come after micro-steps 3, 7, 11, ...",
-             "(micro_step + 1) % accumulation_steps == 0 handles full groups. What about the last micro-step "
+             "(micro_step + 1) % accumulation_steps == 0 handles full windows. What about the last micro-step "
              "when total_micro_steps does not divide by K?",
              "The last micro-step is number total_micro_steps - 1: it ends an update too, whatever K says."],
             is_boundary,
@@ -337,7 +337,7 @@ def loop_exercises() -> ExerciseSet:
         ),
         Exercise(
             "tail_weights", "Weight the tail",
-            "accumulation_steps K = 4, micro_batch_size b = 8, and the data runs out: the last group holds "
+            "accumulation_steps K = 4, micro_batch_size b = 8, and the data runs out: the last window holds "
             "micro-batches of 8, 8 and 3 examples. By what factor must each one's mean loss be multiplied so "
             "the pile equals the gradient of one batch of those 19 examples? "
             "`ex.tail_weights.check([w1, w2, w3])`.",
@@ -349,7 +349,7 @@ def loop_exercises() -> ExerciseSet:
             from widgets.core.accumulation import micro_batch_weights
             weights = micro_batch_weights([8, 8, 3])  # [8/19, 8/19, 3/19]
             """,
-            "Weight each micro-batch by its share of the group's examples.",
+            "Weight each micro-batch by its share of the window's examples.",
         ),
         Exercise(
             "update_loss", "Log the update's loss",

@@ -1,6 +1,6 @@
 """Accumulating over a stream whose length is unknown (an IterableDataset, a generator).
 
-`is_update_step(i, K, total)` needs the total to close the uneven last group; a stream has none.
+`is_update_step(i, K, total)` needs the total to close the uneven last window; a stream has none.
 Looking one item ahead is enough: `with_last_flag` yields each item with "is this the last one?".
 torch-free, standard library only.
 """

@@ -37,10 +37,10 @@ def _check_sum_reduction(answer: object) -> Feedback:
     }, f"with that factor the pile is {relative:.4g}x the big-batch gradient; it must be exactly 1x.")
 
 
-# The two audits a loop must pass, with the settings the prompt names: an uneven last group, clipping,
+# The two audits a loop must pass, with the settings the prompt names: an uneven last window, clipping,
 # and (in the second) a warmup scheduler. The auditor is the one judge: `audit_training_loop` with
 # these settings says the same as this check, sentence for sentence.
-# The second setting ends on a group of two micro-batches, one of them short: a loop that divides by
+# The second setting ends on a window of two micro-batches, one of them short: a loop that divides by
 # the number of micro-batches instead of weighting by n_i/n is caught there too.
 AUDITS = ({"accumulation_steps": 4, "clip_norm": 1.0},
           {"accumulation_steps": 3, "num_batches": 8, "with_scheduler": True, "clip_norm": 1.0})
@@ -73,17 +73,17 @@ def _check_my_loop(answer: object) -> Feedback:
         reports.append(report)
     runs = "; ".join(f"K = {r.accumulation_steps}, {r.num_batches} micro-batches of {r.micro_batch_size} examples"
                      for r in reports)
-    return correct(f"the auditor ran your loop twice ({runs}; the last group uneven, clipping at 1.0, and a warmup "
+    return correct(f"the auditor ran your loop twice ({runs}; the last window uneven, clipping at 1.0, and a warmup "
                    "scheduler in the second) and found it right in both: each update used the gradient of the mean "
                    "loss over its examples (micro-batch i weighted by its share n_i/n), clipped once; the scheduler "
                    "stepped once per update; and the log holds each update's mean loss.")
 
 
 def my_loop(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None) -> list[float]:
-    """Worked answer: accumulation with an uneven last group, clipping and a scheduler; returns the log."""
+    """Worked answer: accumulation with an uneven last window, clipping and a scheduler; returns the log."""
     logged, update_loss = [], 0.0
     for micro_step, (inputs, targets) in enumerate(batches):
-        if micro_step % accumulation_steps == 0:  # a group starts: count its examples (fewer in the last group)
+        if micro_step % accumulation_steps == 0:  # a window starts: count its examples (fewer in the last window)
             update_examples = sum(len(t) for _, t in batches[micro_step : micro_step + accumulation_steps])
         loss = loss_fn(model(inputs), targets)  # the mean over this micro-batch's examples
         share = len(targets) / update_examples  # n_i / n; micro-batches of equal size: 1 / (their number)
@@ -119,16 +119,16 @@ def gallery_exercises() -> ExerciseSet:
         Exercise(
             "my_loop", "Write your own loop",
             "Write `my_loop(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None)`: accumulate "
-            "over `accumulation_steps` micro-batches per update, the uneven last group included; clip the gradient norm "
+            "over `accumulation_steps` micro-batches per update, the uneven last window included; clip the gradient norm "
             "to 1.0 once per update; step the scheduler (when given) once per update; return the mean loss of each "
             "update over its examples. `ex.my_loop.check(my_loop)` runs the loop auditor on it twice, exactly "
             "`audit_training_loop(my_loop, 4, clip_norm=1.0)` and `audit_training_loop(my_loop, 3, num_batches=8, "
-            "with_scheduler=True, clip_norm=1.0)`, each with an uneven last group, and says what the auditor found.",
+            "with_scheduler=True, clip_norm=1.0)`, each with an uneven last window, and says what the auditor found.",
             _check_my_loop,
             ["Each update's gradient must be that of the mean loss over the update's examples; each micro-batch "
              "counts by its share n_i/n of them (with equal sizes, 1 / the number of micro-batches).",
-             "The last group may hold fewer micro-batches, and its last micro-batch fewer examples: count the examples "
-             "of the group when it starts, or scale .grad once at the update (before clipping).",
+             "The last window may hold fewer micro-batches, and its last micro-batch fewer examples: count the examples "
+             "of the window when it starts, or scale .grad once at the update (before clipping).",
              "clip_grad_norm_, step, scheduler.step and zero_grad all sit inside the one `if is_update_step(...)`, "
              "in that order; the log weights the undivided losses by the same shares."],
             my_loop,

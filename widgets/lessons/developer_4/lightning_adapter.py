@@ -13,7 +13,7 @@ no progress bar, no model summary. "What is logged" is what a logger would recei
 gets an in-memory logger (`_ListLogger`, it writes no file) and the loop returns its `train_loss`s.
 
 `exact=True` is the smallest change that makes every update the big-batch one, the uneven final
-group and item-count normalisation included (Lightning has no documented way; it divides every
+window and item-count normalisation included (Lightning has no documented way; it divides every
 loss by K): at the epoch's start the module counts the items of each window of K batches, and
 `training_step` returns its summed loss x K / the items of its window; it logs the window's mean.
 
@@ -41,6 +41,7 @@ from types import SimpleNamespace
 from typing import Callable
 
 from widgets.lessons.developer_4.frameworks import count_items, loader_of
+from widgets.core.accumulation import windows
 from widgets.core.config import check_float
 
 Loop = Callable[..., list]
@@ -90,7 +91,7 @@ def lightning_classes() -> SimpleNamespace:
         def on_train_epoch_start(self):
             if self.exact:  # read the epoch's batches ahead: the items of each window of K batches
                 K, sizes = self.trainer.accumulate_grad_batches, [count_items(y) for _, y in self.trainer.train_dataloader]
-                self._window_items = [sum(sizes[s : s + K]) for s in range(0, len(sizes), K)]
+                self._window_items = [sum(sizes[i] for i in window) for window in windows(len(sizes), K)]
 
         def training_step(self, batch, batch_idx):
             x, y = batch

@@ -66,7 +66,7 @@ NOTEBOOKS: tuple[NotebookEntry, ...] = (
     ),
     NotebookEntry(
         "notebooks/developer_2_training_loop.ipynb", "developer", "The training loop",
-        "the boundary `if`, the uneven last group, a stream without a length, logging, clipping, schedules, mixed precision, each measured",
+        "the boundary `if`, the uneven last window, a stream without a length, logging, clipping, schedules, mixed precision, each measured",
     ),
     NotebookEntry(
         "notebooks/developer_3_bug_gallery.ipynb", "developer", "The bug gallery",
@@ -74,7 +74,7 @@ NOTEBOOKS: tuple[NotebookEntry, ...] = (
     ),
     NotebookEntry(
         "notebooks/developer_4_frameworks.ipynb", "developer", "Your framework, audited",
-        "Accelerate's and Lightning's accumulation under the loop auditor: the final group, steps, clipping, logs",
+        "Accelerate's and Lightning's accumulation under the loop auditor: the final window, steps, clipping, logs",
     ),
     NotebookEntry(
         "notebooks/researcher_1_why_exact.ipynb", "researcher", "Why it is exact",
