@@ -22,6 +22,7 @@ COPIES = {  # what a copy looks like, in code tokens joined by one space
     "-100 compared (use real_tokens or IGNORE_INDEX)": re.compile(r"[!=]= - 100\b"),
     "ignore_index=-100 (use IGNORE_INDEX)": re.compile(r"\bignore_index = - 100\b"),
     "a slider range defined": re.compile(r"\b(K|B|LR)_RANGE (: [^=]*)?= \("),
+    "the clip options defined": re.compile(r"\bCLIP_OPTIONS (: [^=]*)?= \("),
 }
 _PROSE = {tokenize.STRING, tokenize.COMMENT, getattr(tokenize, "FSTRING_MIDDLE", tokenize.STRING)}
 
@@ -43,7 +44,8 @@ def copies_in(source: str) -> list[str]:
 
 def test_the_patterns_find_the_definitions_in_shared():
     found = copies_in(HOME.read_text())
-    assert [f.split(": ", 1)[1] for f in found] == ["IGNORE_INDEX defined"] + ["a slider range defined"] * 3, found
+    assert [f.split(": ", 1)[1] for f in found] == (["IGNORE_INDEX defined"] + ["a slider range defined"] * 3
+                                                         + ["the clip options defined"]), found
 
 
 def test_the_patterns_find_copies_and_leave_prose_alone():

@@ -27,8 +27,11 @@ BUGS: dict[str, str] = {
     "scheduler_every_micro_step": "the learning-rate warmup is stepped every micro-step, not every update",
 }
 
-# The optimizers a run can use (widgets.core.training builds them).
-OPTIMIZER_NAMES: tuple[str, ...] = ("sgd", "adamw")
+# The optimizers a run can use: its name in a config -> the torch.optim class it builds
+# (widgets.core.training.make_optimizer), which is also its label on the explorer. A share code
+# stores an optimizer by its index here: a new one is appended.
+OPTIMIZERS: dict[str, str] = {"sgd": "SGD", "adamw": "AdamW"}
+OPTIMIZER_NAMES: tuple[str, ...] = tuple(OPTIMIZERS)
 
 # What a bug needs in the config before it can change anything, as a hint for the learner.
 BUG_NEEDS: dict[str, str] = {
@@ -178,7 +181,7 @@ class AccumulationConfig:
     accumulation_steps: int = 4
     micro_batch_size: int = 8
     learning_rate: float = 0.1
-    num_updates: int = 12
+    num_updates: int = 8
     tail_micro_batches: int = 0
     num_examples: int = 1024
     seed: int = 0

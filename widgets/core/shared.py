@@ -7,10 +7,13 @@ from __future__ import annotations
 # The target PyTorch's cross_entropy leaves out (padding, prompt tokens): its `ignore_index` default.
 IGNORE_INDEX = -100
 
-# The explorer's slider ranges, which share codes and presets are checked against too.
+# The explorer's slider ranges and options, which share codes and presets are checked against too.
 K_RANGE = (1, 16)  # accumulation_steps
 B_RANGE = (1, 64)  # micro_batch_size
 LR_RANGE = (0.001, 10.0)  # learning_rate
+# The explorer's max_grad_norm choices (off, or one of these); the gradients there are about 0.1 to 2.
+# A share code stores a choice by its index: a new one is appended.
+CLIP_OPTIONS = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
 
 
 def real_tokens(targets) -> int:

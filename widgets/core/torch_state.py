@@ -12,11 +12,14 @@ from typing import Iterator
 
 import torch
 
+from widgets.core.threads import torch_threads
+
 
 @contextlib.contextmanager
 def known_torch_state(threads: int | None = 1) -> Iterator[None]:
     """Grad mode on, inference mode off, float32 and CPU defaults, deterministic and anomaly flags
-    off, and `threads` threads (None: leave the count); everything restored on exit, also on error."""
+    off, and `threads` threads (None: leave the count; `torch_threads` sets and restores it);
+    everything restored on exit, also on error."""
     saved = (
         torch.is_grad_enabled(),
         torch.get_default_dtype(),
@@ -25,9 +28,8 @@ def known_torch_state(threads: int | None = 1) -> Iterator[None]:
         torch.is_deterministic_algorithms_warn_only_enabled(),
         torch.is_anomaly_enabled(),
         torch.is_anomaly_check_nan_enabled(),
-        torch.get_num_threads(),
     )
-    grad, dtype, device, deterministic, warn_only, anomaly, check_nan, num_threads = saved
+    grad, dtype, device, deterministic, warn_only, anomaly, check_nan = saved
     try:
         torch.set_default_dtype(torch.float32)
         if device.type != "cpu":  # set only when needed: a default device is a mode on every call
@@ -36,9 +38,7 @@ def known_torch_state(threads: int | None = 1) -> Iterator[None]:
             torch.use_deterministic_algorithms(False)
         if anomaly:
             torch.autograd.set_detect_anomaly(False)
-        if threads is not None and threads != num_threads:  # a change rebuilds torch's thread pool: only when needed
-            torch.set_num_threads(threads)
-        with torch.inference_mode(False), torch.enable_grad():
+        with torch_threads(threads), torch.inference_mode(False), torch.enable_grad():
             yield
     finally:
         torch.set_grad_enabled(grad)
@@ -50,5 +50,3 @@ def known_torch_state(threads: int | None = 1) -> Iterator[None]:
             torch.use_deterministic_algorithms(deterministic, warn_only=warn_only)
         if (torch.is_anomaly_enabled(), torch.is_anomaly_check_nan_enabled()) != (anomaly, check_nan):
             torch.autograd.set_detect_anomaly(anomaly, check_nan=check_nan)
-        if torch.get_num_threads() != num_threads:
-            torch.set_num_threads(num_threads)

@@ -32,7 +32,7 @@ from widgets.core.accumulation import (
     make_regression_data,
     windows,
 )
-from widgets.core.config import AccumulationConfig, check_config, checked, real, whole
+from widgets.core.config import OPTIMIZERS, AccumulationConfig, check_config, checked, real, whole
 from widgets.core.loop import train_loop
 from widgets.core.torch_state import known_torch_state
 
@@ -222,13 +222,14 @@ class _Watch:
         )
 
 
-# The optimizers a config may name. AdamW with torch's defaults (betas 0.9/0.999, eps 1e-8,
-# weight_decay 0.01): it divides each step by the gradient's running size, so a constant factor on
-# every gradient nearly cancels; only eps still sees the scale (the decay is decoupled; an L2 term added to the gradient would not cancel).
-OPTIMIZERS: dict[str, Callable[..., torch.optim.Optimizer]] = {
-    "sgd": lambda params, lr: torch.optim.SGD(params, lr=lr),
-    "adamw": lambda params, lr: torch.optim.AdamW(params, lr=lr),
-}
+def make_optimizer(name: str, parameters, learning_rate: float) -> torch.optim.Optimizer:
+    """The optimizer a config names (`OPTIMIZERS`), with torch's defaults besides the rate.
+
+    AdamW's (betas 0.9/0.999, eps 1e-8, weight_decay 0.01) divide each step by the gradient's
+    running size, so a constant factor on every gradient nearly cancels; only eps still sees the
+    scale (the decay is decoupled; an L2 term added to the gradient would not cancel).
+    """
+    return getattr(torch.optim, OPTIMIZERS[name])(parameters, lr=learning_rate)
 
 
 def _train(config: AccumulationConfig, start_loss: float, batches: list, accumulation_steps: int,
@@ -237,7 +238,7 @@ def _train(config: AccumulationConfig, start_loss: float, batches: list, accumul
     """One regime: `train_loop` from the seeded weights (`start_loss` on all examples) with the config's
     optimizer, warmup and clip, watched from outside."""
     model = make_model(config.seed)
-    optimizer = OPTIMIZERS[config.optimizer](model.parameters(), config.learning_rate)
+    optimizer = make_optimizer(config.optimizer, model.parameters(), config.learning_rate)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, linear_warmup(config.warmup_updates))
     watch = _Watch(model, optimizer, batches, accumulation_steps, x, y, config.max_grad_norm, start_loss, references)
     with warnings.catch_warnings():  # scheduler_every_micro_step steps the warmup before the first

@@ -19,23 +19,21 @@ import zlib
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from widgets.core.config import BUGS, AccumulationConfig, check_float, check_int
-from widgets.core.shared import B_RANGE, K_RANGE, LR_RANGE  # the explorer's slider ranges, defined once
+from widgets.core.config import BUGS, OPTIMIZER_NAMES, AccumulationConfig, check_float, check_int
+from widgets.core.shared import B_RANGE, CLIP_OPTIONS, K_RANGE, LR_RANGE  # the explorer's ranges and options
 
 VERSION = "1"
 PREFIX = f"GA{VERSION}"
-# The explorer's other controls (widgets/lessons/beginner_2/controls.py; tests/lab/test_presets.py keeps them equal).
-CLIP_OPTIONS = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
-OPTIMIZERS = ("sgd", "adamw")  # index in the code: a new optimizer is appended (same version)
-BUG_ORDER = tuple(BUGS)  # bit i of the bug mask is BUG_ORDER[i]; a new bug is appended (same version)
-DEFAULTS: dict[str, object] = {  # make_accumulation_explorer's defaults
-    "accumulation_steps": 4, "micro_batch_size": 8, "learning_rate": 0.1, "bugs": (), "num_updates": 8,
-    "seed": 0, "tail_micro_batches": 0, "max_grad_norm": None, "warmup_updates": 0, "optimizer": "sgd",
-}
+# Bit i of the bug mask is BUG_ORDER[i], and an optimizer is its index in OPTIMIZER_NAMES, a clip
+# its index in CLIP_OPTIONS: a new one is appended to each (same version).
+BUG_ORDER = tuple(BUGS)
 WIDTHS = {  # bits per setting, in code order
     "accumulation_steps": 4, "micro_batch_size": 6, "learning_rate": 12, "bugs": len(BUG_ORDER),
     "num_updates": 10, "seed": 31, "tail_micro_batches": 4, "max_grad_norm": 3, "warmup_updates": 10, "optimizer": 2,
 }
+# make_accumulation_explorer's defaults: the config's own, the bugs as the tuple a code decodes to.
+# A code stores what differs from these, so changing one changes what every code means.
+DEFAULTS: dict[str, object] = {name: getattr(AccumulationConfig(), name) for name in WIDTHS} | {"bugs": ()}
 _ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"  # Crockford's base 32
 _READS_AS = {"O": "0", "I": "1", "L": "1"}
 
@@ -97,6 +95,16 @@ def check_state(kwargs: dict) -> dict:
     """`kwargs` for `make_accumulation_explorer`, checked and complete (defaults filled in).
 
     Raises ValueError (or TypeError) naming the setting and its allowed values."""
+    return _checked(kwargs)[0]
+
+
+def explorer_config(kwargs: dict) -> AccumulationConfig:
+    """The run the explorer's settings `kwargs` describe (defaults filled in), checked against the
+    explorer's ranges and options as `check_state` checks them."""
+    return _checked(kwargs)[1]
+
+
+def _checked(kwargs: dict) -> tuple[dict, AccumulationConfig]:
     if not isinstance(kwargs, dict):
         raise TypeError(f"the explorer's settings must be a dict of keyword arguments, got {type(kwargs).__name__}")
     unknown = sorted(set(kwargs) - set(DEFAULTS))
@@ -111,19 +119,17 @@ def check_state(kwargs: dict) -> dict:
     check_int("warmup_updates", state["warmup_updates"], 0, state["num_updates"])
     if state["max_grad_norm"] is not None and state["max_grad_norm"] not in CLIP_OPTIONS:
         raise ValueError(f"max_grad_norm must be None or one of {CLIP_OPTIONS}, got {state['max_grad_norm']!r}")
-    if state["optimizer"] not in OPTIMIZERS:
-        raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {state['optimizer']!r}")
+    if state["optimizer"] not in OPTIMIZER_NAMES:
+        raise ValueError(f"optimizer must be one of {OPTIMIZER_NAMES}, got {state['optimizer']!r}")
     bugs = (state["bugs"],) if isinstance(state["bugs"], str) else state["bugs"]
-    # the optimizer is passed only when it is not the default SGD, as configs before it read the same
-    optimizer = {} if state["optimizer"] == "sgd" else {"optimizer": state["optimizer"]}
     config = AccumulationConfig(  # checks the bug names, the tail (< K) and each bug's needs
         accumulation_steps=state["accumulation_steps"], micro_batch_size=state["micro_batch_size"],
         learning_rate=state["learning_rate"], num_updates=state["num_updates"], seed=state["seed"], bugs=bugs,
         tail_micro_batches=state["tail_micro_batches"], max_grad_norm=state["max_grad_norm"],
-        warmup_updates=state["warmup_updates"], **optimizer,
+        warmup_updates=state["warmup_updates"], optimizer=state["optimizer"],
     )
     state["bugs"] = tuple(sorted(config.bugs, key=BUG_ORDER.index))
-    return state
+    return state, config
 
 
 def preset(name: str) -> dict:
@@ -163,7 +169,7 @@ def _to_int(name: str, value: object) -> int:
     if name == "max_grad_norm":
         return 0 if value is None else CLIP_OPTIONS.index(value) + 1
     if name == "optimizer":
-        return OPTIMIZERS.index(value)
+        return OPTIMIZER_NAMES.index(value)
     return int(value)
 
 
@@ -181,9 +187,10 @@ def _from_int(name: str, number: int) -> object:
             raise StateCodeError(f"the code's max_grad_norm choice {number} is not one of {CLIP_OPTIONS}")
         return None if number == 0 else CLIP_OPTIONS[number - 1]
     if name == "optimizer":
-        if number >= len(OPTIMIZERS):
-            raise StateCodeError(f"the code's optimizer {number} is not one of {OPTIMIZERS}: a newer code? ask for a new one")
-        return OPTIMIZERS[number]
+        if number >= len(OPTIMIZER_NAMES):
+            raise StateCodeError(f"the code's optimizer {number} is not one of {OPTIMIZER_NAMES}: a newer code? "
+                                 "ask for a new one")
+        return OPTIMIZER_NAMES[number]
     return number
 
 

@@ -10,7 +10,7 @@ redraws. Leaks: re-running the cell that built an explorer closes the one it bui
 """
 from __future__ import annotations
 
-import html
+import math
 import sys
 import weakref
 from collections import OrderedDict
@@ -20,10 +20,11 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from widgets.core.accumulation import GRAD_ATOL, GRAD_RTOL
-from widgets.core.shared import B_RANGE, K_RANGE, LR_RANGE  # the slider ranges, shared with share codes
-from widgets.core.config import OPTIMIZER_NAMES, AccumulationConfig, check_float, check_int, config_without_waiting_bugs
+from widgets.core.shared import B_RANGE, CLIP_OPTIONS, K_RANGE, LR_RANGE  # the slider ranges, shared with share codes
+from widgets.core.config import OPTIMIZERS, AccumulationConfig, config_without_waiting_bugs
 from widgets.lab import presets
-from widgets.draw.frames import OKABE_ITO, FastCanvas, errors_shown_in, with_static_fallback
+from widgets.controls.readout import verdict_list_html
+from widgets.draw.frames import FastCanvas, errors_shown_in, with_static_fallback
 from widgets.draw.training_plots import draw_gradient_pile, draw_loss_curves, update_gradient_pile, update_loss_curves
 from widgets.core.symptoms import bug_symptoms
 from widgets.core.torch_state import known_torch_state
@@ -42,9 +43,7 @@ BUG_LABELS = {
     "clip_every_micro_step": "clip every micro-step",
     "scheduler_every_micro_step": "warmup stepped every micro-step",
 }
-OPTIMIZER_LABELS = {"sgd": "SGD", "adamw": "AdamW"}
 MAIN_BUGS = ("loss_not_divided", "zero_grad_every_micro_step", "step_every_micro_step")
-CLIP_OPTIONS = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0)  # max_grad_norm choices; the gradients here are ~0.1-2
 SETTINGS = ("tail_micro_batches", "max_grad_norm", "warmup_updates")  # what some of those bugs need
 _SETTINGS_KEPT = 64  # combinations of control values checked, with their config (a revisit checks nothing)
 _LIVE: dict[str, weakref.ref] = {}  # the cell that built an explorer -> that explorer (see `_running_cell`)
@@ -68,12 +67,13 @@ class AccumulationExplorer(TrainsAhead, W.VBox):
                 description="micro_batch_size b", **_slider_options(),
             ),
             "learning_rate": W.FloatLogSlider(
-                value=config.learning_rate, base=10, min=-3, max=1, step=0.1, readout_format=".3g",
+                value=config.learning_rate, base=10, min=math.log10(LR_RANGE[0]), max=math.log10(LR_RANGE[1]),
+                step=0.1, readout_format=".3g",
                 description="learning_rate", **_slider_options(),
             ),
         }
         self.controls["optimizer"] = W.Dropdown(
-            options=[(OPTIMIZER_LABELS[name], name) for name in OPTIMIZER_NAMES], value=config.optimizer,
+            options=[(label, name) for name, label in OPTIMIZERS.items()], value=config.optimizer,
             description="optimizer", style={"description_width": "170px"}, layout=W.Layout(width="300px"),
         )
         for name, label in BUG_LABELS.items():
@@ -251,7 +251,7 @@ def _readout_lines(record: RunRecord, notes: list[str] | tuple[str, ...]) -> lis
     K, b = c.accumulation_steps, c.micro_batch_size
     lines = [f"effective_batch_size = K x b = {K} x {b} = {c.effective_batch_size}", _gradient_line(record)]
     if c.optimizer != "sgd":
-        lines.append(f"optimizer: {OPTIMIZER_LABELS[c.optimizer]}: each step divides by the gradient's running size, "
+        lines.append(f"optimizer: {OPTIMIZERS[c.optimizer]}: each step divides by the gradient's running size, "
                      "so a constant factor on every gradient nearly cancels")
     if c.warmup_updates or not record.learning_rates_match:
         lines.append(_learning_rate_line(record))
@@ -302,35 +302,29 @@ def readout_text(record: RunRecord, notes: list[str] | tuple[str, ...] = ()) -> 
     return "; ".join(readout_lines(record, notes))
 
 
-_VERDICT_COLOURS = {": True": OKABE_ITO[2], ": False": OKABE_ITO[5]}
 _VERDICTS = ("gradients allclose", "learning rates match")
 
 
 def readout_html(record: RunRecord, notes: list[str] | tuple[str, ...] = ()) -> str:
     """The readout as HTML for the `HTML` widget; each verdict is coloured and also spelled out."""
-    items = []
-    for line in readout_lines(record, notes):
-        text = html.escape(line)
-        for verdict in _VERDICTS:
-            for value, mark in ((": True", " ✓"), (": False", " ✗")):
-                said = verdict + value
-                text = text.replace(said, f"<b style='color:{_VERDICT_COLOURS[value]}'>{said}{mark}</b>")
-        items.append(f"<li>{text}</li>")
-    return "<ul style='margin:0'>" + "".join(items) + "</ul>"
+    return verdict_list_html(readout_lines(record, notes), _VERDICTS)
+
+
+_DEFAULT = AccumulationConfig()  # the explorer starts from the config's defaults (as do share codes)
 
 
 def make_accumulation_explorer(
-    accumulation_steps: int = 4,
-    micro_batch_size: int = 8,
-    learning_rate: float = 0.1,
+    accumulation_steps: int = _DEFAULT.accumulation_steps,
+    micro_batch_size: int = _DEFAULT.micro_batch_size,
+    learning_rate: float = _DEFAULT.learning_rate,
     bugs: tuple[str, ...] | frozenset[str] = (),
-    num_updates: int = 8,
-    seed: int = 0,
+    num_updates: int = _DEFAULT.num_updates,
+    seed: int = _DEFAULT.seed,
     *,
-    tail_micro_batches: int = 0,
-    max_grad_norm: float | None = None,
-    warmup_updates: int = 0,
-    optimizer: str = "sgd",
+    tail_micro_batches: int = _DEFAULT.tail_micro_batches,
+    max_grad_norm: float | None = _DEFAULT.max_grad_norm,
+    warmup_updates: int = _DEFAULT.warmup_updates,
+    optimizer: str = _DEFAULT.optimizer,
     preset: str | None = None,
     state: str | None = None,
 ) -> AccumulationExplorer:
@@ -346,19 +340,11 @@ def make_accumulation_explorer(
             raise ValueError("pass preset or state, not both")
         settings = presets.preset(preset) if preset is not None else presets.decode_state(state)
         return make_accumulation_explorer(**settings)
-    check_int("accumulation_steps", accumulation_steps, *K_RANGE)
-    check_int("micro_batch_size", micro_batch_size, *B_RANGE)
-    check_float("learning_rate", learning_rate, *LR_RANGE, low_inclusive=True)
-    check_int("num_updates", num_updates, 1, 1000)
-    check_int("warmup_updates", warmup_updates, 0, num_updates)
-    if max_grad_norm is not None and max_grad_norm not in CLIP_OPTIONS:
-        raise ValueError(f"max_grad_norm must be None or one of {CLIP_OPTIONS}, got {max_grad_norm!r}")
-    config = AccumulationConfig(
-        accumulation_steps=accumulation_steps, micro_batch_size=micro_batch_size,
-        learning_rate=learning_rate, bugs=bugs,  # the config checks and normalises the bug names
-        num_updates=num_updates, seed=seed, tail_micro_batches=tail_micro_batches,
+    config = presets.explorer_config(dict(  # the explorer's ranges and options, checked as share codes are
+        accumulation_steps=accumulation_steps, micro_batch_size=micro_batch_size, learning_rate=learning_rate,
+        bugs=bugs, num_updates=num_updates, seed=seed, tail_micro_batches=tail_micro_batches,
         max_grad_norm=max_grad_norm, warmup_updates=warmup_updates, optimizer=optimizer,
-    )
+    ))
     return AccumulationExplorer(config)
 
 

@@ -17,7 +17,7 @@ from widgets.core.accumulation import make_model, make_regression_data
 from widgets.core.config import AccumulationConfig, check_config
 from widgets.core.loop import train_loop
 from widgets.core.torch_state import known_torch_state
-from widgets.core.training import OPTIMIZERS, example_order, mse
+from widgets.core.training import example_order, make_optimizer, mse
 
 REGIMES = ("accumulated", "big_batch", "small_batches")
 
@@ -64,7 +64,7 @@ def race_at_equal_time(config: AccumulationConfig) -> WallClockRace:
 
 def _timed(config: AccumulationConfig, x: torch.Tensor, y: torch.Tensor, batches: list, accumulation_steps: int) -> TimedRun:
     model = make_model(config.seed)
-    optimizer = OPTIMIZERS[config.optimizer](model.parameters(), config.learning_rate)
+    optimizer = make_optimizer(config.optimizer, model.parameters(), config.learning_rate)
     with torch.no_grad():
         seconds, losses = [0.0], [mse(model(x), y).item()]
     clock = {"spent": 0.0, "since": 0.0}

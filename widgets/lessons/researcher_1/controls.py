@@ -8,7 +8,6 @@ once, artists moved in place, a PNG in an `Image`; callback errors go to an `Out
 """
 from __future__ import annotations
 
-import html
 from typing import Mapping, Sequence
 
 import ipywidgets as W
@@ -18,6 +17,7 @@ from matplotlib.figure import Figure
 from widgets.core.floor import below
 from widgets.core.shared import real_tokens
 from widgets.core.config import check_float, check_int
+from widgets.controls.readout import verdict_list_html
 from widgets.draw.frames import OKABE_ITO, FastCanvas, errors_shown_in, with_static_fallback
 from widgets.lessons.researcher_1.draw import FLOOR, draw_spread_gap
 from widgets.research.tokens import (
@@ -54,7 +54,7 @@ def spread_readout(length_spread: float, accumulation_steps: int, seed: int = 0)
     return out
 
 
-def readout_lines(length_spread: float, accumulation_steps: int, r: Mapping) -> list[str]:
+def spread_readout_lines(length_spread: float, accumulation_steps: int, r: Mapping) -> list[str]:
     lines = [f"length_spread = {length_spread:.2f}, accumulation_steps K = {accumulation_steps}: "
              f"real tokens per micro-batch {r['tokens']} (window: {sum(r['tokens'])})",
              f"big-batch loss {r['big_batch_loss']:.6f}"]
@@ -123,18 +123,13 @@ class TokenSpreadWidget(W.VBox):
         self.marker_fix.set_data([length_spread], [max(result["window"]["grad_gap"], FLOOR)])
         self.image.value = self.canvas.png()
         self.result = dict(result, length_spread=length_spread, accumulation_steps=accumulation_steps)
-        items = []
-        for line in readout_lines(length_spread, accumulation_steps, result):
-            text = html.escape(line)
-            text = text.replace("allclose: True", f"<b style='color:{OKABE_ITO[2]}'>allclose: True ✓</b>")
-            text = text.replace("allclose: False", f"<b style='color:{OKABE_ITO[5]}'>allclose: False ✗</b>")
-            items.append(f"<li>{text}</li>")
-        self.readout.value = "<ul style='margin:0'>" + "".join(items) + "</ul>"
+        self.readout.value = verdict_list_html(spread_readout_lines(length_spread, accumulation_steps, result),
+                                               ("allclose",))
 
     def _repr_mimebundle_(self, **kwargs):
         """The live widget where a kernel runs; a static PNG and the readout as text elsewhere."""
         r = self.result
-        text = "TokenSpreadWidget: " + "; ".join(readout_lines(r["length_spread"], r["accumulation_steps"], r))
+        text = "TokenSpreadWidget: " + "; ".join(spread_readout_lines(r["length_spread"], r["accumulation_steps"], r))
         return with_static_fallback(super()._repr_mimebundle_(**kwargs), self.image.value, text)
 
 

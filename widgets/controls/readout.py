@@ -1,0 +1,27 @@
+"""A widget's readout as an HTML list: one sentence per line, each verdict in bold colour and also
+spelled out with a mark (✓ / ✗), so that colour is never the only signal. The explorers build the
+sentences; this turns them into the `HTML` widget's value.
+"""
+from __future__ import annotations
+
+import html
+from typing import Iterable
+
+from widgets.draw.frames import OKABE_ITO
+
+_MARKS = {": True": (OKABE_ITO[2], " ✓"), ": False": (OKABE_ITO[5], " ✗")}
+
+
+def verdict_list_html(lines: Iterable[str], verdicts: Iterable[str]) -> str:
+    """`lines` as an HTML list; every "<verdict>: True" or "<verdict>: False" in them, for each of
+    `verdicts` (e.g. "gradients allclose"), in bold bluish green with ✓ or vermillion with ✗."""
+    verdicts = tuple(verdicts)
+    items = []
+    for line in lines:
+        text = html.escape(line)
+        for verdict in verdicts:
+            for value, (colour, mark) in _MARKS.items():
+                said = html.escape(verdict + value)
+                text = text.replace(said, f"<b style='color:{colour}'>{said}{mark}</b>")
+        items.append(f"<li>{text}</li>")
+    return "<ul style='margin:0'>" + "".join(items) + "</ul>"
