@@ -10,9 +10,7 @@ from widgets.core.config import (
     check_bugs,
     check_float,
     check_int,
-    checked,
     unmet_bug_needs,
-    whole,
 )
 
 BAD_CONFIGS = [
@@ -124,24 +122,3 @@ def test_unmet_bug_needs_checks_its_bugs():
         unmet_bug_needs(5)
     with pytest.raises(ValueError, match="bugs"):
         unmet_bug_needs({"no_such_bug"})
-
-
-@checked(n=whole(1), k=whole(0, high=lambda a: a["n"]), cap=whole(1, optional=True))
-def _choose(n: int, k: int = 0, cap: int | None = None) -> int:
-    return n - k
-
-
-def test_checked_checks_named_arguments_in_order_before_the_body():
-    assert _choose(5, 2) == 3 and _choose(n=5, k=5, cap=None) == 0
-    with pytest.raises(ValueError, match=r"n must be a whole number >= 1, got 0"):
-        _choose(0, 7)  # n is checked first
-    with pytest.raises(ValueError, match=r"k must be a whole number from 0 to 5, got 6"):
-        _choose(5, k=6)  # a bound read from another argument
-    with pytest.raises(TypeError, match="cap"):
-        _choose(5, cap=1.5)
-    assert _choose.__wrapped__(0, 7) == -7  # the body itself holds no checks
-
-
-def test_checked_refuses_a_rule_for_a_missing_parameter():
-    with pytest.raises(TypeError, match="no parameter"):
-        checked(m=whole(1))(lambda n: n)

@@ -10,7 +10,7 @@ from typing import Callable, NamedTuple, Sequence
 
 import torch
 
-from widgets.core.config import check_int, checked, whole
+from widgets.core.config import check_int
 
 # The lab's one tolerance policy for "equal up to rounding": every allclose verdict of the package
 # (compare_gradients, the training runs, the explorer's readout) uses these two numbers.
@@ -26,15 +26,14 @@ GRAD_ATOL = 1e-6
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
-def _a_model(name: str, value: object, arguments: dict) -> None:
-    """A `checked` rule: a torch module."""
-    if not isinstance(value, torch.nn.Module):
-        raise TypeError(f"{name} must be a torch.nn.Module, got {type(value).__name__}")
+def _check_model(model: object) -> None:
+    """`model` must be a torch module."""
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
 
 
-def _examples(name: str, value: object, arguments: dict) -> None:
-    """A `checked` rule for `y` after `x`: both tensors holding the same number of examples (dim 0)."""
-    x, y = arguments["x"], value
+def _check_examples(x: object, y: object) -> None:
+    """`x` and `y` must be tensors holding the same number of examples (dim 0)."""
     for label, tensor in (("x", x), ("y", y)):
         if not isinstance(tensor, torch.Tensor) or tensor.dim() == 0:
             raise TypeError(f"{label} must be a torch tensor of examples (first dimension), got {type(tensor).__name__}")
@@ -42,22 +41,24 @@ def _examples(name: str, value: object, arguments: dict) -> None:
         raise ValueError(f"x and y must hold the same number of examples, got {x.shape[0]} and {y.shape[0]}")
 
 
-@checked(num_examples=whole(1, 100_000), seed=whole(0, 2**31 - 1))
 def make_regression_data(num_examples: int = 1024, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """A noisy non-linear regression task: x in [-2, 2], y = x + 0.6 sin(3x) + noise; shapes (n, 1).
 
     A straight line explains most of it within a few updates, so short runs show a clear fall
     in the loss; the wiggle and the noise (standard deviation 0.2) keep it from reaching zero.
     """
+    check_int("num_examples", num_examples, 1, 100_000)
+    check_int("seed", seed, 0, 2**31 - 1)
     g = torch.Generator().manual_seed(seed)
     x = torch.rand(num_examples, 1, generator=g) * 4 - 2
     y = x + 0.6 * torch.sin(3 * x) + 0.2 * torch.randn(num_examples, 1, generator=g)
     return x, y
 
 
-@checked(seed=whole(0, 2**31 - 1), hidden=whole(1, 4096))
 def make_model(seed: int = 0, hidden: int = 16) -> torch.nn.Module:
     """A small MLP (1 -> hidden -> 1, tanh) with weights fixed by `seed`: same seed, same start."""
+    check_int("seed", seed, 0, 2**31 - 1)
+    check_int("hidden", hidden, 1, 4096)
     g = torch.Generator().manual_seed(seed)
     model = torch.nn.Sequential(torch.nn.Linear(1, hidden), torch.nn.Tanh(), torch.nn.Linear(hidden, 1))
     with torch.no_grad():
@@ -67,97 +68,99 @@ def make_model(seed: int = 0, hidden: int = 16) -> torch.nn.Module:
     return model
 
 
-@checked(batch_size=whole(1), micro_batch_size=whole(1, high=lambda a: a["batch_size"]))
 def split_into_micro_batches(batch_size: int, micro_batch_size: int) -> list[slice]:
     """Slices that cut a batch of `batch_size` into micro-batches; the last one may be shorter."""
+    check_int("batch_size", batch_size, 1)
+    check_int("micro_batch_size", micro_batch_size, 1, batch_size)
     return [slice(i, min(i + micro_batch_size, batch_size)) for i in range(0, batch_size, micro_batch_size)]
 
 
-@checked(accumulation_steps=whole(1), micro_step=whole(0),
-         total_micro_steps=whole(lambda a: a["micro_step"] + 1, optional=True))
+def _check_micro_step(micro_step: int, accumulation_steps: int, total_micro_steps: int | None) -> None:
+    check_int("accumulation_steps", accumulation_steps, 1)
+    check_int("micro_step", micro_step, 0)
+    if total_micro_steps is not None:
+        check_int("total_micro_steps", total_micro_steps, micro_step + 1)
+
+
 def is_update_step(micro_step: int, accumulation_steps: int, total_micro_steps: int | None = None) -> bool:
     """Does this micro-step (counted from 0) end an update? Every K-th does, and so does the last one.
 
     Passing `total_micro_steps` makes an uneven final window end with an update too, instead of
     leaving its gradients in `.grad`, never applied.
     """
+    _check_micro_step(micro_step, accumulation_steps, total_micro_steps)
     last = total_micro_steps is not None and micro_step == total_micro_steps - 1
     return (micro_step + 1) % accumulation_steps == 0 or last
 
 
-@checked(total_micro_steps=whole(0), accumulation_steps=whole(1))
 def windows(total_micro_steps: int, accumulation_steps: int) -> list[range]:
     """The micro-steps (from 0) of each update window of a run: K each, the last one possibly short.
 
     `windows(10, 4)` is [range(0, 4), range(4, 8), range(8, 10)]; a window's last micro-step is the
     one `is_update_step(m, K, total)` answers yes to, and `len(window)` is its `window_size`.
     """
+    check_int("total_micro_steps", total_micro_steps, 0)
+    check_int("accumulation_steps", accumulation_steps, 1)
     K, n = accumulation_steps, total_micro_steps
     return [range(start, min(start + K, n)) for start in range(0, n, K)]
 
 
-@checked(accumulation_steps=whole(1), micro_step=whole(0),
-         total_micro_steps=whole(lambda a: a["micro_step"] + 1, optional=True))
 def window_size(micro_step: int, accumulation_steps: int, total_micro_steps: int | None = None) -> int:
     """How many micro-batches make the update this micro-step belongs to: K, or fewer for the
     uneven final window of a run `total_micro_steps` long (None: every window is full)."""
+    _check_micro_step(micro_step, accumulation_steps, total_micro_steps)
     window_start = micro_step - micro_step % accumulation_steps
     if total_micro_steps is None:
         return accumulation_steps
     return min(accumulation_steps, total_micro_steps - window_start)
 
 
-@checked(update_examples=whole(1), micro_batch_examples=whole(1, high=lambda a: a["update_examples"]))
 def micro_batch_weight(micro_batch_examples: int, update_examples: int) -> float:
     """The factor that scales one micro-batch's *mean* loss: its share n_k / n of the update.
 
     With K equal micro-batches this is 1/K; for an uneven window it stays exact, where 1/K would
     over- or under-weight the short micro-batch.
     """
+    check_int("update_examples", update_examples, 1)
+    check_int("micro_batch_examples", micro_batch_examples, 1, update_examples)
     return micro_batch_examples / update_examples
 
 
-def _sizes(name: str, value: object, arguments: dict) -> None:
-    """A `checked` rule: a non-empty sequence of whole numbers >= 1."""
-    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
-        raise TypeError(f"{name} must be a sequence of whole numbers, got {value!r}")
-    value = list(value)
-    if not value:
-        raise ValueError(f"{name} must name at least one micro-batch")
-    for i, n in enumerate(value):
-        check_int(f"{name}[{i}]", n, 1)
-
-
-@checked(sizes=_sizes)
 def micro_batch_weights(sizes: Sequence[int]) -> list[float]:
     """The weight of each micro-batch in one update, from their sizes; the weights sum to one."""
+    if isinstance(sizes, (str, bytes)) or not hasattr(sizes, "__iter__"):
+        raise TypeError(f"sizes must be a sequence of whole numbers, got {sizes!r}")
     sizes = list(sizes)
+    if not sizes:
+        raise ValueError("sizes must name at least one micro-batch")
+    for i, n in enumerate(sizes):
+        check_int(f"sizes[{i}]", n, 1)
     total = sum(sizes)  # once: summing inside the list made this quadratic in the micro-batches
     return [n / total for n in sizes]
 
 
-@checked(model=_a_model)
 def flat_grad(model: torch.nn.Module) -> torch.Tensor:
     """All parameters' `.grad` as one flat vector (zeros where `.grad` is None); shape (P,)."""
+    _check_model(model)
     parts = [
         (p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in model.parameters()
     ]
     return torch.cat(parts).detach().clone()
 
 
-@checked(model=_a_model)
 def flat_weights(model: torch.nn.Module) -> torch.Tensor:
     """All parameters as one flat vector, detached (to compare trained models); shape (P,)."""
+    _check_model(model)
     return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
 
 
-@checked(model=_a_model)
 def flat_parameter_indices(model: torch.nn.Module, entries: Sequence[tuple[str, int]]) -> dict[str, int]:
     """Where chosen entries sit in the flat vectors `flat_grad` makes, found from `named_parameters()`.
 
     `entries` are (parameter name, element index within it), e.g. ("0.weight", 0); the result maps
     a label ("0.weight[0]", or just the name for a one-element parameter) to the flat index.
     """
+    _check_model(model)
     offsets, sizes, start = {}, {}, 0
     for name, p in model.named_parameters():
         offsets[name], sizes[name] = start, p.numel()
@@ -172,9 +175,10 @@ def flat_parameter_indices(model: torch.nn.Module, entries: Sequence[tuple[str, 
     return indices
 
 
-@checked(model=_a_model, y=_examples)
 def big_batch_gradient(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, loss_fn: LossFn) -> torch.Tensor:
     """The gradient of the mean loss over the whole batch in one pass; flat, shape (P,)."""
+    _check_model(model)
+    _check_examples(x, y)
     model.zero_grad(set_to_none=True)
     loss_fn(model(x), y).backward()
     grad = flat_grad(model)
@@ -195,7 +199,6 @@ class GradientPile:
         return self.pile[-1]
 
 
-@checked(model=_a_model, y=_examples)
 def accumulated_gradient(
     model: torch.nn.Module,
     x: torch.Tensor,
@@ -211,6 +214,8 @@ def accumulated_gradient(
     so the pile ends equal to `big_batch_gradient` up to float rounding, uneven last window included.
     `divide_loss=False` reproduces the classic bug: the pile ends (number of micro-batches)x too big.
     """
+    _check_model(model)
+    _check_examples(x, y)
     slices = split_into_micro_batches(x.shape[0], micro_batch_size)
     sizes = [s.stop - s.start for s in slices]
     model.zero_grad(set_to_none=True)

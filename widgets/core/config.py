@@ -5,12 +5,10 @@ allowed range, before anything reaches torch.
 """
 from __future__ import annotations
 
-import functools
-import inspect
 import math
 import numbers
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 # The names of the classic accumulation bugs a run can switch on, with what each one does.
 BUGS: dict[str, str] = {
@@ -63,71 +61,6 @@ def check_float(name: str, value: object, low: float, high: float, *, low_inclus
     if math.isnan(value) or too_low or value > high:
         raise ValueError(f"{name} must be {allowed}, got {value}")
     return value
-
-
-Rule = Callable[[str, Any, dict], Any]  # (parameter name, value, all arguments) -> checked value, or raise
-
-
-def whole(low: int | Callable[[dict], int], high: int | Callable[[dict], int] | None = None, *,
-          optional: bool = False) -> Rule:
-    """A `checked` rule: a whole number in [low, high]; a bound may be computed from the other
-    arguments (e.g. `high=lambda a: a["batch_size"]`). `optional`: None passes unchecked."""
-    def rule(name: str, value: Any, arguments: dict) -> Any:
-        if optional and value is None:
-            return None
-        lo = low(arguments) if callable(low) else low
-        hi = high(arguments) if callable(high) else high
-        return check_int(name, value, lo, hi)
-    return rule
-
-
-def real(low: float, high: float, *, low_inclusive: bool = False, optional: bool = False) -> Rule:
-    """A `checked` rule: a finite number in (low, high] (or [low, high]); `optional`: None passes."""
-    def rule(name: str, value: Any, arguments: dict) -> Any:
-        if optional and value is None:
-            return None
-        return check_float(name, value, low, high, low_inclusive=low_inclusive)
-    return rule
-
-
-def checked(**rules: Rule) -> Callable:
-    """Check a function's arguments before its body runs, in the order the rules are given.
-
-    Keeps the learner-facing body free of input checks while a bad value still fails early with
-    the parameter's name and allowed range, e.g. `@checked(accumulation_steps=whole(1))`.
-    """
-    def decorate(function: Callable) -> Callable:
-        signature = inspect.signature(function)
-        unknown = set(rules) - set(signature.parameters)
-        if unknown:
-            raise TypeError(f"checked: {function.__name__} has no parameter(s) {sorted(unknown)}")
-
-        parameters = signature.parameters.values()
-        positional = [p.name for p in parameters if p.kind is p.POSITIONAL_OR_KEYWORD]
-        defaults = {p.name: p.default for p in parameters if p.default is not p.empty}
-        # Signature.bind costs microseconds per call, and training calls these on every micro-step:
-        # plain parameters are matched by hand, anything unusual (or wrong) goes through bind.
-        plain = all(p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) for p in parameters)
-
-        def arguments_of(args: tuple, kwargs: dict) -> dict:
-            if plain and len(args) <= len(positional) and not set(kwargs) & set(positional[:len(args)]):
-                arguments = {**defaults, **dict(zip(positional, args)), **kwargs}
-                if len(arguments) == len(signature.parameters):
-                    return arguments
-            bound = signature.bind(*args, **kwargs)
-            bound.apply_defaults()
-            return bound.arguments
-
-        @functools.wraps(function)
-        def run_checked(*args, **kwargs):
-            arguments = arguments_of(args, kwargs)
-            for name, rule in rules.items():
-                rule(name, arguments[name], arguments)
-            return function(*args, **kwargs)
-
-        return run_checked
-
-    return decorate
 
 
 def check_bugs(bugs: object, known: dict[str, str] = BUGS) -> frozenset[str]:

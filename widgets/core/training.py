@@ -32,7 +32,7 @@ from widgets.core.accumulation import (
     make_regression_data,
     windows,
 )
-from widgets.core.config import OPTIMIZERS, AccumulationConfig, check_config, checked, real, whole
+from widgets.core.config import OPTIMIZERS, AccumulationConfig, check_config, check_float, check_int
 from widgets.core.loop import train_loop
 from widgets.core.torch_state import known_torch_state
 
@@ -49,13 +49,13 @@ def mse(prediction: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.mse_loss(prediction, target)
 
 
-@checked(warmup_updates=whole(0))
 def linear_warmup(warmup_updates: int) -> Callable[[int], float]:
     """The learning-rate factor after n scheduler steps, for `torch.optim.lr_scheduler.LambdaLR`.
 
     Stepped once per update, update u (from 0) runs at (u+1)/(W+1) of the rate while u < W,
     then at the full rate: W updates ramp up. Stepped every micro-step, the ramp ends K x sooner.
     """
+    check_int("warmup_updates", warmup_updates, 0)
     return lambda n: min(1.0, (n + 1) / (warmup_updates + 1))
 
 
@@ -65,9 +65,10 @@ def _clip(grad: torch.Tensor, max_norm: float | None) -> torch.Tensor:
     return grad * min(1.0, max_norm / (float(grad.norm()) + 1e-6))  # the same 1e-6 torch adds
 
 
-@checked(max_norm=real(0.0, math.inf, optional=True))
 def clip_flat(grad: torch.Tensor, max_norm: float | None) -> torch.Tensor:
     """A flat gradient clipped as `torch.nn.utils.clip_grad_norm_` would clip it (None: unchanged)."""
+    if max_norm is not None:
+        check_float("max_norm", max_norm, 0.0, math.inf)
     return _clip(grad, max_norm)
 
 
