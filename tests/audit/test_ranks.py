@@ -140,7 +140,7 @@ def test_the_per_rank_finding_says_how_much_a_token_weighs():
 @pytest.mark.parametrize("K, world_size", [(2, 2), (3, 3)])
 def test_the_averaged_step_is_the_window_mean_of_every_rank_by_plain_autograd(K, world_size):
     problems, _ = rank_problems(K, 2 * K + 1, world_size, False, False)
-    runs, _ = run_ranks(global_count, problems, 30.0)
+    runs, _, _ = run_ranks(global_count, problems, 30.0)
     assert all(run.error is None for run in runs)
     for u, g in enumerate(problems[0].groups):
         weight = runs[0].tape.steps[u].weight

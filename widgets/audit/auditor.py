@@ -23,8 +23,8 @@ throughout, so every ratio is exact to ~1e-12.
 from __future__ import annotations
 
 import inspect
-import math
 from dataclasses import dataclass, field
+from math import isclose as _isclose
 from typing import Callable
 
 import torch
@@ -32,11 +32,13 @@ import torch
 from widgets.audit import diagnosis, outcome, ranks
 from widgets.audit.instruments import LEARNING_RATE, UNSCALE_OP, Run, run_loop
 from widgets.audit.mistakes import AUDIT_MISTAKES, TORCH_ERRORS, Finding
+from widgets.audit.patches import put_back
 from widgets.audit.problems import TASKS, make_problem
 from widgets.core.config import check_float, check_int
+from widgets.core.time_limit import TIME_LIMIT_S
 from widgets.core.torch_state import known_torch_state
 
-TIME_LIMIT_S = 30.0  # the default time a learner's loop may run before it is stopped
+_allclose = torch.allclose  # bound at import: a loop that replaces them changes no verdict
 
 __all__ = ["AUDIT_MISTAKES", "LEARNING_RATE", "AuditReport", "audit_training_loop"]
 
@@ -91,7 +93,7 @@ class AuditReport:
         mistakes = ", ".join(sorted(self.mistakes))
         if self.matches_reference:
             lines.append("Verdict: matches the reference.")
-        elif self.update_ratios and all(math.isclose(r, 1, rel_tol=1e-6) for r in self.update_ratios) \
+        elif self.update_ratios and all(_isclose(r, 1, rel_tol=1e-6) for r in self.update_ratios) \
                 and len(self.update_ratios) == -(-N // K):
             lines.append("Verdict: every update used the reference gradient, but the loop differs from the "
                          "reference elsewhere. Mistakes: " + mistakes)
@@ -147,7 +149,11 @@ def _checked_arguments(loop, accumulation_steps, num_batches, with_scheduler, cl
 
 
 def _name(loop: Callable) -> str:
-    return getattr(loop, "__name__", type(loop).__name__)
+    try:
+        name = getattr(loop, "__name__", None)
+    except Exception:  # a callable whose attributes raise
+        name = None
+    return name if isinstance(name, str) else type(loop).__name__
 
 
 def audit_training_loop(
@@ -184,9 +190,12 @@ def audit_training_loop(
     `torch.amp.GradScaler("cpu")`: it works on the audit's float64 gradients. The loop may return
     the loss it logged at each update, which is then checked too. The loop runs under the lab's
     known torch state (grad on, float32 default, flags off; the caller's state is given back), and
-    is stopped at its next forward, backward, step or torch call after `time_limit_s` seconds (in
-    (0, 3600]; a single C call cannot be interrupted). Bad arguments raise TypeError/ValueError
-    naming the parameter; nothing the loop does makes the auditor raise.
+    is stopped after `time_limit_s` seconds (in (0, 3600]), at its next line even in pure Python or a
+    `time.sleep` (`widgets.core.time_limit`: a C call that holds the interpreter lock runs until it
+    returns; a rank's thread stuck in one is left to end on its own copy of the model). What the loop
+    replaced in torch, math or Python's builtins is put back and named. Bad arguments raise
+    TypeError/ValueError naming the parameter; nothing the loop does makes the auditor raise
+    (KeyboardInterrupt still interrupts), and a process the loop forks ends before any verdict.
     """
     K, N = _checked_arguments(loop, accumulation_steps, num_batches, with_scheduler, clip_norm, streaming, problem,
                               time_limit_s, world_size)
@@ -209,8 +218,9 @@ def _audit_ranks(loop, K, N, with_scheduler, streaming, time_limit_s, world_size
     with known_torch_state():
         problems, whole = ranks.rank_problems(K, N, world_size, with_scheduler, streaming)
         reference = run_loop(whole.reference_loop, whole)
-    with known_torch_state():
-        runs, consequences = ranks.run_ranks(loop, problems, time_limit_s)
+    with known_torch_state(), put_back() as replaced:  # here: the ranks run at once, a rank's put-back could undo
+        runs, consequences, left = ranks.run_ranks(loop, problems, time_limit_s)  # another's patch
+    runs[0].replaced = replaced
     with known_torch_state():
         order = sorted(range(world_size), key=lambda r: r in consequences)  # a rank's own error before its echoes
         findings, notes = [], []
@@ -230,6 +240,8 @@ def _audit_ranks(loop, K, N, with_scheduler, streaming, time_limit_s, world_size
             counts["scheduler.step()"] = (sum(len(t.scheduler_calls) for t in tapes),
                                           world_size * len(reference.tape.scheduler_calls))
         notes += [f"counts are summed over the {world_size} ranks; logging not checked across ranks"]
+        notes += [f"rank {r}'s thread runs on in the background on its own copy of the model until that call "
+                  "returns, and is then stopped at its next line" for r in left]
         return AuditReport(
             loop_name=_name(loop), accumulation_steps=K, num_batches=N, micro_batch_size=problems[0].b,
             mistakes=frozenset(f.name for f in findings), findings=[f.sentence() for f in findings], counts=counts,
@@ -288,7 +300,7 @@ def _judge_safely(run, reference, problem) -> _Verdict:
     try:
         return _judge(run, reference, problem)
     except Exception as error:  # a record no check foresaw: say so rather than raise at the learner
-        weights_match = torch.allclose(run.weight, reference.weight, rtol=1e-9, atol=1e-12)
+        weights_match = _allclose(run.weight, reference.weight, rtol=1e-9, atol=1e-12)
         findings = [] if weights_match else [Finding("differs_from_reference", "the auditor could not read "
                                                                              "more of this loop")]
         return _Verdict(findings, [f"the auditor could not read this loop's record in detail ({type(error).__name__})"],
@@ -308,7 +320,16 @@ def _raised(run) -> list[Finding]:
 def _judge(run, reference, problem) -> _Verdict:
     """The outcome first (each step's gradient at its own weight); when it is wrong, the structure
     (which micro-batches went through backward, where the steps fall, where the pile was emptied),
-    then the numbers the structure allows; the first finding of each name is kept."""
+    then the numbers the structure allows; the learning rate each step ran at; the first finding of
+    each name is kept. Functions the loop replaced (put back by now) are named whatever else it did."""
+    replaced = [Finding("replaced_functions", ", ".join(run.replaced[:6]) + (", ..." if len(run.replaced) > 6 else ""))
+                ] if run.replaced else []
+    verdict = _judge_run(run, reference, problem)
+    return _Verdict(outcome.first_of_each(verdict.findings + replaced), verdict.notes, verdict.ratios,
+                    verdict.log_checked)
+
+
+def _judge_run(run, reference, problem) -> _Verdict:
     tape = run.tape
     if run.error is not None:
         return _Verdict(_raised(run), [], [], False)
@@ -316,7 +337,7 @@ def _judge(run, reference, problem) -> _Verdict:
     kept = [Finding("graphs_kept_alive", _graphs_seen(tape, problem))] if _graphs_kept(tape, result) else []
     kept += diagnosis.check_windows(tape, problem)
     notes: list[str] = []
-    structure = None
+    structure, scale = None, []
     if result.exact:
         findings = list(kept)
         notes += _how_it_piled(tape, problem)
@@ -324,6 +345,9 @@ def _judge(run, reference, problem) -> _Verdict:
     else:
         if not tape.passes:
             return _Verdict([Finding("never_calls_backward", "no gradient arrived at the weights")], [], [], False)
+        if not tape.steps and bool(run.weight.abs().max() > 0):  # it started at zero
+            return _Verdict([Finding("steps_by_hand", f"the weights changed, with {len(tape.passes)} backward "
+                                                      "passes and no optimizer.step()")] + kept, [], [], False)
         structure = diagnosis.read_structure(tape, problem)
         coverage = diagnosis.check_coverage(tape, structure, problem)
         if not structure.recognised:
@@ -340,17 +364,35 @@ def _judge(run, reference, problem) -> _Verdict:
                                                problem)
             findings += scale + diagnosis.check_backward_passes(tape, problem) + boundaries.findings
         ratios = result.ratios or diagnosis.update_ratios(tape, structure, problem)
-    if problem.with_scheduler:
-        findings += outcome.check_scheduler(tape, reference.tape)
+    schedule = outcome.check_scheduler(tape, reference.tape) if problem.with_scheduler else []
+    findings += schedule
+    if not schedule:
+        findings = _learning_rate(tape, reference.tape, problem, findings, scale)
     log = outcome.check_log(run.log, run.log_problem, tape, structure, problem, result)
     findings += log.findings
     notes += log.notes
-    if not tape.steps and bool(run.weight.abs().max() > 0):
-        notes.append("the weights changed, but not through the optimizer passed in: use that optimizer")
-    if not findings and not torch.allclose(run.weight, reference.weight, rtol=1e-9, atol=1e-12):
+    if not findings and not _allclose(run.weight, reference.weight, rtol=1e-9, atol=1e-12):
         delta = float((run.weight - reference.weight).abs().max())
         findings.append(Finding("differs_from_reference", f"max |difference| = {delta:.3g}"))
     return _Verdict(outcome.first_of_each(findings), notes, ratios, log.checked)
+
+
+def _learning_rate(tape, reference, problem, findings: list[Finding], scale: list[Finding]) -> list[Finding]:
+    """The learning rate each step ran at, against the reference's step for step. Divided by K where
+    the loss was left undivided, a full window's update comes out right: one mistake, named for what
+    was done, in place of the undivided loss."""
+    if len(tape.steps) != len(reference.steps):
+        return findings
+    rates = [s.lr / r.lr for s, r in zip(tape.steps, reference.steps)]
+    if all(outcome.close(rate, 1) for rate in rates):
+        return findings
+    seen = f"steps ran at learning rates {[float(f'{s.lr:.3g}') for s in tape.steps[:4]]}, the reference's at " \
+           f"{[float(f'{s.lr:.3g}') for s in reference.steps[:4]]}"
+    if [f.name for f in scale] == ["loss_not_divided"] and all(outcome.close(rate, 1 / problem.K) for rate in rates):
+        return [f for f in findings if f not in scale] + [Finding(
+            "lr_scaled_instead_of_loss", f"{seen}, 1/K of it, with each micro-batch's loss undivided",
+            "leave the learning rate as it is, and " + problem.share_fix)]
+    return findings + [Finding("learning_rate_changed", seen)]
 
 
 def _graphs_kept(tape, result) -> bool:
@@ -368,6 +410,9 @@ def _graphs_seen(tape, problem) -> str:
 
 def _how_it_piled(tape, problem) -> list[str]:
     """A note, in a loop whose updates are right, on a pile built another way than the reference's."""
+    if not tape.passes:
+        return ["no backward pass reached the model passed in: your loop computed the gradients elsewhere (a copy "
+                "of the model, or by hand) and put them in .grad; the updates come out right"]
     if any(c.op == UNSCALE_OP for c in tape.grad_changes):
         return ["your loop scales the loss with a GradScaler and unscales .grad before the step; the updates "
                 "come out right"]

@@ -253,6 +253,7 @@ class LossFactor:
 
     batch: int
     factor: float | None
+    shape: str | None = None  # the mistake whose loss shape the gradient fits instead (problem.task.shapes)
 
 
 def loss_factors(tape: Tape, structure: Structure, problem: Problem,
@@ -262,9 +263,12 @@ def loss_factors(tape: Tape, structure: Structure, problem: Problem,
     factors: dict[int, list[LossFactor]] = {}
     for part in carried(tape, problem):
         j = part.batch
-        c, exact = proportion(part.grad, problem.task.item_sum_gradient(part.output, problem.batches[j][1]))
+        targets = problem.batches[j][1]
+        c, exact = proportion(part.grad, problem.task.item_sum_gradient(part.output, targets))
         factor = c * at_step.get(part.forward, 1.0) if exact else None
-        factors.setdefault(j // problem.K, []).append(LossFactor(j, factor))
+        shape = None if exact else next((name for name, gradient in getattr(problem.task, "shapes", {}).items()
+                                         if proportion(part.grad, gradient(part.output, targets)).exact), None)
+        factors.setdefault(j // problem.K, []).append(LossFactor(j, factor, shape))
     return factors
 
 
@@ -272,6 +276,10 @@ def check_loss_scale(factors: dict[int, list[LossFactor]], problem: Problem) -> 
     """Name the factor on each micro-batch's loss, one update of the right loop at a time. A short
     final group can read two ways (divided twice by n = 2 is 1/4, as is 1/K for K = 4): the
     mistake the full groups showed is then the likelier reading and is tried right after the right one."""
+    shaped = next(((u, f) for u in sorted(factors) for f in factors[u] if f.shape is not None), None)
+    if shaped is not None:  # another loss than a multiple of the summed per-item losses (GRPO's per-sequence mean)
+        u, f = shaped  # a micro-batch whose completions have one length fits both: the others tell
+        return [Finding(f.shape, problem.task.describe_shape(u, f.batch, problem.batches[f.batch][1]))]
     findings, full_groups_mistake = [], None
     for u in sorted(factors):
         g = problem.groups[u]
@@ -290,7 +298,8 @@ def check_loss_scale(factors: dict[int, list[LossFactor]], problem: Problem) -> 
         if len(g) == problem.K:
             full_groups_mistake = name
         if name is not None:
-            findings.append(Finding(name, problem.describe(u, factors[u], dict(zip(g, group_items)))))
+            findings.append(Finding(name, problem.describe(u, factors[u], dict(zip(g, group_items))),
+                                    problem.fix_for(name)))
     return first_of_each(findings)
 
 

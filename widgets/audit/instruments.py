@@ -5,10 +5,13 @@ from outside, never patched: a forward hook tells which micro-batch each forward
 its output, so a backward pass reports the gradient that reached each output it went through (a
 forward that bypasses the module's hooks, `model.forward(x)`, `F.linear(x, model.weight)` or
 `x @ model.weight.T`, is seen by `GradWatch`, a TorchFunctionMode, as the call where data meets the
-weight); hooks on the model's single
-weight see what each backward pass added to `.grad` and what `.grad` held before and after; the
-optimizer keeps the gradient and learning rate of each `step()` and counts `zero_grad()`; the
-scheduler records when it steps. Everything is float64, so ratios of the same sums agree to ~1e-12.
+weight); hooks on the model's single weight see what each backward pass added to `.grad` and what
+`.grad` held before and after; the optimizer keeps the gradient and learning rate of each `step()`
+as it steps (after a closure has run) and counts `zero_grad()`; the model's class counts its own
+`zero_grad()`, so a replica made with `copy.deepcopy` counts on itself; the scheduler records when
+it steps. The loop runs under the lab's one time limit (`widgets.core.time_limit`) with what it
+may replace in torch put back after (`widgets.audit.patches`). Everything is float64, so ratios of
+the same sums agree to ~1e-12.
 """
 from __future__ import annotations
 
@@ -17,7 +20,6 @@ import itertools
 import math
 import os
 import sys
-import time
 import traceback
 import warnings
 import weakref
@@ -27,7 +29,12 @@ from typing import Callable
 import torch
 from torch.utils._pytree import tree_leaves
 
+from widgets.audit.patches import put_back
 from widgets.audit.problems import Problem, batch_key
+from widgets.core import time_limit
+from widgets.core.time_limit import TimeLimit
+
+_equal = torch.equal  # bound at import: a loop that replaces torch.equal does not change what is recorded
 
 LEARNING_RATE = 0.05  # of the SGD handed to the audited loop
 MOST_RECORDED = 5000  # forwards, backward passes and .grad changes kept: a right loop makes a few hundred
@@ -74,11 +81,6 @@ class Step:
     weight: torch.Tensor | None = None  # the weight it started from
 
 
-class TimeLimit(BaseException):
-    """Raised at a watched event once the audit's time limit has passed. A BaseException, so that a
-    learner's `except Exception` does not swallow it; `run_loop` turns it into a finding."""
-
-
 @dataclass(frozen=True)
 class GradChange:
     """.grad as a torch operation of the loop left it (a rescale, a clip, an assignment)."""
@@ -96,7 +98,7 @@ UNSCALE_OP = "_amp_foreach_non_finite_check_and_unscale_"  # how GradScaler divi
 class Tape:
     """Everything observed during one run of a loop, in order."""
 
-    def __init__(self, model: torch.nn.Module, problem: Problem, time_limit_s: float = math.inf):
+    def __init__(self, model: torch.nn.Module, problem: Problem):
         self.forwards: list[Forward] = []
         self.passes: list[BackwardPass] = []
         self.steps: list[Step] = []
@@ -104,8 +106,6 @@ class Tape:
         self.zero_grads = 0
         self.scheduler_calls: list[int] = []  # optimizer steps so far at each scheduler.step()
         self.graphs_alive = 0  # the most earlier micro-batches' graphs seen alive at a forward or a step
-        self.time_limit_s = time_limit_s
-        self.deadline = time.monotonic() + time_limit_s
         self._problem = problem
         self._inside_module = 0  # > 0 while the module's own forward runs: its hooks record it
         self._reached: list[tuple[int, torch.Tensor]] = []  # outputs reached by the running backward pass
@@ -117,12 +117,6 @@ class Tape:
         weight.register_hook(lambda grad: self._on_backward(weight, grad))  # runs before grad is added to .grad
         weight.register_post_accumulate_grad_hook(self._after_backward)
 
-    def check_time(self) -> None:
-        """Stop the loop at the next watched event once the time limit has passed (SIGALRM would work
-        only in the main thread and cannot interrupt a C call; every loop passes through these events)."""
-        if time.monotonic() > self.deadline:
-            raise TimeLimit(f"the loop ran past the time limit of {self.time_limit_s:g} s")
-
     def count_graphs(self) -> None:
         """How many earlier forward outputs are still alive now. A backward pass frees the tensors a
         graph saved, so in a right loop no earlier output outlives it (one held in a variable at most);
@@ -131,7 +125,7 @@ class Tape:
         self.graphs_alive = max(self.graphs_alive, len(self._outputs))
 
     def _before_forward(self, module, args) -> None:
-        self.check_time()
+        time_limit.check()
         self.count_graphs()
         self._inside_module += 1
 
@@ -160,7 +154,7 @@ class Tape:
             self._outputs.append((k, weakref.ref(output)))
 
     def _on_backward(self, weight, grad) -> None:
-        self.check_time()
+        time_limit.check()
         reached, self._reached = sorted(self._reached, key=lambda r: r[0]), []  # in forward order
         if len(self.passes) >= MOST_RECORDED:
             self._full = True
@@ -183,21 +177,30 @@ def flat(grad: torch.Tensor | None) -> torch.Tensor | None:
 # ----------------------------------------------------------------------------- the instruments
 
 
-def watched_model(problem: Problem, time_limit_s: float = math.inf) -> torch.nn.Module:
+def watched_model(problem: Problem) -> torch.nn.Module:
     """The task's model, its weight at zero (built without random init, so the global random state
-    stays untouched), with a tape; model.zero_grad() is counted like optimizer.zero_grad()."""
+    stays untouched), with a tape; its class counts model.zero_grad() like optimizer.zero_grad()."""
     model = problem.task.new_model()
     with torch.no_grad():
         model.weight.zero_()
-    model.tape = Tape(model, problem, time_limit_s)
-    plain_zero_grad = model.zero_grad
-
-    def zero_grad(set_to_none: bool = True) -> None:
-        model.tape.zero_grads += 1
-        plain_zero_grad(set_to_none)
-
-    model.zero_grad = zero_grad
+    model.__class__ = _counting(type(model))  # before the loop sees it: a deepcopy is a counting model of its own
+    model.tape = Tape(model, problem)
     return model
+
+
+_COUNTING: dict[type, type] = {}
+
+
+def _counting(cls: type) -> type:
+    """`cls` whose zero_grad() also counts on the model's own tape; named and printed as `cls`."""
+    if cls not in _COUNTING:
+        def zero_grad(self, set_to_none: bool = True) -> None:
+            self.tape.zero_grads += 1
+            cls.zero_grad(self, set_to_none)
+
+        _COUNTING[cls] = type(cls.__name__, (cls,), {"zero_grad": zero_grad, "__module__": cls.__module__,
+                                                      "__qualname__": cls.__qualname__})
+    return _COUNTING[cls]
 
 
 class AuditSGD(torch.optim.SGD):
@@ -210,8 +213,12 @@ class AuditSGD(torch.optim.SGD):
         self._model, self._comm = model, comm
 
     def step(self, closure=None):
+        loss = None
+        if closure is not None:  # as SGD.step runs it, but first: the step is recorded with what it built
+            with torch.enable_grad():
+                loss = closure()
         tape = self._model.tape
-        tape.check_time()
+        time_limit.check()
         tape.count_graphs()
         weight = self._model.weight
         lr = self.param_groups[0]["lr"]
@@ -219,10 +226,11 @@ class AuditSGD(torch.optim.SGD):
             tape.steps.append(Step(len(tape.passes), flat(weight.grad), lr, weight.detach().clone()))
         if self._comm is not None:  # DDP averages the ranks' piles; here at the step (clipping is not audited)
             weight.grad = self._comm.mean_over_ranks(weight.grad, weight)
-        return super().step(closure)
+        super().step()
+        return loss
 
     def zero_grad(self, set_to_none: bool = True) -> None:
-        self._model.tape.check_time()
+        time_limit.check()
         self._model.tape.zero_grads += 1
         super().zero_grad(set_to_none)
 
@@ -256,14 +264,14 @@ class GradWatch(torch.overrides.TorchFunctionMode):
         self._weight, self._tape, self._seen = model.weight, model.tape, None
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        self._tape.check_time()
+        time_limit.check()
         result = func(*args, **(kwargs or {}))
         if not self._tape.inside_module and isinstance(result, torch.Tensor) and result.requires_grad \
                 and torch.is_grad_enabled():
             self._bypassing_forward(args, kwargs, result)
         grad = self._weight.grad
         now = flat(grad)
-        if (now is None) != (self._seen is None) or (now is not None and not torch.equal(now, self._seen)):
+        if (now is None) != (self._seen is None) or (now is not None and not _equal(now, self._seen)):
             self._seen = now
             if now is not None and len(self._tape.grad_changes) < MOST_RECORDED:
                 tape, name = self._tape, getattr(func, "__name__", str(func))
@@ -334,14 +342,16 @@ class Run:
     log_problem: str | None = None  # why the returned value is no log, in words
     timed_out: bool = False
     error_message: str = ""  # the exception's own message, for explaining it
+    replaced: list[str] = field(default_factory=list)  # the functions of torch, math, ... the loop replaced
 
 
 def run_loop(loop: Callable, problem: Problem, time_limit_s: float = math.inf, comm=None) -> Run:
-    """Call `loop(model, optimizer, loss_fn, batches, K[, scheduler])` with fresh instruments, stopping
-    it at the first watched event past `time_limit_s`; never raises for what the loop does. With
-    `comm` (one rank's, run in its own thread) the loop also gets `comm=comm`, and the warnings are
-    left to the caller: catching them is not thread-safe."""
-    model = watched_model(problem, time_limit_s)
+    """Call `loop(model, optimizer, loss_fn, batches, K[, scheduler])` with fresh instruments, stopped
+    with TimeLimit past `time_limit_s` (`widgets.core.time_limit`), and with whatever it replaced in
+    torch or math put back after; never raises for what the loop does (KeyboardInterrupt still
+    interrupts). With `comm` (one rank's, run in its own thread) the loop also gets `comm=comm`, and
+    the warnings are left to the caller: catching them is not thread-safe."""
+    model = watched_model(problem)
     optimizer = AuditSGD(model, comm)
     batches = [(x.clone(), y.clone()) for x, y in problem.batches]
     args = [model, optimizer, problem.task.loss_fn, Stream(batches) if problem.streaming else batches, problem.K]
@@ -349,16 +359,27 @@ def run_loop(loop: Callable, problem: Problem, time_limit_s: float = math.inf, c
         args.append(AuditScheduler(optimizer, len(problem.groups)))
     run = Run(model.tape, model.weight)
     keywords = {} if comm is None else {"comm": comm}
+
+    def watched() -> tuple:
+        with GradWatch(model):
+            returned = loop(*args, **keywords)
+            return returned, read_log(returned, len(problem.groups) + 1)  # a returned generator runs here too
+
     with warnings.catch_warnings(record=True) if comm is None else contextlib.nullcontext([]) as caught:
         if comm is None:
             warnings.simplefilter("always")
         try:
-            with GradWatch(model):
-                run.returned = loop(*args, **keywords)
-                run.log, run.log_problem = read_log(run.returned, len(problem.groups) + 1)
+            with put_back() if comm is None else contextlib.nullcontext([]) as run.replaced:  # ranks: by the caller
+                if math.isinf(time_limit_s):  # the reference: the lab's own loop
+                    run.returned, (run.log, run.log_problem) = watched()
+                else:
+                    run.returned, (run.log, run.log_problem) = time_limit.call(time_limit_s, watched)
         except TimeLimit as stop:
-            run.error, run.timed_out = f"{stop}, at {_where(stop)}", True
-        except (Exception, SystemExit) as error:  # the learner's mistake is the report, not a traceback
+            said = _text(stop) or f"the loop ran past the time limit of {time_limit_s:g} s"
+            run.error, run.timed_out = f"{said}, at {_where(stop)}", True
+        except KeyboardInterrupt:  # the learner's own interrupt: the audit stops with it
+            raise
+        except BaseException as error:  # noqa: BLE001 - the learner's mistake is the report, not a traceback
             run.error_message = _text(error)
             run.error = f"{_text(type(error).__name__)}: {run.error_message}, at {_where(error)}"
     run.weight = model.weight.detach().clone()
@@ -382,8 +403,6 @@ def read_log(returned: object, most: int) -> tuple[list[float] | None, str | Non
         return None, f"it returned {what}: a log must be a list of numbers, not text"
     try:
         return [float(v) for v in itertools.islice(iter(returned), most)], None  # type: ignore[call-overload]
-    except TimeLimit:
-        raise
     except Exception:
         return None, f"it returned {what}: a log must be a list of numbers"
 

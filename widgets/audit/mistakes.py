@@ -33,6 +33,19 @@ MISTAKES: dict[str, tuple[str, str]] = {  # name -> (what is wrong, the fix)
                                    "weighs more than one of a long one",
                                    "sum -A log p over the tokens and divide by the completion tokens of the whole "
                                    "window (DAPO), counted before the first backward()"),
+    "grpo_sequence_mean": ("each completion's -A log p is averaged over its own tokens, then over the completions "
+                           "(GRPO's per-sequence mean): a token of a short completion weighs more than one of a "
+                           "long one, and a micro-batch's weight does not follow its tokens",
+                           "sum -A log p over all the completion tokens of the window and divide once by their "
+                           "count (DAPO), counted before the first backward(); or loss_type='dapo' in TRL"),
+    "count_all_reduced_per_micro_batch": ("each micro-batch's token count is all-reduced on its own and divides "
+                                          "only that micro-batch's loss, then the micro-batches are averaged: a "
+                                          "token of a micro-batch with few tokens across the ranks weighs more than "
+                                          "one of a micro-batch with many",
+                                          "all-reduce one count per window, not per micro-batch: sum this rank's "
+                                          "real tokens over the window's micro-batches, all-reduce that number "
+                                          "before the first backward(), and multiply each micro-batch's token sum "
+                                          "by world_size / it"),
     "divided_by_group_twice": ("the loss is divided by the window's completion tokens and again by the group size G: "
                                "every update is G x too small",
                                "divide once, by the completion tokens of the window; the advantages already "
@@ -64,6 +77,20 @@ MISTAKES: dict[str, tuple[str, str]] = {  # name -> (what is wrong, the fix)
     "wrong_step_positions": ("optimizer.step() runs elsewhere than at the update boundaries",
                              "step after every K-th micro-step and after the last one"),
     "never_steps": ("optimizer.step() is never called", "call optimizer.step() once per update"),
+    "steps_by_hand": ("the weights were changed by hand (p.data -= lr * p.grad, or under torch.no_grad()), never by "
+                      "optimizer.step(): the optimizer's own rule (momentum, Adam's moments, weight decay), its "
+                      "scheduler and a GradScaler are all bypassed, and no update could be checked",
+                      "call optimizer.step() once per update and let it change the weights"),
+    "lr_scaled_instead_of_loss": ("the learning rate was divided instead of the loss: .grad holds the sum of the "
+                                  "micro-batch gradients, n x the update's mean gradient. Plain SGD's step comes out "
+                                  "the same for a full window, but clipping, Adam's moments and weight decay see the "
+                                  "sum, and a short last window is weighted wrong",
+                                  "leave the learning rate as it is and " + "weight each micro-batch's loss by its "
+                                  "share n_i/n of the update's items before backward()"),
+    "learning_rate_changed": ("the loop changed the optimizer's learning rate: each update moved the weights by "
+                              "another step than the reference's", "leave the learning rate as it is: dividing the "
+                              "loss (n_i/n per micro-batch) is the whole of accumulation's scaling; change the rate "
+                              "only through the scheduler"),
     "clip_every_micro_step": ("clipping runs on the half-built pile inside an update",
                               "clip once per update, after the last backward() and just before optimizer.step()"),
     "clip_missing": ("a step used an unclipped gradient although clip_norm was given",
@@ -115,8 +142,11 @@ MISTAKES: dict[str, tuple[str, str]] = {  # name -> (what is wrong, the fix)
     "differs_from_reference": ("the final weights differ from the reference for a reason not named here",
                                "compare your loop line by line with the pattern"),
     "loop_raised": ("the loop raised an exception", "fix the line named"),
-    "time_limit": ("the loop did not end in time and was stopped at its next forward, backward, step or torch call",
+    "time_limit": ("the loop did not end within the time limit and was stopped",
                    "make the loop end after one pass over batches (or raise time_limit_s)"),
+    "replaced_functions": ("the loop replaced functions of torch, math or Python itself while it ran: they are put "
+                           "back now, but what the auditor saw during the run may be off",
+                           "leave torch, math and the builtins as they are; change your own code instead"),
 }
 AUDIT_MISTAKES: dict[str, str] = {name: what for name, (what, _) in MISTAKES.items()}
 # PyTorch's own error messages, each explained in one sentence about an accumulation loop
@@ -141,14 +171,17 @@ TORCH_ERRORS: dict[str, str] = {  # a piece of the message -> what it means here
 
 @dataclass(frozen=True)
 class Finding:
-    """One mistake seen: its name (a key of MISTAKES) and what the auditor saw."""
+    """One mistake seen: its name (a key of MISTAKES), what the auditor saw, and the fix where the
+    problem words it its own way (tokens across ranks); else MISTAKES' fix."""
 
     name: str
     seen: str
+    fix: str | None = None
 
     def sentence(self) -> str:
         """'What is wrong (what was seen). Fix: the fix.', code kept in its own case (optimizer.step())."""
         what, fix = MISTAKES[self.name]
+        fix = self.fix or fix
         if "(" not in what.split()[0] and not what.startswith("."):
             what = what[0].upper() + what[1:]
         return f"{what} ({self.seen}). Fix: {fix}."

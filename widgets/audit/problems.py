@@ -38,6 +38,7 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
+from widgets.audit.mistakes import SHARE
 from widgets.audit.rl_problem import COMPLETIONS_PER_MICRO_BATCH, Policy, completion_batches
 from widgets.audit.window_count import describe_window_factors, window_readings
 from widgets.core.loop import train_loop
@@ -142,7 +143,7 @@ class Tokens:
     """A bigram language model on padded sequences of 1 to MAX_LENGTH real tokens, 3 per micro-batch
     (the last micro-batch 1)."""
 
-    name, unit, per_item = "tokens", "sequences", "token losses"
+    name, unit, per_item, counted = "tokens", "sequences", "token losses", "real tokens"
 
     @staticmethod
     def new_model() -> torch.nn.Module:
@@ -200,6 +201,7 @@ class Problem:
     world_size: int = 1
     rank: int = 0
     global_items: tuple[int, ...] = ()  # per update: the items of its window on every rank (world_size > 1)
+    global_micro_items: tuple[int, ...] = ()  # per micro-batch j: the items of micro-batch j on every rank
 
     def group_of(self, j: int) -> range:
         return self.groups[j // self.K]
@@ -221,9 +223,30 @@ class Problem:
         readings = self.task.readings(self.batches[j][1], [self.batches[i][1] for i in self.groups[u]], self.K)
         if self.world_size == 1:
             return readings
-        own = readings.pop(None)
+        own, n, W, every = readings.pop(None), len(self.groups[u]), self.world_size, self.global_micro_items[j]
         return {None: [self.right_factor(u)], "per_rank_normaliser": own,
-                "ranks_divided_twice": [1 / self.global_items[u]], **readings}
+                "ranks_divided_twice": [1 / self.global_items[u]],
+                "count_all_reduced_per_micro_batch": [W / (n * every), W / (self.K * every)], **readings}
+
+    @property
+    def share_fix(self) -> str:
+        """The fix for a loss weighted wrong, in this problem's terms (tokens, ranks, examples)."""
+        if self.world_size > 1:
+            return "all-reduce the window's real-token count once, before the first backward(), and multiply " \
+                   "each rank's token sum by world_size / that count"
+        if self.task is Regression:
+            return SHARE
+        return f"divide each micro-batch's summed {self.task.per_item} by the {self.task.counted} of the whole " \
+               "window, counted before the first backward()"
+
+    def fix_for(self, name: str) -> str | None:
+        """The fix of a loss-scale finding where this problem words it its own way, else None."""
+        if self.world_size > 1 and name not in ("per_rank_normaliser", "ranks_divided_twice",
+                                                "count_all_reduced_per_micro_batch"):
+            return self.share_fix
+        if self.task is not Regression and name in ("wrong_loss_scale", "loss_not_divided"):
+            return self.share_fix
+        return None
 
     def describe(self, u: int, factors: list, group_items: dict[int, int]) -> str:
         """The factors on update u's losses in words, against the right ones."""

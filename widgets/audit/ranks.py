@@ -16,7 +16,10 @@ Because DDP averages, a rank's right pile is world_size x its token-summed gradi
 real tokens on all ranks: `Problem.right_factor`. The reference is the lab's `train_loop` on the
 windows of all ranks together, normalised by their global count. A rank that stops, raises, or
 meets the others at another call (a step where they all-reduce) makes the others raise too, with
-a sentence that says so; past the time limit a waiting rank stops like any loop.
+a sentence that says so; past the time limit each rank is stopped like any loop
+(`widgets.core.time_limit`: from the watchdog thread, at its next line), and the ranks are joined
+with a timeout: a rank still inside a call Python cannot interrupt (a `time.sleep`) is left to end
+on its own copy of the model, stopped at its next line, and the report says so.
 """
 from __future__ import annotations
 
@@ -26,10 +29,12 @@ import warnings
 
 import torch
 
-from widgets.audit.instruments import Run, TimeLimit, run_loop
+from widgets.audit.instruments import Run, run_loop, watched_model
 from widgets.audit.problems import Problem, Tokens, _token_batches, batch_key
+from widgets.core.time_limit import TimeLimit
 
 WORLD_SIZES = (1, 2, 3, 4)
+GRACE_S = 2.0  # how long past the time limit the ranks' threads are waited for
 
 
 class RanksOutOfStep(RuntimeError):
@@ -122,9 +127,11 @@ def rank_problems(K: int, num_batches: int, world_size: int, with_scheduler: boo
         if all(len(set(c)) == world_size for c in counts):
             break
     global_items = tuple(sum(c) for c in counts)
+    micro_items = tuple(sum(Tokens.items(batches[j][1]) for batches in shares) for j in range(num_batches))
     b = len(shares[0][0][0])
     problems = [Problem(Tokens, batches, groups, K, b, None, with_scheduler, streaming,
-                        {batch_key(x): j for j, (x, _) in enumerate(batches)}, world_size, r, global_items)
+                        {batch_key(x): j for j, (x, _) in enumerate(batches)}, world_size, r, global_items,
+                        micro_items)
                 for r, batches in enumerate(shares)]
     together = [shares[r][j] for group in groups for r in range(world_size) for j in group]
     whole_groups, start = [], 0
@@ -136,11 +143,13 @@ def rank_problems(K: int, num_batches: int, world_size: int, with_scheduler: boo
     return problems, whole
 
 
-def run_ranks(loop, problems: list[Problem], time_limit_s: float) -> tuple[list[Run], set[int]]:
+def run_ranks(loop, problems: list[Problem], time_limit_s: float) -> tuple[list[Run], set[int], list[int]]:
     """Run `loop` once per rank, each in its own thread with its own `comm`; the runs in rank order,
-    and the ranks that raised only because another had stopped. Never raises for what the loop does."""
+    the ranks that raised only because another had stopped, and the ranks still running GRACE_S past
+    the time limit (their runs say so). Never raises for what the loop does."""
     world_size = len(problems)
-    exchange = _Exchange(world_size, time.monotonic() + time_limit_s)
+    deadline = time.monotonic() + time_limit_s
+    exchange = _Exchange(world_size, deadline)
     runs: list[Run | None] = [None] * world_size
 
     def rank_main(r: int) -> None:
@@ -158,15 +167,18 @@ def run_ranks(loop, problems: list[Problem], time_limit_s: float) -> tuple[list[
         for t in threads:
             t.start()
         for t in threads:
-            t.join()
-    done = [run for run in runs if run is not None]
-    if len(done) < world_size:  # a thread died outside the loop's call: never expected, said rather than raised
-        raise RuntimeError("a rank's thread ended without a record")
+            t.join(timeout=max(0.0, deadline - time.monotonic()) + GRACE_S)
+    left = [r for r, t in enumerate(threads) if t.is_alive() or runs[r] is None]
+    for r in left:  # inside a call Python cannot interrupt: its own model, stopped at its next line
+        model = watched_model(problems[r])
+        runs[r] = Run(model.tape, model.weight.detach().clone(), timed_out=True,
+                      error=f"rank {r} was still running {GRACE_S:g} s past the time limit of {time_limit_s:g} s, "
+                            "inside a call Python cannot interrupt (such as time.sleep)")
     messages = []
     for w in caught:
         try:
             messages.append(str(w.message).split(". ")[0])
         except Exception:
             continue
-    done[0].warnings = list(dict.fromkeys(messages))[:3]
-    return done, set(exchange.consequences)
+    runs[0].warnings = list(dict.fromkeys(messages))[:3]
+    return runs, set(exchange.consequences), left

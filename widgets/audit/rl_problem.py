@@ -69,7 +69,7 @@ def policy_gradient_loss(logits: torch.Tensor, targets: Completions, reduction: 
 class Policy:
     """The RL task: `Problem.task` for problem="rl", read like the token task."""
 
-    name, unit, per_item = "rl", "completions", "-A log p token losses"
+    name, unit, per_item, counted = "rl", "completions", "-A log p token losses", "completion tokens"
 
     @staticmethod
     def new_model() -> torch.nn.Module:
@@ -81,6 +81,7 @@ class Policy:
 
     loss_fn = staticmethod(policy_gradient_loss)
     items = staticmethod(completion_tokens)
+    shapes = {"grpo_sequence_mean": lambda output, targets: Policy.sequence_mean_gradient(output, targets)}
 
     @staticmethod
     def item_sum_gradient(output: torch.Tensor, targets: Completions) -> torch.Tensor:
@@ -92,6 +93,20 @@ class Policy:
     @staticmethod
     def item_loss_sum(output: torch.Tensor, targets: Completions) -> float:
         return float(policy_gradient_loss(output, targets, "sum"))
+
+    @staticmethod
+    def sequence_mean_gradient(output: torch.Tensor, targets: Completions) -> torch.Tensor:
+        """d/d logits of GRPO's per-sequence mean, summed over the completions: each completion's
+        token losses divided by its own length (any factor on the whole still fits it)."""
+        lengths = targets.mask.sum(1).clamp(min=1).to(output.dtype)
+        return Policy.item_sum_gradient(output, targets) / lengths.reshape(-1, 1, 1)
+
+    @staticmethod
+    def describe_shape(u: int, j: int, targets: Completions) -> str:
+        lengths = [int(n) for n in targets.mask.sum(1)]
+        short, long = min(lengths), max(lengths)
+        return f"micro-batch {j} of update {u} averaged each completion over its own tokens ({lengths}): a token " \
+               f"of its {short}-token completion weighs {long / short:.3g} x one of its {long}-token completion"
 
     @staticmethod
     def readings(targets: Completions, group: list[Completions], K: int) -> dict[str | None, list[float]]:

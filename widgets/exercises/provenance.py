@@ -13,9 +13,12 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import threading
 import types
 from contextlib import contextmanager
 from typing import Callable, Iterator, Sequence
+
+from widgets.core.time_limit import learners_code
 
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../widgets
@@ -74,26 +77,17 @@ def handed_back(answer: object, references: Sequence[Callable]) -> str | None:
     return None
 
 
-_LIBRARIES = tuple({os.path.abspath(p) + os.sep for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
-
-
-def _learners(code: types.CodeType) -> bool:
-    """Code of the learner's (a cell, a script, a test): neither the package nor a library (torch, the stdlib)."""
-    name = code.co_filename
-    if name.startswith("<frozen"):
-        return False
-    path = os.path.abspath(name)
-    return not path.startswith(_PACKAGE + os.sep) and not path.startswith(_LIBRARIES)
-
-
-def _from_learner(frame, checker: types.CodeType | None) -> bool:
-    """Did learner code lead to this call, since the checker started?"""
-    frame = frame.f_back
+def _from_learner(frame, checker: types.CodeType | None, checking_thread: bool) -> bool:
+    """Did learner code lead to this call, since the checker started? In another thread, also when
+    that thread is not one the package started (a pool's worker the answer handed a reference to)."""
+    frame, root = frame.f_back, None
     while frame is not None and frame.f_code is not checker:
-        if _learners(frame.f_code):
+        if learners_code(frame.f_code.co_filename):
             return True
+        if os.path.basename(frame.f_code.co_filename) != "threading.py":
+            root = frame.f_code  # the outermost code the thread runs, once threading's own is left
         frame = frame.f_back
-    return False
+    return not checking_thread and root is not None and not _in_package(root)
 
 
 @contextmanager
@@ -102,24 +96,30 @@ def calls_to(references: Sequence[Callable], checker: types.CodeType | None = No
     function `checker` (a wrapper around a reference shows here; the checker's own calls do not).
 
     A profile function sees every Python call from outside, as the auditor's hooks see every
-    backward pass: nothing of the learner's is patched. The previous profiler is put back.
+    backward pass: nothing of the learner's is patched. It is set on this thread and on every thread
+    started while the block runs (a `ThreadPoolExecutor` the answer makes); a pool started before the
+    check, whose threads already run, is not watched. The previous profilers are put back.
     """
     codes = {_code(r): r.__name__ for r in references if _code(r) is not None}
     seen: list[str] = []
+    here, watching = threading.get_ident(), [True]
 
     def profile(frame, event, arg):
-        if event == "call" and frame.f_code in codes and codes[frame.f_code] not in seen:
-            if _from_learner(frame, checker):
+        if event == "call" and watching[0] and frame.f_code in codes and codes[frame.f_code] not in seen:
+            if _from_learner(frame, checker, threading.get_ident() == here):
                 seen.append(codes[frame.f_code])
 
-    if not codes:  # nothing to watch for: leave the profiler alone
+    if not codes:  # nothing to watch for: leave the profilers alone
         yield seen
         return
-    previous = sys.getprofile()
+    previous, previous_threads = sys.getprofile(), threading.getprofile()
     sys.setprofile(profile)
+    threading.setprofile(profile)
     try:
         yield seen
     finally:
+        watching[0] = False  # a thread started here may outlive the check: its profiler stays, idle
+        threading.setprofile(previous_threads)
         sys.setprofile(previous)
 
 

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from tests.exercises.exercise_support import assert_incorrect
+from widgets.lessons.researcher_6.across_ranks import token_weights
 from widgets.lessons.researcher_6.exercises import loss_scale, my_weights, ranks_exercises
 from widgets.exercises.toolkit import Status
 
@@ -46,6 +47,12 @@ def test_weights_wrong(answer, words):
 
 def test_weights_refuses_the_package_answer_and_non_functions():
     assert_incorrect(EX.weights.check(my_weights), "handed back")
+    assert_incorrect(EX.weights.check(token_weights), "handed back")
+
+    def wraps_the_package(rank_counts):  # the notebook imports token_weights: a wrapper hands its answer back
+        weights = token_weights(rank_counts)
+        return weights["per_rank_mean"], weights["all_reduce_count"]
+    assert_incorrect(EX.weights.check(wraps_the_package), "calls the package's `token_weights`")
     assert_incorrect(EX.weights.check([1 / 600, 1 / 200]), "pass the function itself")
     assert EX.weights.check(...).status is Status.NOT_ATTEMPTED
     assert EX.weights.check(lambda rank_counts: None).status is Status.NOT_ATTEMPTED

@@ -5,6 +5,7 @@ import pytest
 from tests.exercises.exercise_support import assert_incorrect
 from widgets.lessons.researcher_7 import stages_exercises as from_registry
 from widgets.lessons.researcher_7.exercises import bubble_fraction, bytes_per_rank, stages_exercises
+from widgets.lessons.researcher_7.pipeline import bubble_formula, simulate
 from widgets.exercises.toolkit import Status
 from widgets.research.planner import zero_bytes_per_rank
 
@@ -38,6 +39,13 @@ def test_bubble_not_a_function_or_not_filled_in():
     assert_incorrect(EX.bubble.check(0.27), "pass the function itself")
     assert EX.bubble.check(lambda p, m: ...).status is Status.NOT_ATTEMPTED
     assert_incorrect(EX.bubble.check(bubble_fraction), "handed back")
+
+
+def test_bubble_read_off_the_package_simulator_is_refused():
+    def counted_on_the_grid(stages, micro_batches):
+        return simulate("gpipe", stages, micro_batches).bubble_fraction
+    assert_incorrect(EX.bubble.check(counted_on_the_grid), "calls the package's `simulate`")
+    assert_incorrect(EX.bubble.check(lambda p, m: bubble_formula(p, m)), "calls the package's `bubble_formula`")
 
 
 def test_zero_right():

@@ -1,5 +1,6 @@
 """Researcher notebook 9's checkers: right answers pass; typical wrong ones, and answers that hard-code the
 notebook's example, fail with their reason."""
+import concurrent.futures
 import math
 
 import pytest
@@ -8,7 +9,7 @@ from tests.exercises.exercise_support import assert_incorrect
 from widgets.lessons.researcher_9 import adam_exercises as lazily_loaded
 from widgets.lessons.researcher_9.exercises import adam_exercises, new_beta, scale, updates_done
 from widgets.exercises.toolkit import Status
-from widgets.lessons.researcher_9.adam_k import malladi_scaled, same_half_life
+from widgets.lessons.researcher_9.adam_k import AdamHyper, malladi_scaled, same_half_life, scale_adam
 
 EX = adam_exercises()
 
@@ -45,6 +46,25 @@ def test_malladi_right_and_the_package_refused():
     assert_incorrect(EX.malladi.check(malladi_scaled), "handed back")
     assert_incorrect(EX.malladi.check(lambda *a: malladi_scaled(*a)), "calls the package")
     assert EX.malladi.check(...).status is Status.NOT_ATTEMPTED
+
+
+def test_malladi_from_a_thread_pool_is_refused_and_a_pool_of_ones_own_passes():
+    def in_a_pool(lr, beta1, beta2, eps, k):  # the package's rule, run on a worker thread
+        with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+            return pool.submit(malladi_scaled, lr, beta1, beta2, eps, k).result()
+
+    def own_rule_in_a_pool(lr, beta1, beta2, eps, k):
+        with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+            return pool.submit(own_scale, lr, beta1, beta2, eps, k).result()
+
+    def package_rule_by_name(lr, beta1, beta2, eps, k):  # scale_adam calls malladi_scaled
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+            hyper = pool.submit(scale_adam, AdamHyper(lr, beta1, beta2, eps), k, "malladi").result()
+        return hyper.lr, hyper.beta1, hyper.beta2, hyper.eps
+
+    assert_incorrect(EX.malladi.check(in_a_pool), "calls the package's `malladi_scaled`")
+    assert_incorrect(EX.malladi.check(package_rule_by_name), "calls the package's `malladi_scaled`")
+    assert EX.malladi.check(own_rule_in_a_pool).correct
 
 
 # --- half_life ----------------------------------------------------------------------------------

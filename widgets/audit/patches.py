@@ -1,0 +1,71 @@
+"""What a loop replaced in torch, math, Python's builtins or the auditor itself, put back after it ran.
+
+A loop that sets `torch.allclose = lambda *a, **k: True`, or `torch.Tensor.backward` to a no-op,
+would otherwise talk the auditor into a verdict, and spoil every later audit in the kernel. The
+namespaces below are read before the loop runs; afterwards each name whose value changed, or that
+was deleted (or, on a class, added over an inherited one), is put back and reported; torch's own
+wrappers around the same function (importing torch._dynamo wraps `torch.manual_seed`) are left. The comparisons
+the auditor makes while the loop runs use functions bound when the auditor was imported.
+"""
+from __future__ import annotations
+
+import builtins
+import inspect
+import math
+import operator
+import sys
+from contextlib import contextmanager
+from typing import Iterator
+
+import torch
+
+_MISSING = object()
+_CHANGES_ON_ITS_OWN = {("builtins", "_"),  # the interactive interpreter's last value (callable or not)
+                       ("torch", "Storage")}  # set_default_dtype's alias of the default dtype's storage class
+
+
+def _namespaces() -> list[tuple[str, object]]:
+    """(name shown, namespace) for every module and class whose functions the auditor or the loop uses."""
+    modules = [builtins, math, operator, torch, torch.nn.functional, torch.autograd, torch.nn.utils, torch.linalg,
+               torch.optim.lr_scheduler, torch.amp]
+    modules += [m for name, m in sorted(sys.modules.items()) if name.startswith("widgets.audit.") and m is not None]
+    modules.append(sys.modules["widgets.core.time_limit"])
+    classes = [torch.Tensor, torch.nn.Module, torch.nn.Linear, torch.nn.Embedding, torch.optim.Optimizer,
+               torch.optim.SGD, torch.nn.MSELoss, torch.amp.GradScaler, torch.overrides.TorchFunctionMode]
+    return [(m.__name__, m) for m in modules] + [(f"{c.__module__}.{c.__qualname__}", c) for c in classes]
+
+
+@contextmanager
+def put_back() -> Iterator[list[str]]:
+    """Yield a list that, after the block, names each function the block replaced (all put back)."""
+    saved = [(label, space, dict(vars(space))) for label, space in _namespaces()]
+    replaced: list[str] = []
+    try:
+        yield replaced
+    finally:
+        for label, space, before in saved:
+            now = vars(space)
+            for name, value in before.items():
+                if not callable(value) or (label, name) in _CHANGES_ON_ITS_OWN:
+                    continue  # functions and classes only: a module's own state (a counter, a cache) may change
+                new = now.get(name, _MISSING)
+                if new is not value and _unwrapped(new) is not value:  # torch wraps some itself (manual_seed)
+                    setattr(space, name, value)
+                    replaced.append(_shown(label, name))
+            if isinstance(space, type):
+                for name in set(now) - set(before):  # a method added over the inherited one (Tensor.add_)
+                    delattr(space, name)
+                    replaced.append(_shown(label, name))
+
+
+def _unwrapped(value: object) -> object:
+    try:
+        return inspect.unwrap(value)
+    except Exception:  # a cycle of __wrapped__, or an attribute that raises
+        return value
+
+
+def _shown(label: str, name: str) -> str:
+    label = {"torch._tensor.Tensor": "torch.Tensor", "torch.nn.modules.module.Module": "torch.nn.Module"}.get(label,
+                                                                                                           label)
+    return name if label == "builtins" else f"{label}.{name}"
