@@ -14,9 +14,9 @@ def test_problem_groups_cover_every_batch_with_an_uneven_tail(K, num_batches):
     assert all(x.shape == (K + 1, 3) and y.shape == (K + 1, 1) for x, y in problem.batches[:-1])
     last = max(1, (K + 1) // 2)  # the last micro-batch holds fewer examples, as drop_last=False leaves it
     assert problem.batches[-1][0].shape == (last, 3) and problem.batches[-1][1].shape == (last, 1)
-    assert [i for g in problem.groups for i in g] == list(range(num_batches))
-    assert [len(g) for g in problem.groups[:-1]] == [K] * (len(problem.groups) - 1)
-    assert len(problem.groups[-1]) == (num_batches % K or K)
+    assert [i for g in problem.windows for i in g] == list(range(num_batches))
+    assert [len(g) for g in problem.windows[:-1]] == [K] * (len(problem.windows) - 1)
+    assert len(problem.windows[-1]) == (num_batches % K or K)
 
 
 def test_problem_is_deterministic_and_leaves_the_global_random_state_alone():
@@ -50,21 +50,21 @@ def test_reference_loop_steps_with_the_big_batch_gradient_of_each_group(K, num_b
     tape = run.tape
     assert run.error is None and len(tape.passes) == num_batches
     assert [tape.forwards[p.forwards[0]].batch for p in tape.passes] == list(range(num_batches))
-    assert [s.passes_before for s in tape.steps] == [g.stop for g in problem.groups]
-    assert tape.zero_grads == len(problem.groups)
-    assert tape.scheduler_calls == list(range(1, len(problem.groups) + 1))  # the constructor's step not counted
+    assert [s.passes_before for s in tape.steps] == [g.stop for g in problem.windows]
+    assert tape.zero_grads == len(problem.windows)
+    assert tape.scheduler_calls == list(range(1, len(problem.windows) + 1))  # the constructor's step not counted
     weight_at = [tape.forwards[p.forwards[0]].weight for p in tape.passes]  # the weight each batch ran with
-    for step, g in zip(tape.steps, problem.groups):
+    for step, g in zip(tape.steps, problem.windows):
         x = torch.cat([problem.batches[j][0] for j in g])  # the group's examples as one big batch
         y = torch.cat([problem.batches[j][1] for j in g])
         big, _ = true_gradient(weight_at[g.start], (x, y))
         assert torch.allclose(step.grad, big, rtol=1e-10, atol=1e-12)
     last = tape.passes[-1]
     assert torch.allclose(last.after, last.before + last.incoming)  # the pile grows by what arrives
-    examples = [sum(len(problem.batches[j][1]) for j in g) for g in problem.groups]
+    examples = [sum(len(problem.batches[j][1]) for j in g) for g in problem.windows]
     assert run.returned == pytest.approx([sum(true_gradient(weight_at[j], problem.batches[j])[1]
                                               * len(problem.batches[j][1]) for j in g) / n
-                                          for g, n in zip(problem.groups, examples)])  # the mean over examples
+                                          for g, n in zip(problem.windows, examples)])  # the mean over examples
 
 
 def test_sgd_records_the_learning_rate_and_the_scheduler_warms_it_up():

@@ -18,7 +18,7 @@ def window_mean_gradient(weight, batches):
 
 
 @pytest.mark.parametrize("K, num_batches", [(4, 10), (3, 7), (2, 2)])
-def test_token_batches_are_padded_with_ignored_targets_and_counts_differ_in_each_group(K, num_batches):
+def test_token_batches_are_padded_with_ignored_targets_and_counts_differ_in_each_window(K, num_batches):
     problem = make_problem(K, num_batches, None, False, "tokens")
     for j, (x, y) in enumerate(problem.batches):
         rows = 3 if j < num_batches - 1 else 1  # the last micro-batch short, as drop_last=False leaves it
@@ -26,7 +26,7 @@ def test_token_batches_are_padded_with_ignored_targets_and_counts_differ_in_each
         real = y != IGNORE_INDEX
         assert real[:, 0].all() and (real.int().diff(dim=1) <= 0).all()  # real tokens first, then padding
         assert (x[~real] == 0).all()
-    for g in problem.groups:
+    for g in problem.windows:
         if len(g) > 1:
             assert len({problem.items(j) for j in g}) > 1
 
@@ -35,8 +35,8 @@ def test_token_batches_are_padded_with_ignored_targets_and_counts_differ_in_each
 def test_the_window_normalised_loop_steps_with_the_window_mean_gradient(K, num_batches):
     problem = make_problem(K, num_batches, None, False, "tokens")
     run = run_loop(lambda *args: train_loop(*args, items=real_tokens), problem)
-    assert run.error is None and len(run.tape.steps) == len(problem.groups)
-    for step, g in zip(run.tape.steps, problem.groups):
+    assert run.error is None and len(run.tape.steps) == len(problem.windows)
+    for step, g in zip(run.tape.steps, problem.windows):
         weight = run.tape.forwards[g.start].weight  # the weight the window ran with
         big = window_mean_gradient(weight, [problem.batches[j] for j in g])
         assert torch.allclose(step.grad, big, rtol=1e-10, atol=1e-12)
@@ -65,7 +65,7 @@ def test_item_sum_gradient_is_autograd_of_the_summed_token_loss():
 @pytest.mark.parametrize("task", ["regression", "tokens", "rl"])
 def test_on_one_rank_the_right_factor_is_one_over_the_window_items(task):
     problem = make_problem(3, 7, None, False, task)
-    for u, g in enumerate(problem.groups):
+    for u, g in enumerate(problem.windows):
         assert problem.right_factor(u) == 1 / sum(problem.items(j) for j in g)
         assert problem.readings(g.start)[None] == pytest.approx([problem.right_factor(u)])
 

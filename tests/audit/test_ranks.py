@@ -142,7 +142,7 @@ def test_the_averaged_step_is_the_window_mean_of_every_rank_by_plain_autograd(K,
     problems, _ = rank_problems(K, 2 * K + 1, world_size, False, False)
     runs, _, _ = run_ranks(global_count, problems, 30.0)
     assert all(run.error is None for run in runs)
-    for u, g in enumerate(problems[0].groups):
+    for u, g in enumerate(problems[0].windows):
         weight = runs[0].tape.steps[u].weight
         assert all(torch.equal(run.tape.steps[u].weight, weight) for run in runs)  # the replicas agree
         w = weight.clone().requires_grad_(True)
@@ -156,10 +156,10 @@ def test_the_averaged_step_is_the_window_mean_of_every_rank_by_plain_autograd(K,
 @pytest.mark.parametrize("world_size", [2, 3, 4])
 def test_the_ranks_token_counts_differ_in_every_window(world_size):
     problems, whole = rank_problems(3, 7, world_size, False, False)
-    for u, g in enumerate(problems[0].groups):
+    for u, g in enumerate(problems[0].windows):
         counts = [sum(p.items(j) for j in g) for p in problems]
         assert len(set(counts)) == world_size and sum(counts) == problems[0].global_items[u]
-        assert sum(whole.items(j) for j in whole.groups[u]) == sum(counts)
+        assert sum(whole.items(j) for j in whole.windows[u]) == sum(counts)
 
 
 def test_scheduler_and_stream_across_ranks():

@@ -173,8 +173,8 @@ def test_the_report_speaks_of_completions_and_checks_the_log():
 def test_the_right_loop_steps_with_the_window_gradient_of_plain_autograd(K, num_batches):
     problem = make_problem(K, num_batches, None, False, "rl")
     run = run_loop(dapo_window, problem)
-    assert run.error is None and len(run.tape.steps) == len(problem.groups)
-    for step, g in zip(run.tape.steps, problem.groups):
+    assert run.error is None and len(run.tape.steps) == len(problem.windows)
+    for step, g in zip(run.tape.steps, problem.windows):
         big = window_gradient(step.weight, [problem.batches[j] for j in g])
         assert torch.allclose(step.grad, big, rtol=1e-10, atol=1e-12)
 
@@ -194,7 +194,7 @@ def test_completions_are_padded_with_varied_lengths_and_group_normalised_advanta
         assert x.shape == (rows, COMPLETION_LENGTH, FEATURES) and y.tokens.shape == (rows, COMPLETION_LENGTH)
         assert (y.mask[:, 0]).all() and (y.mask.int().diff(dim=1) <= 0).all()  # tokens first, then padding
         assert (x[~y.mask] == 0).all() and len(y) == rows
-    for g in problem.groups:
+    for g in problem.windows:
         if len(g) > 1:
             assert len({problem.items(j) for j in g}) > 1
     first_group = torch.cat([y.advantages for _, y in problem.batches[:2]])  # 6 completions: one prompt's G

@@ -172,7 +172,7 @@ def audit_training_loop(
     deterministic problem beside the correct loop, and report in words what differs.
 
     `batches`: a list of (inputs, targets), 2K + K//2 of them unless `num_batches` says otherwise
-    (not a multiple of K, so the uneven final group is tested), the last holding fewer examples
+    (not a multiple of K, so the uneven final window is tested), the last holding fewer examples
     (sequences) than the others, as a DataLoader with drop_last=False hands it, so weighting each
     micro-batch 1/n instead of n_i/n shows; `streaming=True` hands them as a
     one-pass stream with no len(), like a DataLoader of unknown length. `problem="regression"`:
@@ -255,13 +255,14 @@ def _averaged_ratios(runs: list[Run], problems) -> list[float]:
     """Per update: the mean of the ranks' piles over the mean of their right ones, at the step's weight
     (the gradient DDP's step used, over the reference's); [] unless every rank stepped once per update."""
     try:
-        U = len(problems[0].groups)
+        U = len(problems[0].windows)
         if any(len(run.tape.steps) != U or any(s.grad is None for s in run.tape.steps) for run in runs):
             return []
         ratios = []
-        for u, g in enumerate(problems[0].groups):
+        for u, window in enumerate(problems[0].windows):
             used = sum(run.tape.steps[u].grad for run in runs)
-            right = sum(outcome.group_truth(p, run.tape.steps[u].weight, g).grad for run, p in zip(runs, problems))
+            right = sum(outcome.window_truth(p, run.tape.steps[u].weight, window).grad
+                        for run, p in zip(runs, problems))
             ratios.append(outcome.proportion(used, right).ratio)
         return ratios
     except Exception:  # an odd record: no ratios rather than an error at the learner

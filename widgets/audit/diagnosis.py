@@ -58,7 +58,7 @@ def read_structure(tape: Tape, problem: Problem) -> Structure:
                 times[j] += 1
     last = [max((j for j in batches if j is not None), default=-1) for batches in pass_batches]
     step_after = [last[s.passes_before - 1] if s.passes_before else -1 for s in tape.steps]
-    expected = [max(j for j in g if times[j]) for g in problem.groups if any(times[j] for j in g)]
+    expected = [max(j for j in w if times[j]) for w in problem.windows if any(times[j] for j in w)]
     segments, start = [], 0
     for s in tape.steps:
         segments.append([k for p in tape.passes[start : s.passes_before] for k in p.forwards])
@@ -75,7 +75,7 @@ def check_coverage(tape: Tape, structure: Structure, problem: Problem) -> list[F
         if None in batches:
             return [Finding("unexpected_gradient", f"backward pass {k} went through a forward pass on inputs that "
                                                    "are none of the micro-batches")]
-    times, N, tail = structure.times_carried, len(problem.batches), problem.groups[-1]
+    times, N, tail = structure.times_carried, len(problem.batches), problem.windows[-1]
     missing = [j for j in range(N) if not times[j]]
     twice = [j for j in range(N) if times[j] > 1]
     shared = [k for k, batches in enumerate(structure.pass_batches)  # a window in one forward is named apart
@@ -108,7 +108,7 @@ def check_steps(tape: Tape, structure: Structure, problem: Problem) -> list[Find
     """Do the steps fall right after the last micro-batch of each update?"""
     positions, expected = structure.step_after, structure.expected_after
     seen = f"{len(positions)} steps, the reference {len(expected)}"
-    n_tail = len(problem.groups[-1])
+    n_tail = len(problem.windows[-1])
     if not positions:
         return [Finding("never_steps", "the weights never changed")]
     befores = [s.passes_before for s in tape.steps]
@@ -119,8 +119,8 @@ def check_steps(tape: Tape, structure: Structure, problem: Problem) -> list[Find
                         f"{seen}: steps {doubled} came right after another step, with no backward() between")]
     if [s.passes_before for s in tape.steps] == list(range(1, len(tape.passes) + 1)) and len(positions) > len(expected):
         return [Finding("step_every_micro_step", f"{seen}, one per update of K = {problem.K} micro-batches")]
-    if n_tail < problem.K and expected and positions == expected[:-1] and expected[-1] in problem.groups[-1]:
-        return [Finding("forget_final_step", f"{seen}: none for the final group of {n_tail} micro-batch(es)")]
+    if n_tail < problem.K and expected and positions == expected[:-1] and expected[-1] in problem.windows[-1]:
+        return [Finding("forget_final_step", f"{seen}: none for the final window of {n_tail} micro-batch(es)")]
     if positions != expected:
         return [Finding("wrong_step_positions",
                         f"steps after micro-batches {positions}, the reference after {expected}")]
@@ -131,17 +131,17 @@ def check_piles(tape: Tape, structure: Structure, problem: Problem) -> list[Find
     """What .grad held before each backward pass. An emptied pile is a mistake only where neither an
     update of the right loop nor one of the loop's own steps begins; a pile left full only where both do."""
     stepped_before = {s.passes_before for s in tape.steps}
-    group = [min(batches) // problem.K for batches in structure.pass_batches]
+    window = [min(batches) // problem.K for batches in structure.pass_batches]
     wiped, clipped, changed, leaked = [], [], [], []
     for k in range(1, len(tape.passes)):
         p, previous = tape.passes[k], tape.passes[k - 1]
         first = min(structure.pass_batches[k])
-        update_begins, step_before = group[k] > group[k - 1], k in stepped_before
+        update_begins, step_before = window[k] > window[k - 1], k in stepped_before
         if is_empty(p.before):
             if not update_begins and not step_before:
                 wiped.append(first)
         elif update_begins and step_before:
-            leaked.append(group[k])
+            leaked.append(window[k])
         elif not torch.allclose(p.before, previous.after, rtol=TOLERANCE, atol=0):
             ratio, proportional = proportion(p.before, previous.after)
             (clipped if proportional and ratio < 1 else changed).append(first)
@@ -274,31 +274,31 @@ def loss_factors(tape: Tape, structure: Structure, problem: Problem,
 
 def check_loss_scale(factors: dict[int, list[LossFactor]], problem: Problem) -> list[Finding]:
     """Name the factor on each micro-batch's loss, one update of the right loop at a time. A short
-    final group can read two ways (divided twice by n = 2 is 1/4, as is 1/K for K = 4): the
-    mistake the full groups showed is then the likelier reading and is tried right after the right one."""
+    final window can read two ways (divided twice by n = 2 is 1/4, as is 1/K for K = 4): the
+    mistake the full windows showed is then the likelier reading and is tried right after the right one."""
     shaped = next(((u, f) for u in sorted(factors) for f in factors[u] if f.shape is not None), None)
     if shaped is not None:  # another loss than a multiple of the summed per-item losses (GRPO's per-sequence mean)
         u, f = shaped  # a micro-batch whose completions have one length fits both: the others tell
         return [Finding(f.shape, problem.task.describe_shape(u, f.batch, problem.batches[f.batch][1]))]
-    findings, full_groups_mistake = [], None
+    findings, full_windows_mistake = [], None
     for u in sorted(factors):
-        g = problem.groups[u]
+        window = problem.windows[u]
         unexplained = [f.batch for f in factors[u] if f.factor is None]
         if unexplained:
             seen = f"micro-batch {unexplained[0]}'s loss is no multiple of its summed {problem.task.per_item}: " \
                    "another loss, or targets out of order?"
             return findings + [Finding("unexpected_gradient", seen)]
-        group_items = [problem.items(j) for j in g]
+        window_items = [problem.items(j) for j in window]
         readings = {f.batch: problem.readings(f.batch) for f in factors[u]}
-        names = sorted(next(iter(readings.values())), key=lambda n: (n is not None, n != full_groups_mistake))
+        names = sorted(next(iter(readings.values())), key=lambda n: (n is not None, n != full_windows_mistake))
         def fits(name: str | None, seen: list[LossFactor] = factors[u], readings: dict = readings) -> bool:
             return all(any(close(f.factor, v) for v in readings[f.batch][name]) for f in seen)
 
         name = next((name for name in names if fits(name)), "wrong_loss_scale")
-        if len(g) == problem.K:
-            full_groups_mistake = name
+        if len(window) == problem.K:
+            full_windows_mistake = name
         if name is not None:
-            findings.append(Finding(name, problem.describe(u, factors[u], dict(zip(g, group_items))),
+            findings.append(Finding(name, problem.describe(u, factors[u], dict(zip(window, window_items))),
                                     problem.fix_for(name)))
     return first_of_each(findings)
 

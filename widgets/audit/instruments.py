@@ -323,7 +323,7 @@ class Stream:
 
     def __len__(self):
         raise TypeError("batches is a stream of unknown length (a DataLoader over an IterableDataset): "
-                        "len(batches) is not available; find the last group when the stream ends")
+                        "len(batches) is not available; find the last window when the stream ends")
 
 
 # ----------------------------------------------------------------------------- the runs
@@ -356,14 +356,14 @@ def run_loop(loop: Callable, problem: Problem, time_limit_s: float = math.inf, c
     batches = [(x.clone(), y.clone()) for x, y in problem.batches]
     args = [model, optimizer, problem.task.loss_fn, Stream(batches) if problem.streaming else batches, problem.K]
     if problem.with_scheduler:
-        args.append(AuditScheduler(optimizer, len(problem.groups)))
+        args.append(AuditScheduler(optimizer, len(problem.windows)))
     run = Run(model.tape, model.weight)
     keywords = {} if comm is None else {"comm": comm}
 
     def watched() -> tuple:
         with GradWatch(model):
             returned = loop(*args, **keywords)
-            return returned, read_log(returned, len(problem.groups) + 1)  # a returned generator runs here too
+            return returned, read_log(returned, len(problem.windows) + 1)  # a returned generator runs here too
 
     with warnings.catch_warnings(record=True) if comm is None else contextlib.nullcontext([]) as caught:
         if comm is None:

@@ -19,9 +19,9 @@ MISTAKES: dict[str, tuple[str, str]] = {  # name -> (what is wrong, the fix)
                            "use the mean, or divide the summed loss by all the examples of the update"),
     "wrong_loss_scale": ("the micro-batch losses are scaled by factors other than their shares n_i/n of the "
                          "update's examples", SHARE),
-    "tail_divided_by_k": ("the uneven final group is weighted 1/K per micro-batch, not by its own examples: its "
-                          "update is too small", "weight each micro-batch's mean loss of the final group by its share "
-                          "n_i/n of that group's examples"),
+    "tail_divided_by_k": ("the uneven final window is weighted 1/K per micro-batch, not by its own examples: its "
+                          "update is too small", "weight each micro-batch's mean loss of the final window by its share "
+                          "n_i/n of that window's examples"),
     "normalised_per_micro_batch": ("normalised per micro-batch instead of per window: each micro-batch's mean loss "
                                    "weighs the same in its update (1/n or 1/K), so an example (a token) in a short "
                                    "micro-batch weighs more than one in a long one",
@@ -61,7 +61,7 @@ MISTAKES: dict[str, tuple[str, str]] = {  # name -> (what is wrong, the fix)
                             "count"),
     "padding_counted": ("the padding positions are counted in the normaliser: every token weighs too little",
                         "count only the real tokens (targets != ignore_index) of the window"),
-    "tail_dropped": ("the uneven final group never goes through backward(): its examples never count",
+    "tail_dropped": ("the uneven final window never goes through backward(): its examples never count",
                      "run every batch; step after the last one too"),
     "zero_grad_every_micro_step": ("zero_grad() empties the pile inside an update: it keeps only the last micro-batch",
                                    "call zero_grad() only after optimizer.step()"),
@@ -72,7 +72,7 @@ MISTAKES: dict[str, tuple[str, str]] = {  # name -> (what is wrong, the fix)
     "step_every_micro_step": ("optimizer.step() runs after every micro-step", "step only when an update is complete"),
     "step_twice": ("optimizer.step() runs twice on the same pile: the second step applies the update again",
                    "call optimizer.step() once per update"),
-    "forget_final_step": ("the uneven final group never gets its optimizer.step(): its gradient is thrown away",
+    "forget_final_step": ("the uneven final window never gets its optimizer.step(): its gradient is thrown away",
                           "also step on the last micro-step, e.g. with is_update_step(i, K, len(batches))"),
     "wrong_step_positions": ("optimizer.step() runs elsewhere than at the update boundaries",
                              "step after every K-th micro-step and after the last one"),

@@ -90,7 +90,7 @@ def carried(tape: Tape, problem: Problem) -> list[Part]:
 # ----------------------------------------------------------------------------- the steps
 
 
-class GroupTruth(NamedTuple):
+class WindowTruth(NamedTuple):
     """One update of the right loop at a given weight, by plain autograd: the gradient its step must
     use (flat, clipped like clip_grad_norm_), its mean loss, and its micro-batches' mean losses."""
 
@@ -101,17 +101,17 @@ class GroupTruth(NamedTuple):
     unclipped: torch.Tensor  # flat: the gradient before clipping
 
 
-def group_truth(problem: Problem, weight: torch.Tensor, group: range) -> GroupTruth:
+def window_truth(problem: Problem, weight: torch.Tensor, window: range) -> WindowTruth:
     w = weight.detach().clone().requires_grad_(True)
     means = [problem.task.loss_fn(problem.task.forward(w, problem.batches[j][0]), problem.batches[j][1])
-             for j in group]
-    items = [problem.items(j) for j in group]
+             for j in window]
+    items = [problem.items(j) for j in window]
     total = sum(items)
     summed = sum(m * n for m, n in zip(means, items))  # the summed per-item loss of the window
-    (grad,) = torch.autograd.grad(summed * problem.right_factor(group.start // problem.K), w)  # / n (ranks: x W / N)
+    (grad,) = torch.autograd.grad(summed * problem.right_factor(window.start // problem.K), w)  # / n (ranks: x W / N)
     grad = grad.reshape(-1)
     losses = [float(m.detach()) for m in means]
-    return GroupTruth(clip_flat(grad, problem.clip_norm), sum(m * n for m, n in zip(losses, items)) / total,
+    return WindowTruth(clip_flat(grad, problem.clip_norm), sum(m * n for m, n in zip(losses, items)) / total,
                       losses, [n / total for n in items], grad)
 
 
@@ -123,13 +123,13 @@ class Outcome:
 
     exact: bool
     ratios: list[float]  # per step: its gradient over the right one (only with one step per update)
-    truths: list[GroupTruth]
+    truths: list[WindowTruth]
 
 
 def check_outcome(tape: Tape, problem: Problem) -> Outcome:
-    if len(tape.steps) != len(problem.groups) or any(s.grad is None or s.weight is None for s in tape.steps):
+    if len(tape.steps) != len(problem.windows) or any(s.grad is None or s.weight is None for s in tape.steps):
         return Outcome(False, [], [])
-    truths = [group_truth(problem, s.weight, g) for s, g in zip(tape.steps, problem.groups)]
+    truths = [window_truth(problem, s.weight, w) for s, w in zip(tape.steps, problem.windows)]
     fits = [proportion(s.grad, t.grad) for s, t in zip(tape.steps, truths)]
     exact = all(f.exact and close(f.ratio, 1) for f in fits)
     if exact and problem.clip_norm is not None:  # a clip hides the pile's size: read it before the clip too
@@ -249,4 +249,4 @@ def _own_means(tape: Tape, structure: Structure, problem: Problem) -> list[list[
         return out
 
     own = truths([sorted(batch_of[k] for k in segment) for segment in structure.segments])
-    return [own] if structure.steps_at_boundaries else [own, truths([list(g) for g in problem.groups])]
+    return [own] if structure.steps_at_boundaries else [own, truths([list(w) for w in problem.windows])]

@@ -1,5 +1,5 @@
-"""The auditor's two tiny problems: the micro-batches a loop is handed, how they group into
-updates, and what each micro-batch's loss must weigh in its update.
+"""The auditor's tiny problems: the micro-batches a loop is handed, the windows they make
+(one per update), and what each micro-batch's loss must weigh in its update.
 
 - `regression`: mean-squared error of a linear model y = x @ w.T (one weight (1, 3)); the loss
   handed to the loop is mean-reduced, so each micro-batch's mean loss weighs its share n_i/n of its
@@ -41,6 +41,7 @@ import torch.nn.functional as F
 from widgets.audit.mistakes import SHARE
 from widgets.audit.rl_problem import COMPLETIONS_PER_MICRO_BATCH, Policy, completion_batches
 from widgets.audit.window_count import describe_window_factors, window_readings
+from widgets.core.accumulation import windows
 from widgets.core.loop import train_loop
 from widgets.core.shared import IGNORE_INDEX, real_tokens
 
@@ -109,12 +110,12 @@ class Regression:
         return float(((output - targets) ** 2).sum())
 
     @staticmethod
-    def readings(targets: torch.Tensor, group: list[torch.Tensor], K: int) -> dict[str | None, list[float]]:
-        """Each mistake's factor c on one micro-batch's summed loss (`targets`), in a group of n
-        micro-batches (`group`: their targets; None, the right one: 1 / the group's examples). On the
+    def readings(targets: torch.Tensor, window: list[torch.Tensor], K: int) -> dict[str | None, list[float]]:
+        """Each mistake's factor c on one micro-batch's summed loss (`targets`), in a window of n
+        micro-batches (`window`: their targets; None, the right one: 1 / the window's examples). On the
         mean loss the factor is a = c n_i, right a = n_i/n (1/n for n equal micro-batches)."""
-        n, items, window = len(group), len(targets), sum(len(t) for t in group)
-        share = items / window
+        n, items, total = len(window), len(targets), sum(len(t) for t in window)
+        share = items / total
         on_mean = {
             None: [share],
             "tail_divided_by_k": [1 / K] if n < K else [],
@@ -126,12 +127,12 @@ class Regression:
         return {name: [a / items for a in values] for name, values in on_mean.items()}
 
     @staticmethod
-    def describe_factors(u: int, factors: list, group_items: dict[int, int]) -> str:
+    def describe_factors(u: int, factors: list, window_items: dict[int, int]) -> str:
         """The factor on each mean loss of update u (`factors`: LossFactor records), against n_i/n."""
-        means = [f.factor * group_items[f.batch] for f in factors]  # c on the summed loss is a / n_i on the mean
-        window = sum(group_items.values())
-        shares = [group_items[f.batch] / window for f in factors]
-        a, n = means[0], len(group_items)
+        means = [f.factor * window_items[f.batch] for f in factors]  # c on the summed loss is a / n_i on the mean
+        window = sum(window_items.values())
+        shares = [window_items[f.batch] / window for f in factors]
+        a, n = means[0], len(window_items)
         if all(math.isclose(m, a, rel_tol=1e-6) for m in means) and all(math.isclose(s, 1 / n) for s in shares):
             return f"each loss of update {u} was multiplied by {_fraction(a)}, not 1/{n}; its gradient came out " \
                    f"{a * n:.3g} x the reference"
@@ -169,17 +170,17 @@ class Tokens:
         return float(token_cross_entropy(output, targets, "sum"))
 
     @staticmethod
-    def readings(targets: torch.Tensor, group: list[torch.Tensor], K: int) -> dict[str | None, list[float]]:
-        """Each mistake's factor c on one micro-batch's summed token loss (`targets`), in a group of n
-        micro-batches (`group`: their targets; None, the right one: 1 / the window's real tokens)."""
-        n, items, window = len(group), real_tokens(targets), sum(real_tokens(t) for t in group)
-        positions, all_positions = targets.numel(), sum(t.numel() for t in group)  # padding included
-        return window_readings(n, K, items, window, positions, all_positions, "normalised_per_micro_batch")
+    def readings(targets: torch.Tensor, window: list[torch.Tensor], K: int) -> dict[str | None, list[float]]:
+        """Each mistake's factor c on one micro-batch's summed token loss (`targets`), in a window of n
+        micro-batches (`window`: their targets; None, the right one: 1 / the window's real tokens)."""
+        n, items, total = len(window), real_tokens(targets), sum(real_tokens(t) for t in window)
+        positions, all_positions = targets.numel(), sum(t.numel() for t in window)  # padding included
+        return window_readings(n, K, items, total, positions, all_positions, "normalised_per_micro_batch")
 
     @staticmethod
-    def describe_factors(u: int, factors: list, group_items: dict[int, int]) -> str:
+    def describe_factors(u: int, factors: list, window_items: dict[int, int]) -> str:
         """What the first micro-batch of update u was divided by, against the window's real tokens."""
-        return describe_window_factors(u, factors, group_items, "real tokens", "summed token loss")
+        return describe_window_factors(u, factors, window_items, "real tokens", "summed token loss")
 
 
 TASKS = {"regression": Regression, "tokens": Tokens, "rl": Policy}
@@ -187,11 +188,11 @@ TASKS = {"regression": Regression, "tokens": Tokens, "rl": Policy}
 
 @dataclass(frozen=True)
 class Problem:
-    """The audited run's data: micro-batches of (inputs, targets) and how they group into updates."""
+    """The audited run's data: micro-batches of (inputs, targets) and the window of each update."""
 
     task: type
     batches: list[tuple[torch.Tensor, torch.Tensor]]
-    groups: list[range]  # the micro-batch indices of each update
+    windows: list[range]  # the micro-batch indices of each update (core.accumulation.windows)
     K: int
     b: int  # examples (sequences) per micro-batch
     clip_norm: float | None
@@ -203,9 +204,6 @@ class Problem:
     global_items: tuple[int, ...] = ()  # per update: the items of its window on every rank (world_size > 1)
     global_micro_items: tuple[int, ...] = ()  # per micro-batch j: the items of micro-batch j on every rank
 
-    def group_of(self, j: int) -> range:
-        return self.groups[j // self.K]
-
     def items(self, j: int) -> int:
         return self.task.items(self.batches[j][1])
 
@@ -214,16 +212,16 @@ class Problem:
         items; across ranks world_size / all ranks' items, which DDP's mean over ranks brings to 1 / them."""
         if self.world_size > 1:
             return self.world_size / self.global_items[u]
-        return 1 / sum(self.items(j) for j in self.groups[u])
+        return 1 / sum(self.items(j) for j in self.windows[u])
 
     def readings(self, j: int) -> dict[str | None, list[float]]:
         """Each mistake's factor c on micro-batch j's summed loss (None: the right one); across ranks
         the right one is `right_factor`, and a rank's own window mean and an undoubled global count are named."""
         u = j // self.K
-        readings = self.task.readings(self.batches[j][1], [self.batches[i][1] for i in self.groups[u]], self.K)
+        readings = self.task.readings(self.batches[j][1], [self.batches[i][1] for i in self.windows[u]], self.K)
         if self.world_size == 1:
             return readings
-        own, n, W, every = readings.pop(None), len(self.groups[u]), self.world_size, self.global_micro_items[j]
+        own, n, W, every = readings.pop(None), len(self.windows[u]), self.world_size, self.global_micro_items[j]
         return {None: [self.right_factor(u)], "per_rank_normaliser": own,
                 "ranks_divided_twice": [1 / self.global_items[u]],
                 "count_all_reduced_per_micro_batch": [W / (n * every), W / (self.K * every)], **readings}
@@ -248,13 +246,13 @@ class Problem:
             return self.share_fix
         return None
 
-    def describe(self, u: int, factors: list, group_items: dict[int, int]) -> str:
+    def describe(self, u: int, factors: list, window_items: dict[int, int]) -> str:
         """The factors on update u's losses in words, against the right ones."""
         if self.world_size == 1:
-            return self.task.describe_factors(u, factors, group_items)
+            return self.task.describe_factors(u, factors, window_items)
         j, c, every = factors[0].batch, factors[0].factor, self.global_items[u]
-        return f"on rank {self.rank}, micro-batch {j} of update {u} ({group_items[j]} real tokens; " \
-               f"this rank's window holds {sum(group_items.values())}, all {self.world_size} ranks' {every}) had " \
+        return f"on rank {self.rank}, micro-batch {j} of update {u} ({window_items[j]} real tokens; " \
+               f"this rank's window holds {sum(window_items.values())}, all {self.world_size} ranks' {every}) had " \
                f"its summed loss divided by {1 / c:.4g}; after DDP's mean over ranks each token weighs " \
                f"{c * every / self.world_size:.3g} x its share 1/{every}"
 
@@ -289,10 +287,9 @@ def make_problem(K: int, num_batches: int, clip_norm: float | None, with_schedul
     g = torch.Generator().manual_seed(0)
     make = {"regression": _regression_batches, "tokens": _token_batches, "rl": _completion_batches}[task]
     batches, b = make(K, num_batches, clip_norm, g)
-    groups = [range(s, min(s + K, num_batches)) for s in range(0, num_batches, K)]
     index_of = {batch_key(x): j for j, (x, _) in enumerate(batches)}
     assert len(index_of) == num_batches, "two micro-batches with the same inputs could not be told apart"
-    return Problem(TASKS[task], batches, groups, K, b, clip_norm, with_scheduler, streaming, index_of)
+    return Problem(TASKS[task], batches, windows(num_batches, K), K, b, clip_norm, with_scheduler, streaming, index_of)
 
 
 def _regression_batches(K, num_batches, clip_norm, g):
@@ -317,13 +314,13 @@ def _completion_batches(K, num_batches, clip_norm, g):
 
 def _token_batches(K, num_batches, clip_norm, g):
     """Sequences from a random bigram chain; micro-batch j's lengths are drawn so that the real-token
-    counts within a group differ (otherwise per-micro-batch and per-window means would agree)."""
+    counts within a window differ (otherwise per-micro-batch and per-window means would agree)."""
     b = 3
     chain = torch.rand(VOCAB, VOCAB, generator=g, dtype=torch.float64) ** 3  # peaked: something to learn
     batches = []
     for j in range(num_batches):
         rows = b if j < num_batches - 1 else short_size(b)  # the last micro-batch short, as drop_last=False leaves it
-        short = j % 2 == 0  # alternate short and long micro-batches: counts differ inside every group
+        short = j % 2 == 0  # alternate short and long micro-batches: counts differ inside every window
         lengths = torch.randint(1, MAX_LENGTH // 2 + 1, (rows,), generator=g) + (0 if short else MAX_LENGTH // 2)
         tokens = torch.zeros(rows, MAX_LENGTH + 1, dtype=torch.long)
         tokens[:, 0] = torch.randint(0, VOCAB, (rows,), generator=g)

@@ -31,6 +31,7 @@ import torch
 
 from widgets.audit.instruments import Run, run_loop, watched_model
 from widgets.audit.problems import Problem, Tokens, _token_batches, batch_key
+from widgets.core.accumulation import windows
 from widgets.core.time_limit import TimeLimit
 
 WORLD_SIZES = (1, 2, 3, 4)
@@ -120,25 +121,25 @@ def rank_problems(K: int, num_batches: int, world_size: int, with_scheduler: boo
     """One token Problem per rank (the real-token counts of the ranks differ in every window), and the
     reference's: the windows of all ranks together, K x world_size micro-batches each."""
     g = torch.Generator().manual_seed(0)
-    groups = [range(s, min(s + K, num_batches)) for s in range(0, num_batches, K)]
+    rank_windows = windows(num_batches, K)
     while True:  # seeded, so the same draws each time; redraw the rare set where two ranks' counts agree
         shares = [_token_batches(K, num_batches, None, g)[0] for _ in range(world_size)]
-        counts = [[sum(Tokens.items(batches[j][1]) for j in group) for batches in shares] for group in groups]
+        counts = [[sum(Tokens.items(batches[j][1]) for j in window) for batches in shares] for window in rank_windows]
         if all(len(set(c)) == world_size for c in counts):
             break
     global_items = tuple(sum(c) for c in counts)
     micro_items = tuple(sum(Tokens.items(batches[j][1]) for batches in shares) for j in range(num_batches))
     b = len(shares[0][0][0])
-    problems = [Problem(Tokens, batches, groups, K, b, None, with_scheduler, streaming,
+    problems = [Problem(Tokens, batches, rank_windows, K, b, None, with_scheduler, streaming,
                         {batch_key(x): j for j, (x, _) in enumerate(batches)}, world_size, r, global_items,
                         micro_items)
                 for r, batches in enumerate(shares)]
-    together = [shares[r][j] for group in groups for r in range(world_size) for j in group]
-    whole_groups, start = [], 0
-    for group in groups:
-        whole_groups.append(range(start, start + len(group) * world_size))
-        start += len(group) * world_size
-    whole = Problem(Tokens, together, whole_groups, K * world_size, b, None, with_scheduler, False,
+    together = [shares[r][j] for window in rank_windows for r in range(world_size) for j in window]
+    whole_windows, start = [], 0
+    for window in rank_windows:
+        whole_windows.append(range(start, start + len(window) * world_size))
+        start += len(window) * world_size
+    whole = Problem(Tokens, together, whole_windows, K * world_size, b, None, with_scheduler, False,
                     {batch_key(x): j for j, (x, _) in enumerate(together)})
     return problems, whole
 

@@ -109,17 +109,17 @@ class Policy:
                f"of its {short}-token completion weighs {long / short:.3g} x one of its {long}-token completion"
 
     @staticmethod
-    def readings(targets: Completions, group: list[Completions], K: int) -> dict[str | None, list[float]]:
+    def readings(targets: Completions, window: list[Completions], K: int) -> dict[str | None, list[float]]:
         """Each mistake's factor c on one micro-batch's summed loss (`targets`), in a window of n
-        micro-batches (`group`; None, the right one: 1 / the window's completion tokens)."""
-        n, items, window = len(group), completion_tokens(targets), sum(completion_tokens(t) for t in group)
-        positions, all_positions = targets.tokens.numel(), sum(t.tokens.numel() for t in group)
-        return window_readings(n, K, items, window, positions, all_positions, "per_micro_batch_normaliser",  # bnpo
-                               also={"divided_by_group_twice": [1 / (window * GROUP_SIZE)]})
+        micro-batches (`window`; None, the right one: 1 / the window's completion tokens)."""
+        n, items, total = len(window), completion_tokens(targets), sum(completion_tokens(t) for t in window)
+        positions, all_positions = targets.tokens.numel(), sum(t.tokens.numel() for t in window)
+        return window_readings(n, K, items, total, positions, all_positions, "per_micro_batch_normaliser",  # bnpo
+                               also={"divided_by_group_twice": [1 / (total * GROUP_SIZE)]})
 
     @staticmethod
-    def describe_factors(u: int, factors: list, group_items: dict[int, int]) -> str:
-        return describe_window_factors(u, factors, group_items, "completion tokens", "summed -A log p")
+    def describe_factors(u: int, factors: list, window_items: dict[int, int]) -> str:
+        return describe_window_factors(u, factors, window_items, "completion tokens", "summed -A log p")
 
 
 def completion_batches(num_batches: int, last_rows: int, g: torch.Generator) -> list[tuple[torch.Tensor, Completions]]:

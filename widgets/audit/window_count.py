@@ -21,9 +21,9 @@ def window_readings(n: int, K: int, items: int, window: int, positions: int, all
     }
 
 
-def describe_window_factors(u: int, factors: list, group_items: dict[int, int], items: str, loss: str) -> str:
+def describe_window_factors(u: int, factors: list, window_items: dict[int, int], items: str, loss: str) -> str:
     """What the first micro-batch of update u was divided by, against the window's count of `items`."""
     j, c = factors[0].batch, factors[0].factor
-    window = sum(group_items.values())
-    return f"micro-batch {j} of update {u} ({group_items[j]} {items}; the window holds {window}) " \
+    window = sum(window_items.values())
+    return f"micro-batch {j} of update {u} ({window_items[j]} {items}; the window holds {window}) " \
            f"had its {loss} divided by {1 / c:.4g}, so each of its tokens weighs {c * window:.3g} x its share 1/{window}"
