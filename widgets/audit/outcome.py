@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from math import isclose  # bound at import: a loop that replaces math.isclose changes no verdict
 from typing import TYPE_CHECKING, NamedTuple
 
 import torch
@@ -26,7 +27,7 @@ TOLERANCE = 1e-6  # relative: float64 ratios of the same sums agree to ~1e-12; t
 
 
 def close(a: float, b: float) -> bool:
-    return math.isclose(a, b, rel_tol=TOLERANCE, abs_tol=1e-12)
+    return isclose(a, b, rel_tol=TOLERANCE, abs_tol=1e-12)
 
 
 class Proportion(NamedTuple):
@@ -52,7 +53,7 @@ def is_empty(pile: torch.Tensor | None) -> bool:
 
 def close_norm(grad: torch.Tensor, norm: float) -> bool:
     """Has `grad` the norm clip_grad_norm_ leaves (it divides by the norm + 1e-6)?"""
-    return math.isclose(float(grad.norm()), norm, rel_tol=1e-5)
+    return isclose(float(grad.norm()), norm, rel_tol=1e-5)
 
 
 def first_of_each(findings: list[Finding]) -> list[Finding]:

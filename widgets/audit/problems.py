@@ -45,6 +45,7 @@ from widgets.core.accumulation import windows
 from widgets.core.loop import train_loop
 from widgets.core.shared import IGNORE_INDEX, real_tokens
 
+_equal = torch.equal  # bound at import: read while the loop runs, which may replace torch.equal
 VOCAB = 5  # the token problem's vocabulary size
 MAX_LENGTH = 8  # its padded sequence length
 
@@ -266,7 +267,7 @@ class Problem:
             window, row = [], 0
             for j in range(start, len(self.batches)):
                 part = self.batches[j][0]
-                if row + len(part) > len(x) or not torch.equal(x[row : row + len(part)], part):
+                if row + len(part) > len(x) or not _equal(x[row : row + len(part)], part):
                     break
                 window.append(j)
                 row += len(part)
