@@ -38,7 +38,7 @@ from widgets.core.config import check_float, check_int
 from widgets.core.time_limit import TIME_LIMIT_S
 from widgets.core.torch_state import known_torch_state
 
-_allclose = torch.allclose  # bound at import: a loop that replaces them changes no verdict
+_allclose = torch.allclose  # bound at import: a loop that replaces torch.allclose changes no verdict
 
 __all__ = ["AUDIT_MISTAKES", "LEARNING_RATE", "AuditReport", "audit_training_loop"]
 
@@ -218,8 +218,10 @@ def _audit_ranks(loop, K, N, with_scheduler, streaming, time_limit_s, world_size
     with known_torch_state():
         problems, whole = ranks.rank_problems(K, N, world_size, with_scheduler, streaming)
         reference = run_loop(whole.reference_loop, whole)
-    with known_torch_state(), put_back() as replaced:  # here: the ranks run at once, a rank's put-back could undo
-        runs, consequences, left = ranks.run_ranks(loop, problems, time_limit_s)  # another's patch
+    # what the loop replaced is put back here, not per rank: the ranks run at once, and one rank's put-back
+    # could undo another's replacement before the other put it back
+    with known_torch_state(), put_back() as replaced:
+        runs, consequences, left = ranks.run_ranks(loop, problems, time_limit_s)
     runs[0].replaced = replaced
     with known_torch_state():
         order = sorted(range(world_size), key=lambda r: r in consequences)  # a rank's own error before its echoes
