@@ -1,5 +1,6 @@
-"""One time limit for the learner's code the lab runs (an audited loop, a checked answer): past it
-the code is stopped with `TimeLimit`, and the kernel stays usable.
+"""One time limit for the learner's code the lab runs: past it an audited loop is stopped with
+`TimeLimit`, and the kernel stays usable. (The exercises' `PassWatch` stops an answer at its torch
+calls after the same TIME_LIMIT_S.)
 
     result = call(30.0, loop, model, optimizer, ...)   # raises TimeLimit once 30 s have passed
     check()   # at a watched event (a torch call): raise TimeLimit if the caller's limit has passed
@@ -9,16 +10,16 @@ How code that makes no torch call is stopped:
   the deadline and every TICK_S after, also out of a `time.sleep`;
 - in any other thread (the auditor's ranks), a watchdog thread raises it in that thread
   asynchronously (`PyThreadState_SetAsyncExc`) at the deadline and every TICK_S after;
-- in the main thread, and wherever `check` stops the code, a line tracer is armed on the stack, so
-  a bare `except:` that swallows the stop meets it again at the next line of the learner's own code
-  (not torch's, not the standard library's, not this package's).
+- wherever a stop lands, a line tracer is armed on the thread's stack, so a bare `except:` that
+  swallows it meets it again at the next line of the learner's own code (not torch's, not the
+  standard library's, not this package's). CPython drops a tracer that raises, so a second bare
+  `except:` around the first swallows the stop until the next tick arms it again.
 What cannot be stopped: C code that holds the interpreter lock (one long torch kernel, a C loop such
 as `sum(itertools.count())`) runs until it returns. In a thread other than the main one a blocking
-C call (`time.sleep`) is not interrupted either, and a bare `except:` around Python-only code may
-swallow several stops before one lands outside it: whoever runs such a thread joins it with a
-timeout, and the watchdog keeps stopping it while it runs the learner's code. A process the code
-forks ends when it comes back to `call` (`os._exit` in the child), so it never reaches the
-caller's verdict, and its own alarm is re-armed. Pure Python, standard library only.
+C call (`time.sleep`) is not interrupted either: whoever runs such a thread joins it with a timeout,
+and the watchdog stops it at its next line once the call returns. A process the code forks ends
+when it comes back to `call` (`os._exit` in the child), so it never reaches the caller's verdict;
+its own alarm is re-armed in case it never comes back. Pure Python, standard library only.
 """
 from __future__ import annotations
 
