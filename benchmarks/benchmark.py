@@ -2,6 +2,14 @@
 
     python benchmarks/benchmark.py                 # explorer latency + every notebook
     python benchmarks/benchmark.py --explorer-only  # (or --skip-notebooks)
+    python benchmarks/benchmark.py --explorer-only --train-ahead off   # the explorer without training ahead
+    python benchmarks/benchmark.py --room 20       # 20 learners' sessions at once, with and without
+
+The explorer is measured with and without training ahead (`--train-ahead on|off|both`, default
+both): without it the learner's pauses are idle and a never-seen setting is trained when it is
+asked for. `--room N` runs N learners at once instead, each the same scripted session in a process
+of its own with its pauses slept for real, so that every idle explorer's work ahead competes for
+the same cores (a hub room, Binder's shared nodes); the change times of all N are pooled.
 
 Prints, and writes to benchmarks/results.json:
 - slider change -> figure updated, in the kernel: the time from setting a control's value (what
@@ -28,8 +36,11 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import select
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -89,35 +100,58 @@ def learner_pause(change: tuple[str, object], last: tuple[str, object] | None, r
     return SWEEP_PAUSE_S if sweep else read
 
 
-def work_ahead_while_paused(explorer, pause: float) -> tuple[int, float]:
-    """What the kernel's idle time does in `pause` after a change (see widgets.lessons.beginner_2.controls):
-    the next notch at once, the other moves from QUIET_S on. Returns the steps taken and how long
-    the work still runs past the pause (the next change waits that long)."""
+def spend_pause(explorer, pause: float, *, ahead: bool = True, real_time: bool = False) -> tuple[int, float]:
+    """What the kernel's idle time does in `pause` after a change (widgets.lessons.beginner_2.controls_ahead):
+    with `ahead`, the next notch at once, the other moves from QUIET_S on; without, nothing. The idle
+    part of the pause is slept with `real_time` (a room: the other learners run meanwhile), else only
+    counted. Returns the steps taken and how long the work ran past the pause (the next change waits
+    that long)."""
     from widgets.lessons.beginner_2.controls_ahead import QUIET_S
 
-    start = time.perf_counter()
-    steps = explorer.train_ahead(next_notch_only=True)
-    busy_until = time.perf_counter() - start
-    if pause > max(QUIET_S, busy_until):
-        quiet_start = max(QUIET_S, busy_until)
+    clock = 0.0  # the part of the pause used so far: work, and idle time slept or counted
+
+    def work(step) -> int:
+        nonlocal clock
         start = time.perf_counter()
-        steps += explorer.train_ahead(seconds=pause - quiet_start)
-        busy_until = quiet_start + time.perf_counter() - start
-    return steps, max(0.0, busy_until - pause)
+        done = step()
+        clock += time.perf_counter() - start
+        return done
+
+    def idle_until(t: float) -> None:
+        nonlocal clock
+        if t > clock:
+            if real_time:
+                time.sleep(t - clock)
+            clock = t
+
+    steps = 0
+    if ahead:
+        steps += work(lambda: explorer.train_ahead(next_notch_only=True))
+        if pause > max(QUIET_S, clock):
+            idle_until(QUIET_S)
+            steps += work(lambda: explorer.train_ahead(seconds=pause - clock))
+    idle_until(pause)
+    return steps, max(0.0, clock - pause)
 
 
-def measure_explorer(read_pause: float = READ_PAUSE_S) -> dict:
+def session(read_pause: float = READ_PAUSE_S, *, ahead: bool = True, real_time: bool = False,
+            before_start=None) -> tuple[object, dict]:
+    """One learner's scripted session (`slider_script`) on a new explorer: the explorer, and the
+    seconds of each change, split into first visits (cold; trained ahead or on the slider's path)
+    and revisits. `before_start()` runs once the explorer is built (a room waits there for all)."""
     from widgets.lessons.beginner_2.controls import make_accumulation_explorer
 
-    load_at_start = [round(x, 2) for x in psutil.getloadavg()]
     start = time.perf_counter()
     explorer = make_accumulation_explorer(accumulation_steps=4, micro_batch_size=8)
-    build = time.perf_counter() - start
-    seen = {explorer.current_config()}
-    changes, cold, warm, ahead, on_path, steps_ahead, last = [], [], [], [], [], 0, None
+    times = {"build_s": time.perf_counter() - start, "changes": [], "cold": [], "warm": [], "ahead": [],
+             "on_path": [], "steps_ahead": 0}
+    if before_start is not None:
+        before_start()
+    seen, last = {explorer.current_config()}, None
     for name, value in slider_script():
-        steps, waited = work_ahead_while_paused(explorer, learner_pause((name, value), last, read_pause))
-        steps_ahead += steps
+        steps, waited = spend_pause(explorer, learner_pause((name, value), last, read_pause), ahead=ahead,
+                                    real_time=real_time)
+        times["steps_ahead"] += steps
         last = (name, value)
         ready = explorer.trained_settings()
         before = explorer.image.value
@@ -129,13 +163,20 @@ def measure_explorer(read_pause: float = READ_PAUSE_S) -> dict:
         if explorer.errors.outputs:
             raise RuntimeError(f"setting {name}={value} raised: {explorer.errors.outputs}")
         config = explorer.current_config()
-        (warm if config in seen else cold).append(elapsed)
+        times["warm" if config in seen else "cold"].append(elapsed)
         if config not in seen:
-            (ahead if config in ready else on_path).append(elapsed)
+            times["ahead" if config in ready else "on_path"].append(elapsed)
         seen.add(config)
-        changes.append(elapsed)
+        times["changes"].append(elapsed)
+    return explorer, times
+
+
+def measure_explorer(read_pause: float = READ_PAUSE_S, *, ahead: bool = True) -> dict:
+    """One learner's session, its pauses counted (not slept), beside bare redraws of the same figure."""
+    load_at_start = [round(x, 2) for x in psutil.getloadavg()]
+    explorer, times = session(read_pause, ahead=ahead)
     blit, full = [], []
-    for _ in range(len(changes)):
+    for _ in range(len(times["changes"])):
         start = time.perf_counter()
         explorer.render()
         blit.append(time.perf_counter() - start)
@@ -143,16 +184,17 @@ def measure_explorer(read_pause: float = READ_PAUSE_S) -> dict:
         explorer.render(full=True)
         full.append(time.perf_counter() - start)
     result = {
-        "build_s": round(build, 2),
-        "slider_change": summary(changes),
-        "slider_change_cold": summary(cold),
-        "slider_change_cached": summary(warm),
-        "slider_change_cold_trained_ahead": summary(ahead),
-        "slider_change_cold_trained_on_the_path": summary(on_path),
+        "train_ahead": ahead,
+        "build_s": round(times["build_s"], 2),
+        "slider_change": summary(times["changes"]),
+        "slider_change_cold": summary(times["cold"]),
+        "slider_change_cached": summary(times["warm"]),
+        "slider_change_cold_trained_ahead": summary(times["ahead"]),
+        "slider_change_cold_trained_on_the_path": summary(times["on_path"]),
         "bare_redraw_blit": summary(blit),
         "bare_redraw_full": summary(full),
         "learner_pause_s": {"sweep": SWEEP_PAUSE_S, "read": read_pause},
-        "steps_ahead": steps_ahead,
+        "steps_ahead": times["steps_ahead"],
         "load_average_1_5_15": {"start": load_at_start, "end": [round(x, 2) for x in psutil.getloadavg()]},
     }
     for kind in ("slider_change_cold", "slider_change_cached"):
@@ -163,12 +205,120 @@ def measure_explorer(read_pause: float = READ_PAUSE_S) -> dict:
     return result
 
 
+def learner(read_pause: float, ahead: bool) -> None:
+    """One learner of a room (`--learner`, started by `measure_room`): builds its explorer, prints
+    "ready", waits for "go" on stdin, runs the session with its pauses slept, prints its times as JSON."""
+    def wait_for_go() -> None:
+        print("ready", flush=True)
+        if sys.stdin.readline().strip() != "go":
+            raise SystemExit("the room was called off before it started")
+
+    _, times = session(read_pause, ahead=ahead, real_time=True, before_start=wait_for_go)
+    print(json.dumps({key: times[key] for key in ("changes", "cold", "warm", "steps_ahead")}), flush=True)
+
+
+def measure_room(learners: int, read_pause: float, ahead: bool, timeout_s: float = 900.0) -> dict:
+    """`learners` sessions at once on this machine, one process each, started together once every
+    explorer is built; the change times of all of them pooled. Every process started here ends here."""
+    command = [sys.executable, str(Path(__file__).resolve()), "--learner", "--train-ahead", "on" if ahead else "off",
+               "--read-pause", str(read_pause)]
+    deadline = time.monotonic() + timeout_s
+    processes, logs = [], []
+    try:
+        for _ in range(learners):
+            logs.append(tempfile.TemporaryFile("w+"))
+            processes.append(subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                              stderr=logs[-1], text=True))
+        for process, log in zip(processes, logs):  # a learner that dies says so by an empty line
+            if _line_from(process, deadline) != "ready":
+                raise RuntimeError("a learner did not start: " + _tail(log))
+        load_at_start = [round(x, 2) for x in psutil.getloadavg()]
+        for process in processes:
+            process.stdin.write("go\n")
+            process.stdin.flush()
+        pooled = {"changes": [], "cold": [], "warm": [], "steps_ahead": 0}
+        for process, log in zip(processes, logs):
+            out, _ = process.communicate(timeout=max(1.0, deadline - time.monotonic()))
+            if process.returncode != 0:
+                raise RuntimeError(f"a learner failed (exit {process.returncode}): " + _tail(log))
+            times = json.loads(out.strip().splitlines()[-1])
+            for key in ("changes", "cold", "warm"):
+                pooled[key] += times[key]
+            pooled["steps_ahead"] += times["steps_ahead"]
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+            process.wait()
+        for log in logs:
+            log.close()
+    return {
+        "learners": learners, "train_ahead": ahead,
+        "slider_change": summary(pooled["changes"]),
+        "slider_change_cold": summary(pooled["cold"]),
+        "slider_change_cached": summary(pooled["warm"]),
+        "steps_ahead": pooled["steps_ahead"],
+        "learner_pause_s": {"sweep": SWEEP_PAUSE_S, "read": read_pause},
+        "load_average_1_5_15": {"start": load_at_start, "end": [round(x, 2) for x in psutil.getloadavg()]},
+    }
+
+
+def _line_from(process: subprocess.Popen, deadline: float) -> str:
+    """The next line `process` prints, stripped; TimeoutError once `deadline` (time.monotonic) passes."""
+    readable, _, _ = select.select([process.stdout], [], [], max(0.0, deadline - time.monotonic()))
+    if not readable:
+        raise TimeoutError("a learner took too long to build its explorer")
+    return process.stdout.readline().strip()
+
+
+def _tail(log) -> str:
+    log.seek(0)
+    return log.read()[-2000:]
+
+
+def print_explorer(title: str, explorer: dict) -> None:
+    print(f"{title}\n  {'(ms)':<40}  median     p95    n")
+    for key in ("slider_change", "slider_change_cold", "slider_change_cold_trained_ahead",
+                "slider_change_cold_trained_on_the_path", "slider_change_cached", "bare_redraw_blit", "bare_redraw_full"):
+        if key not in explorer:
+            continue
+        s = explorer[key]
+        if s["n"]:
+            print(f"  {key:<40} {s['median_ms']:7.1f} {s['p95_ms']:7.1f} {s['n']:4d}")
+        else:
+            print(f"  {key:<40} {'-':>7} {'-':>7} {0:4d}")
+    if "ratio_median_to_bare_blit" in explorer:
+        print(f"  median / bare blit redraw = {explorer['ratio_median_to_bare_blit']}x; "
+              f"/ bare full redraw = {explorer['ratio_median_to_bare_full']}x")
+        print(f"  first visits / bare blit redraw: median {explorer['ratio_cold_median_to_bare_blit']}x, "
+              f"p95 {explorer['ratio_cold_p95_to_bare_blit']}x")
+    print(f"  pauses {explorer['learner_pause_s']} s, load {explorer['load_average_1_5_15']}")
+
+
+AHEAD = {"on": (True,), "off": (False,), "both": (True, False)}
+
+
+def explorer_key(ahead: bool) -> str:
+    return "explorer" if ahead else "explorer_without_training_ahead"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--skip-notebooks", "--explorer-only", action="store_true", help="measure only the explorer")
     parser.add_argument("--read-pause", type=float, default=READ_PAUSE_S,
                         help=f"the learner's pause after a jump or a switch, in seconds (default {READ_PAUSE_S})")
+    parser.add_argument("--train-ahead", choices=sorted(AHEAD), default="both",
+                        help="measure the explorer training ahead in the learner's pauses, not, or both (default)")
+    parser.add_argument("--room", type=int, metavar="N",
+                        help="N learners' sessions at once, one process each, pauses slept (nothing else is measured)")
+    parser.add_argument("--learner", action="store_true", help=argparse.SUPPRESS)  # one of --room's processes
     args = parser.parse_args()
+    if args.learner:
+        if args.train_ahead == "both":
+            parser.error("--learner takes --train-ahead on or off")
+        return learner(args.read_pause, AHEAD[args.train_ahead][0])
+    if args.room is not None and not 1 <= args.room <= 64:
+        parser.error(f"--room must be a whole number from 1 to 64, got {args.room}")
 
     results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     results["machine"] = {
@@ -176,25 +326,25 @@ def main() -> None:
         "python": platform.python_version(),
         "platform": platform.platform(terse=True),
     }
+    command = " ".join(["python", "benchmarks/benchmark.py", *sys.argv[1:]])
+    if args.room is not None:
+        room = results.setdefault("explorer_room", {})
+        for ahead in AHEAD[args.train_ahead]:
+            measured = measure_room(args.room, args.read_pause, ahead)
+            measured |= {"command": command, "measured_on": time.strftime("%Y-%m-%d")}
+            room.setdefault(f"{args.room}_learners", {})[explorer_key(ahead)] = measured
+            print_explorer(f"{args.room} learners at once, {'with' if ahead else 'without'} training ahead", measured)
+        RESULTS.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
+        print(f"written to {RESULTS.relative_to(ROOT)}")
+        return None
     # the map in start-here quotes "command" and "measured_on" for the notebook times: an explorer-only
     # run leaves them alone and records its own
     key = "explorer_command" if args.skip_notebooks else "command"
-    results[key] = " ".join(["python", "benchmarks/benchmark.py", *sys.argv[1:]])
+    results[key] = command
     results["explorer_measured_on" if args.skip_notebooks else "measured_on"] = time.strftime("%Y-%m-%d")
-    explorer = measure_explorer(args.read_pause)
-    results["explorer"] = explorer
-    print("explorer, in the kernel (ms)      median    p95    n")
-    for key in ("slider_change", "slider_change_cold", "slider_change_cold_trained_ahead",
-                "slider_change_cold_trained_on_the_path", "slider_change_cached", "bare_redraw_blit", "bare_redraw_full"):
-        s = explorer[key]
-        if s["n"]:
-            print(f"  {key:<40} {s['median_ms']:7.1f} {s['p95_ms']:7.1f} {s['n']:4d}")
-        else:
-            print(f"  {key:<40} {'-':>7} {'-':>7} {0:4d}")
-    print(f"  median / bare blit redraw = {explorer['ratio_median_to_bare_blit']}x; "
-          f"/ bare full redraw = {explorer['ratio_median_to_bare_full']}x")
-    print(f"  first visits / bare blit redraw: median {explorer['ratio_cold_median_to_bare_blit']}x, "
-          f"p95 {explorer['ratio_cold_p95_to_bare_blit']}x (pauses {explorer['learner_pause_s']} s, load {explorer['load_average_1_5_15']})")
+    for ahead in AHEAD[args.train_ahead]:
+        explorer = results[explorer_key(ahead)] = measure_explorer(args.read_pause, ahead=ahead)
+        print_explorer(f"explorer in the kernel, {'with' if ahead else 'without'} training ahead", explorer)
 
     if not args.skip_notebooks:
         notebooks = {}
