@@ -25,7 +25,7 @@ GRID = [(n, b) for n in (1, 7, 32, 100, 256) for b in (1, 3, 8, 64) if b <= n]  
 
 
 @pytest.mark.parametrize("batch_size, micro_batch_size", GRID)
-def test_accumulated_equals_big_batch_even_with_uneven_last_group(batch_size, micro_batch_size):
+def test_accumulated_equals_big_batch_even_with_uneven_last_window(batch_size, micro_batch_size):
     model = make_model(seed=1)
     x, y = X[:batch_size], Y[:batch_size]
     target = big_batch_gradient(model, x, y, mse)
@@ -71,7 +71,7 @@ def test_boundary_predicate(K, total, expected):
 
 
 @pytest.mark.parametrize("K, total", [(1, 5), (3, 7), (4, 8), (4, 14), (5, 3)])
-def test_group_size_counts_the_micro_batches_of_each_update(K, total):
+def test_window_size_counts_the_micro_batches_of_each_update(K, total):
     """Window sizes read off the boundary predicate: the micro-steps between two updates."""
     sizes, run = [], 0
     for i in range(total):

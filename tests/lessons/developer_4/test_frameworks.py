@@ -42,7 +42,7 @@ def _assert_clean(report, K, N):
 
 @pytest.mark.parametrize("K, num_batches", CASES)
 @pytest.mark.parametrize("framework", sorted(DOCUMENTED))
-def test_documented_recipe_divides_the_final_group_by_K_and_logs_the_last_micro_batch(framework, K, num_batches):
+def test_documented_recipe_divides_the_final_window_by_K_and_logs_the_last_micro_batch(framework, K, num_batches):
     report = audit_training_loop(DOCUMENTED[framework](), K, num_batches=num_batches)
     N, tail = _shape(K, num_batches)
     _assert_clean(report, K, N)
