@@ -1,0 +1,64 @@
+"""`make quick LESSON=<lesson>`: the unit tests of one lesson and of the shared parts it uses.
+
+    python tools/quick.py researcher_7   # tests/lessons/researcher_7, the shared parts it imports, the tree rules
+    python tools/quick.py                # every shared part's unit tests and the tree rules
+
+The shared parts a lesson uses are read from its files' imports (the surface's lazy ones
+included): a lesson that never imports `widgets.audit` does not wait for the auditor's tests.
+The rules over the whole tree (layers, notebook imports, shared constants, claims) always run.
+One pytest process (each start imports torch again), tests marked `slow` or `browser` left out,
+as `make check` leaves them out. Run with the lab's Python (.venv/bin/python).
+"""
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ("core", "lab", "exercises", "draw", "controls", "research", "audit")
+RULES = ("tests/test_layers.py", "tests/test_notebook_imports.py", "tests/test_shared_constants.py",
+         "tests/test_claims.py")
+
+
+def lessons() -> list[str]:
+    return sorted(p.parent.name for p in (ROOT / "tests" / "lessons").glob("*/__init__.py"))
+
+
+def shared_parts_of(lesson: str) -> list[str]:
+    """The shared parts (`core`, `audit`, ...) the lesson's files import, directly or by a surface's name."""
+    used = set()
+    for path in sorted((ROOT / "widgets" / "lessons" / lesson).glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                names = [node.value]  # a lazy surface maps names to module paths given as strings
+            for name in names:
+                parts = name.split(".")
+                if len(parts) > 1 and parts[0] == "widgets" and parts[1] in SHARED:
+                    used.add(parts[1])
+    return [part for part in SHARED if part in used]
+
+
+def main(argv: list[str]) -> int:
+    if not argv and os.environ.get("QUICK_LESSON"):  # make quick LESSON=... passes it so, unexpanded
+        argv = [os.environ["QUICK_LESSON"]]
+    if len(argv) > 1 or (argv and argv[0] not in lessons()):
+        print(f"usage: make quick [LESSON=<lesson>], the lesson one of: {' '.join(lessons())}", file=sys.stderr)
+        return 2
+    lesson = argv[0] if argv else None
+    parts = shared_parts_of(lesson) if lesson else list(SHARED)
+    paths = [f"tests/{part}" for part in parts] + list(RULES) + ([f"tests/lessons/{lesson}"] if lesson else [])
+    print(f"quick: {lesson or 'the shared parts'}: {' '.join(paths)}", flush=True)
+    command = [sys.executable, "-m", "pytest", *paths, "-m", "not browser and not slow", "-q", "-p", "no:cacheprovider"]
+    return subprocess.run(command, cwd=ROOT).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
