@@ -259,6 +259,9 @@ class ExerciseSet:
         for exercise in self._exercises.values():
             exercise.set_title = title
         progress.note_exercises(title, [(e.name, e.title) for e in self._exercises.values()])  # best effort
+        from widgets.exercises.order import explain_name_errors  # (order imports this module)
+
+        explain_name_errors()  # in a notebook: a cell run before the ones it needs says which to run first
 
     def __getattr__(self, name: str) -> Exercise:
         exercises = self.__dict__.get("_exercises", {})

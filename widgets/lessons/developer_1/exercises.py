@@ -21,7 +21,6 @@ from widgets.core.accumulation import GRAD_ATOL, GRAD_RTOL  # the lab's one allc
 from widgets.core.accumulation import accumulated_gradient, big_batch_gradient
 from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, as_numbers, close_to, correct, diagnose
 from widgets.exercises.toolkit import incorrect, needs_function, not_attempted
-from widgets.exercises.order import explain_name_errors
 from widgets.exercises.passes import PassWatch
 
 
@@ -172,7 +171,6 @@ def accumulate_16(model: torch.nn.Module, data: torch.Tensor, target: torch.Tens
 
 def proof_exercises() -> ExerciseSet:
     """The exercises of developer notebook 1 (proving the equivalence)."""
-    explain_name_errors()  # in a notebook: a cell run before the ones it needs says which to run first
     return ExerciseSet("Proving the equivalence", [
         Exercise(
             "ratio", "Break the demo on purpose",

@@ -16,7 +16,6 @@ from typing import Callable
 import torch
 
 from widgets.core.accumulation import flat_weights, is_update_step
-from widgets.exercises.order import explain_name_errors
 from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, as_number, as_numbers, close_to, correct
 from widgets.exercises.toolkit import diagnose, incorrect, needs_function, not_attempted
 
@@ -319,7 +318,6 @@ def _check_amp_order(answer: object) -> Feedback:
 
 def loop_exercises() -> ExerciseSet:
     """The exercises of developer notebook 2 (the training loop)."""
-    explain_name_errors()  # in a notebook: a cell run before the ones it needs says which to run first
     return ExerciseSet("The training loop", [
         Exercise(
             "boundary", "Name the boundary",

@@ -17,7 +17,6 @@ import torch
 from widgets.audit import audit_training_loop
 from widgets.core.loop import train_loop
 from widgets.core.accumulation import is_update_step
-from widgets.exercises.order import explain_name_errors
 from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, as_number, close_to, correct, diagnose
 from widgets.exercises.toolkit import incorrect, needs_function, not_attempted
 
@@ -102,7 +101,6 @@ def my_loop(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=No
 
 def gallery_exercises() -> ExerciseSet:
     """The exercises of developer notebook 3 (the bug gallery)."""
-    explain_name_errors()  # in a notebook: a cell run before the ones it needs says which to run first
     return ExerciseSet("The bug gallery", [
         Exercise(
             "sum_reduction", "Scale a summed loss",
