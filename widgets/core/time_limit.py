@@ -146,35 +146,39 @@ def _checkpoint() -> None:
 
 
 def _push(state: _Thread, limit: _Limit) -> None:
-    state.limits.append(limit)
+    if not state.limits:
+        state.previous_trace = sys.gettrace()  # a debugger's or coverage's, given back after
     if not state.main:
-        with _condition:
+        with _condition:  # the watchdog reads the limits under it
+            state.limits.append(limit)
             _watched[state.ident] = state
             _start_watchdog()
             _condition.notify_all()
         return
+    state.limits.append(limit)
     if len(state.limits) == 1:
-        state.previous_trace = sys.gettrace()
         state.previous_alarm = (signal.signal(signal.SIGALRM, _on_alarm), signal.getitimer(signal.ITIMER_REAL))
     _set_alarm(state)
 
 
 def _pop(state: _Thread, limit: _Limit) -> None:
-    state.limits.remove(limit)
     if not state.main:
         with _condition:
+            state.limits.remove(limit)
             if not state.limits:
                 _watched.pop(state.ident, None)
             _condition.notify_all()
-    elif state.limits:
-        _set_alarm(state)
-    elif state.previous_alarm is not None:
-        handler, (delay, interval) = state.previous_alarm
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, handler)
-        if delay or interval:  # someone else's timer, put back (what remains of it is not tracked)
-            signal.setitimer(signal.ITIMER_REAL, delay or interval, interval)
-        state.previous_alarm = None
+    else:
+        state.limits.remove(limit)
+        if state.limits:
+            _set_alarm(state)
+        elif state.previous_alarm is not None:
+            handler, (delay, interval) = state.previous_alarm
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, handler)
+            if delay or interval:  # someone else's timer, put back (what remains of it is not tracked)
+                signal.setitimer(signal.ITIMER_REAL, delay or interval, interval)
+            state.previous_alarm = None
     if not state.limits:
         for frame, trace in state.armed.values():
             frame.f_trace = trace
@@ -231,7 +235,7 @@ def _start_watchdog() -> None:
 def _watch() -> None:
     """Raise TimeLimit in each watched thread running the learner's code past its deadline, then every
     TICK_S while it still runs it."""
-    with _condition:
+    with _condition:  # the threads change their limits only under it
         while True:
             now, soonest = time.monotonic(), math.inf
             for ident, state in list(_watched.items()):
