@@ -252,6 +252,19 @@ def test_hostile_answers_never_escape_a_check():
         raise SystemExit(3)
     assert Exercise("id", "Exit", "?", exits, ["hint"], "x").check(lambda: 0).status is Status.INCORRECT
 
+    class Own(BaseException):
+        pass
+
+    def raises_its_own(f):
+        raise Own("a learner's BaseException")
+    feedback = Exercise("id", "Own", "?", raises_its_own, ["hint"], "x").check(lambda: 0)
+    assert feedback.status is Status.INCORRECT and "Own" in feedback.message
+
+    def interrupted(f):
+        raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):  # the learner's stop button still stops the cell
+        Exercise("id", "Stop", "?", interrupted, ["hint"], "x").check(lambda: 0)
+
 
 def test_an_answer_written_in_ones_own_words_passes():
     def mine(value):

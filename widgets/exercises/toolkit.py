@@ -219,7 +219,9 @@ class Exercise:
                 feedback = self._checker(*answers)
         except NameError as error:  # a name an earlier cell defines: say what to run first
             return run_earlier_cells(_shown(error.name) if error.name else _shown(error))
-        except (Exception, SystemExit) as error:  # the learner's function failed: say so, do not crash the cell
+        except KeyboardInterrupt:  # the learner's own interrupt stops the cell
+            raise
+        except BaseException as error:  # noqa: BLE001 - the learner's function failed: say so, do not crash the cell
             return incorrect(f"checking your answer raised {type(error).__name__}: {_shown(error)}")
         if called:
             return incorrect(provenance.called_message(called, self.references) + ".")
