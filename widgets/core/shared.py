@@ -4,6 +4,8 @@ torch-free at import: `real_tokens` works on anything with `!=` and `.sum()` (a 
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 # The target PyTorch's cross_entropy leaves out (padding, prompt tokens): its `ignore_index` default.
 IGNORE_INDEX = -100
 
@@ -19,3 +21,11 @@ CLIP_OPTIONS = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
 def real_tokens(targets) -> int:
     """The real (non-padding) targets in a tensor of token targets: those != IGNORE_INDEX."""
     return int((targets != IGNORE_INDEX).sum())
+
+
+def benchmark_results_path() -> Path:
+    """The notebooks' measured run times and memory peaks: the checkout's benchmarks/results.json (an
+    editable install, `make lab`), else the copy a wheel built from the checkout carries (setup.py), the
+    one a lab installed with pip has. Either may be missing: readers fall back gracefully."""
+    checkout = Path(__file__).resolve().parents[2] / "benchmarks" / "results.json"
+    return checkout if checkout.exists() else Path(__file__).with_name("benchmark_results.json")

@@ -1,5 +1,6 @@
 """The map of the lab: complete, in order, and honest about run times that were never measured."""
 import json
+from pathlib import Path
 
 import pytest
 
@@ -7,13 +8,14 @@ from widgets.lessons.start_here.catalog import (
     NOT_MEASURED,
     NOTEBOOKS,
     RESULTS_PATH,
-    ROOT,
     TIERS,
     catalog_text,
     load_run_times,
     measurement_note,
     run_time_text,
 )
+
+ROOT = Path(__file__).resolve().parents[3]
 
 # The notebooks written with this module; the developer tier's are listed before they exist.
 OWN_NOTEBOOKS = (
@@ -111,5 +113,7 @@ def test_a_malformed_results_file_is_refused_by_name(tmp_path, content, word):
 
 
 def test_default_results_file_is_the_benchmarks_one():
+    """In a checkout, the benchmark's own file; a lab installed without it reads its wheel's copy
+    (tests/test_install.py builds one)."""
     assert RESULTS_PATH == ROOT / "benchmarks" / "results.json"
     assert (ROOT / "pyproject.toml").is_file()

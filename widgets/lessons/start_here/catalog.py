@@ -1,8 +1,9 @@
 """The map of the lab: every notebook in reading order, its tier, a one-line description, its run time.
 
 Run times are not typed in by hand: they are read from `benchmarks/results.json`, which the
-benchmark script writes after executing each notebook from a fresh kernel. Until a notebook has
-been measured, the map says "not measured yet". Pure Python: no torch, matplotlib or ipywidgets.
+benchmark script writes after executing each notebook from a fresh kernel (a lab installed with pip,
+without the checkout, reads the copy its wheel carries). Until a notebook has been measured, the map
+says "not measured yet". Pure Python: no torch, matplotlib or ipywidgets.
 """
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ import numbers
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[3]
-RESULTS_PATH = ROOT / "benchmarks" / "results.json"
+from widgets.core.shared import benchmark_results_path
+
+RESULTS_PATH = benchmark_results_path()
 NOT_MEASURED = "not measured yet"
 
 
