@@ -7,6 +7,7 @@ ipywidgets is of the wrong generation for the page's widget extension.
 import dataclasses
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -16,6 +17,7 @@ import pytest
 
 import widgets
 from widgets.lab import doctor as doc
+from widgets.lab import hosts
 
 ROOT = Path(__file__).resolve().parents[2]
 PINS = {"ipywidgets": "8.1.9", "jupyterlab_widgets": "3.0.17", "torch": "2.13.0", "matplotlib": "3.11.2"}
@@ -183,3 +185,113 @@ def test_an_ipywidgets_of_the_wrong_generation_is_found(tmp_path):
     assert result.returncode == 1, result.stdout + result.stderr
     assert "[widget extension] the kernel has ipywidgets 7.8.5, which needs the widget extension 3.x" in result.stdout
     assert "[python]" not in result.stdout
+
+
+# --- the host: named, with its own advice ------------------------------------------------------------
+
+@pytest.mark.parametrize("environ, modules, argv, host", [
+    ({"COLAB_RELEASE_TAG": "release-colab_20260801"}, {}, None, "Colab"),
+    ({}, {"google.colab": object()}, None, "Colab"),  # a Colab kernel that lost the variable
+    ({"KAGGLE_KERNEL_RUN_TYPE": "Interactive"}, {}, None, "Kaggle"),
+    ({"VSCODE_PID": "4242"}, {}, None, "VS Code"),
+    ({"VSCODE_CWD": "/home/ada"}, {}, None, "VS Code"),
+    ({}, {}, ["/lab/.venv/bin/python", "-m", "jupyterlab", "notebooks/00_start_here.ipynb"], "JupyterLab"),
+    ({}, {}, ["/usr/bin/python3", "/usr/local/bin/jupyter-lab", "--no-browser"], "JupyterLab"),
+    ({}, {}, ["/opt/venv/bin/python", "/opt/venv/bin/jupyterhub-singleuser"], "JupyterLab"),
+    ({}, {}, ["C:\\lab\\.venv\\Scripts\\python.exe", "C:\\lab\\.venv\\Scripts\\jupyter-lab.exe"], "JupyterLab"),
+    ({}, {}, ["/usr/bin/python3", "/usr/local/bin/jupyter-notebook"], "Jupyter Notebook"),
+    ({}, {}, ["/usr/bin/python3", "-m", "notebook"], "Jupyter Notebook"),
+    ({}, {}, ["/lab/.venv/bin/python", "/lab/.venv/bin/voila", "present/explorer.ipynb"], "Voilà"),
+    ({}, {}, ["/usr/bin/python3", "/usr/local/bin/jupyter-server"], "Jupyter"),
+    # a JupyterLab started from VS Code's terminal inherits its variables: the server decides
+    ({"VSCODE_PID": "4242"}, {}, ["/lab/.venv/bin/python", "-m", "jupyterlab"], "JupyterLab"),
+    ({"COLAB_RELEASE_TAG": "x", "VSCODE_PID": "1"}, {}, ["python", "-m", "jupyterlab"], "Colab"),
+    ({"PATH": "/usr/bin"}, {}, None, "Python"),
+])
+def test_the_host_is_read_from_the_environment_and_the_server(environ, modules, argv, host):
+    assert hosts.detect(environ, modules, argv) == host
+
+
+def test_colab_with_ipywidgets_8_needs_its_custom_widget_manager():
+    facts = healthy(host="Colab", server_prefix=None, lab_prefix=None, pins={}, extension={},
+                    versions={**{n: "1.0" for n in (*doc.NEEDED, *hosts.PURE)}, "ipywidgets": "8.1.9"})
+    report = repr(doc.Report(doc.diagnose(facts), facts))
+    assert report.startswith("widgets.doctor on Colab found 1 problem(s):"), report
+    assert "[widget manager] this kernel has ipywidgets 8.1.9: Colab shows ipywidgets 8 only through" in report
+    assert "fix: run `from google.colab import output; output.enable_custom_widget_manager()`" in report
+    assert "widget extension" not in report and "JupyterLab" not in report
+
+
+def test_colab_with_its_own_ipywidgets_7_is_all_good_and_says_why():
+    facts = healthy(host="Colab", server_prefix=None, lab_prefix=None, pins={}, extension={},
+                    versions={**{n: "1.0" for n in (*doc.NEEDED, *hosts.PURE)}, "ipywidgets": "7.7.1"})
+    report = repr(doc.Report(doc.diagnose(facts), facts))
+    assert report.splitlines()[0] == ("widgets.doctor on Colab: all good (python, packages, widget manager, torch, "
+                                      "matplotlib backend, memory checked)")
+    assert report.splitlines()[1].startswith("(Colab: Colab shows ipywidgets 7 (its own 7.7.1) as they are")
+
+
+def test_kaggle_without_the_install_asks_for_the_first_cell_with_internet_on():
+    versions = {**{n: "1.0" for n in doc.NEEDED}, "tqdm": "4.67.1", "accelerate": "1.9.0"}  # no Lightning
+    facts = healthy(host="Kaggle", server_prefix=None, lab_prefix=None, pins={}, extension={}, versions=versions)
+    found = problems(facts)
+    assert list(found) == ["packages"], found
+    assert "not installed in this kernel's environment: pytorch-lightning, lightning-utilities, torchmetrics" \
+        in found["packages"]
+    assert "run the notebook's first cell" in found["packages"] and "Internet on first: Settings > Internet" \
+        in found["packages"]
+    assert "Internet on (Settings > Internet" in repr(doc.Report(doc.diagnose(facts), facts)).splitlines()[1]
+
+
+def test_vs_code_has_no_widget_extension_to_check_and_names_its_jupyter_extension():
+    facts = healthy(host="VS Code", server_prefix=None, extension={})  # the lab's .venv as VS Code's kernel
+    assert problems(facts) == {}
+    report = repr(doc.Report(doc.diagnose(facts), facts)).splitlines()
+    assert report[0].startswith("widgets.doctor on VS Code: all good (python, packages, widget manager,")
+    assert "Jupyter extension (ms-toolsai.jupyter)" in report[1]
+    # the same facts on JupyterLab: the missing extension is a problem there
+    assert "not installed where JupyterLab runs" in problems(healthy(host="JupyterLab", extension={}))["widget extension"]
+
+
+def test_jupyterlab_is_named_and_checked_as_before():
+    facts = healthy(host="JupyterLab")
+    assert repr(doc.Report(doc.diagnose(facts), facts)) == (
+        "widgets.doctor on JupyterLab: all good (python, packages, widget extension, torch, matplotlib backend, "
+        "memory checked)")
+
+
+@pytest.mark.parametrize("version, spec, inside", [
+    ("2.13.0+cpu", ">=2.11.0,<=2.14.1", True), ("2.11.0", ">=2.11.0,<=2.14.1", True),
+    ("2.14.1", ">=2.11.0,<=2.14.1", True), ("2.15.0", ">=2.11.0,<=2.14.1", False),
+    ("2.10.2", ">=2.11.0,<=2.14.1", False), ("7.7.1", ">=7.7.1,<=8.1.9", True), ("7.6.5", ">=7.7.1,<=8.1.9", False),
+    ("8.1.10", ">=7.7.1,<=8.1.9", False), ("2.0", "==2.0.0", True), ("3.10.0", ">=3.9", True),
+])
+def test_a_version_is_read_against_a_declared_range(version, spec, inside):
+    assert doc.in_range(version, spec) is inside
+
+
+def test_outside_the_declared_range_is_a_finding_where_there_are_no_pins():
+    facts = healthy(pins={}, declared={"torch": ">=2.11.0,<=2.14.1", "ipywidgets": ">=7.7.1,<=8.1.9"},
+                    versions={**{n: "1.0" for n in doc.NEEDED}, "torch": "2.15.0", "ipywidgets": "8.1.9"})
+    found = problems(facts)["packages"]
+    assert "outside the versions the lab is tested with: torch 2.15.0 (tested: >=2.11.0,<=2.14.1)" in found
+    assert "ipywidgets" not in found.split("| fix")[0]
+    assert problems(healthy(declared={"torch": ">=2.11.0,<=2.14.1"})) == {}  # pins decide where there are pins
+
+
+def test_the_installed_package_declares_the_ranges_the_doctor_reads():
+    tomllib = pytest.importorskip("tomllib")
+    dependencies = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    split = (re.fullmatch(r"([a-z]+)(\S+)", d) for d in dependencies)
+    assert doc.declared() == {m[1]: m[2] for m in split}
+
+
+@pytest.mark.skipif(not (ROOT / ".venv" / "pyvenv.cfg").exists(), reason="needs the lab's .venv (make install)")
+def test_a_kernel_on_colab_names_colab_and_its_widget_manager(tmp_path):
+    """The lab's own Python told it runs on Colab (the variable Colab sets): ipywidgets 8.1.9 needs the manager."""
+    env = {"PATH": "/usr/bin:/bin", "COLAB_RELEASE_TAG": "release-colab-test"}
+    result = subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "-c", "import widgets; print(widgets.doctor())"],
+                            capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    assert result.stdout.startswith("widgets.doctor on Colab found"), result.stdout + result.stderr
+    assert "enable_custom_widget_manager()" in result.stdout
+    assert "widget extension" not in result.stdout and "[python]" not in result.stdout

@@ -1,5 +1,6 @@
-"""The lab's own tools for a room: `doctor` (why widgets don't show), `progress` (exercises
-passed, kept in a small local file) and `presets` (named explorer settings and share codes).
+"""The lab's own tools for a room: `doctor` (why widgets don't show), `hosts` (Colab, Kaggle, VS Code,
+... and the install cell for hosted runtimes), `progress` (exercises passed, kept in a small local
+file) and `presets` (named explorer settings and share codes).
 
 A low layer beside `core`: `exercises` records progress through it and `controls` reads presets
 from it. What it may import, besides the standard library (its row of `LAYERS` in

@@ -3,16 +3,20 @@
     import widgets; widgets.doctor()            # in a notebook: "all good", or the problems
     python -m widgets.lab.doctor                # from a shell (`make doctor`); exit status 1 on a problem
 
-Checks: the kernel's Python against the lab's (.venv of this checkout) and against the Python that
-runs JupyterLab (the kernel's parent process); the packages the notebooks need and their pins;
-the ipywidgets generation against the JupyterLab widget extension's, and that the extension is
-installed and enabled; the torch build and its thread count against the usable cores; the
-matplotlib backend; the free memory against the heaviest notebook's measured peak.
+Checks: the host (Colab, Kaggle, VS Code, JupyterLab, ...: `hosts.detect`), named in the report with
+its own advice; the kernel's Python against the lab's (.venv of this checkout) and against the Python
+that runs JupyterLab (the kernel's parent process); the packages the notebooks need, and their pins
+(in the lab's own environment) or the ranges the lab declares (elsewhere); on a Jupyter front end, the
+ipywidgets generation against the widget extension's, and that the extension is installed and
+enabled; on Colab, Kaggle or VS Code, what their widget manager needs instead; the torch build and its
+thread count against the usable cores; the matplotlib backend; the free memory against the heaviest
+notebook's measured peak.
 
 Two halves: `collect()` reads the facts (files, package metadata, /proc; torch is asked in a
 subprocess unless the kernel already imported it), `diagnose(facts)` turns them into findings and
 is pure, so tests feed it simulated broken environments. Standard library only: this file also
-runs as a script in JupyterLab's own environment (`--probe`) to read its widget extension.
+runs as a script in JupyterLab's own environment (`--probe`) to read its widget extension, so what it
+takes from `widgets` (hosts, the results file) is imported where it is used, never at the top.
 """
 from __future__ import annotations
 
@@ -33,6 +37,19 @@ NEEDED = ("ipywidgets", "jupyterlab_widgets", "ipykernel", "matplotlib", "torch"
 NOTEBOOK_BACKENDS = ("inline", "module://matplotlib_inline.backend_inline", "agg", "widget", "ipympl",
                      "module://ipympl.backend_nbagg", "nbagg", "svg", "pdf")
 FALLBACK_NEED_MB = 600  # used when benchmarks/results.json (the measured peaks) is not there
+# Hosts whose page is not a JupyterLab or Notebook of the kernel's machine: no widget extension to read there.
+MANAGED = ("Colab", "Kaggle", "VS Code")
+COLAB_MANAGER = "from google.colab import output; output.enable_custom_widget_manager()"
+# Said under the report's first line on these hosts, problems or not: what makes widgets show there.
+HOST_NOTES = {
+    "Colab": "Colab shows ipywidgets 7 (its own 7.7.1) as they are, and ipywidgets 8 only after "
+             f"`{COLAB_MANAGER}` in the session (the notebook's install cell runs it)",
+    "Kaggle": "the notebook's first cell installs the lab and needs Internet on (Settings > Internet, a "
+              "phone-verified account); Kaggle's page shows core widgets only, which are all the lab uses",
+    "VS Code": "widgets show through the Jupyter extension (ms-toolsai.jupyter), which bundles the core widgets "
+               "the lab uses: keep it up to date; a widget stuck at 'Loading widget...': Developer: Reload "
+               "Window, then run the cell again",
+}
 
 
 @dataclass
@@ -54,6 +71,8 @@ class Facts:
     available_mb: int | None
     need_mb: int
     notes: list[str] = field(default_factory=list)
+    host: str = "Python"  # hosts.detect(): "Colab", "Kaggle", "VS Code", "JupyterLab", ..., "Python" (none)
+    declared: dict[str, str] = field(default_factory=dict)  # name -> the range the lab declares (pyproject)
 
 
 @dataclass(frozen=True)
@@ -68,9 +87,7 @@ class Finding:
 
 
 class Report:
-    """The findings; shows "all good" or each problem with its fix (text and Markdown)."""
-
-    CHECKS = ("python", "packages", "widget extension", "torch", "matplotlib backend", "memory")
+    """The findings; shows "all good" or each problem with its fix, naming the host where one is known."""
 
     def __init__(self, findings: list[Finding], facts: Facts | None = None, verbose: bool = False):
         self.findings, self.facts, self.verbose = findings, facts, verbose
@@ -84,12 +101,17 @@ class Report:
         return not self.problems
 
     def __repr__(self) -> str:
+        host = self.facts.host if self.facts is not None else "Python"
+        where = "" if host == "Python" else f" on {host}"  # "Python": no front end found (a shell, a test run)
         if self.ok:
-            lines = [f"widgets.doctor: all good ({', '.join(self.CHECKS)} checked)"]
+            checks = ", ".join(dict.fromkeys(f.check for f in self.findings))
+            lines = [f"widgets.doctor{where}: all good ({checks} checked)"]
         else:
-            lines = [f"widgets.doctor found {len(self.problems)} problem(s):"]
-            for i, f in enumerate(self.problems, 1):
-                lines += [f"{i}. [{f.check}] {f.problem}", f"   fix: {f.fix}"]
+            lines = [f"widgets.doctor{where} found {len(self.problems)} problem(s):"]
+        if host in HOST_NOTES:
+            lines.append(f"({host}: {HOST_NOTES[host]})")
+        for i, f in enumerate(self.problems, 1):
+            lines += [f"{i}. [{f.check}] {f.problem}", f"   fix: {f.fix}"]
         if self.verbose and self.facts is not None:
             lines += ["", "facts:", json.dumps(asdict(self.facts), indent=2, default=str)]
         return "\n".join(lines)
@@ -116,17 +138,45 @@ def _python(f: Facts) -> list[Finding]:
 
 
 def _packages(f: Facts) -> list[Finding]:
-    missing = [name for name in NEEDED if not f.versions.get(name)]
+    from widgets.lab.hosts import HOSTED, PURE
+
+    hosted = f.host in HOSTED.values()
+    missing = [name for name in (*NEEDED, *(PURE if hosted else ())) if not f.versions.get(name)]
     if missing:
-        return [Finding("packages", f"not installed in this kernel's environment: {', '.join(missing)}",
-                        "pip install -r requirements.txt (in the environment of this kernel), then restart the kernel")]
+        fix = ("run the notebook's first cell: it installs what the lab lacks here" + (
+            " (switch Internet on first: Settings > Internet)" if f.host == "Kaggle" else "") if hosted else
+               "pip install -r requirements.txt (in the environment of this kernel), then restart the kernel")
+        return [Finding("packages", f"not installed in this kernel's environment: {', '.join(missing)}", fix)]
     off = {name: (f.versions[name], pin) for name, pin in f.pins.items()
            if name in f.versions and f.versions[name] and f.versions[name].split("+")[0] != pin}
     if off:
         listed = ", ".join(f"{n} {have} (pinned {pin})" for n, (have, pin) in sorted(off.items()))
         return [Finding("packages", f"versions differ from requirements.txt: {listed}; outputs may differ from the notebooks'",
                         "pip install -r requirements.txt, then Kernel > Restart Kernel and Run All Cells")]
+    outside = {name: (f.versions[name], spec) for name, spec in f.declared.items()
+               if not f.pins and f.versions.get(name) and not in_range(f.versions[name], spec)}
+    if outside:
+        listed = ", ".join(f"{n} {have} (tested: {spec})" for n, (have, spec) in sorted(outside.items()))
+        return [Finding("packages", f"outside the versions the lab is tested with: {listed}; a notebook may print "
+                        "other numbers or fail", "use versions in the tested range (README, \"Where it runs\"), e.g. "
+                        "pip install " + " ".join(f'"{n}{spec}"' for n, (_, spec) in sorted(outside.items())))]
     return [Finding("packages")]
+
+
+def _release(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", re.split(r"[+a-z]", version)[0]))
+
+
+def in_range(version: str, spec: str) -> bool:
+    """Whether `version` meets `spec`, comma-separated >=, <=, <, >, ==, != on release numbers (the ranges
+    pyproject.toml declares; pre-releases and local labels read as their release, other operators pass)."""
+    for op, bound in re.findall(r"(>=|<=|==|!=|<|>)\s*([^,\s]+)", spec):
+        have, want = _release(version), _release(bound)
+        width = max(len(have), len(want))
+        a, b = (have + (0,) * width)[:width], (want + (0,) * width)[:width]
+        if not {">=": a >= b, "<=": a <= b, ">": a > b, "<": a < b, "==": a == b, "!=": a != b}[op]:
+            return False
+    return True
 
 
 def _major(version: str | None) -> int | None:
@@ -135,6 +185,8 @@ def _major(version: str | None) -> int | None:
 
 
 def _extension(f: Facts) -> list[Finding]:
+    if f.host in MANAGED:
+        return _manager(f)
     ext = f.extension
     if ext.get("problems"):  # before "not installed": an unreadable file is why nothing could be found
         return [Finding("widget extension", "JupyterLab's extension settings cannot be read: " + "; ".join(ext["problems"]),
@@ -162,6 +214,16 @@ def _extension(f: Facts) -> list[Finding]:
             + " jupyterlab_widgets==" + f.pins.get("jupyterlab_widgets", "3.0.17")
             + "; then restart the kernel, reload the page, and restart JupyterLab if it was running")]
     return [Finding("widget extension")]
+
+
+def _manager(f: Facts) -> list[Finding]:
+    """Colab, Kaggle and VS Code draw widgets with their own manager: no extension of ours to check."""
+    if f.host == "Colab" and (_major(f.versions.get("ipywidgets")) or 0) >= 8:
+        return [Finding("widget manager", f"this kernel has ipywidgets {f.versions['ipywidgets']}: Colab shows "
+                        "ipywidgets 8 only through its custom widget manager",
+                        f"run `{COLAB_MANAGER}` once in this session (the notebook's install cell does), then run the "
+                        "widget's cell again; or keep Colab's own ipywidgets 7.7.1, which the lab works with as well")]
+    return [Finding("widget manager")]
 
 
 def _torch(f: Facts) -> list[Finding]:
@@ -247,13 +309,19 @@ def _version(name: str) -> str | None:
         return None
 
 
-def server_python(pid: int | None = None) -> str | None:
-    """The Python running the Jupyter server that started this process (Linux /proc), or None."""
+def server_argv(pid: int | None = None) -> list[str] | None:
+    """The command line of the Jupyter server that started this process (Linux /proc), or None."""
     try:
         argv = Path(f"/proc/{pid or os.getppid()}/cmdline").read_bytes().decode().split("\0")
     except OSError:
         return None
-    if not any(re.search(r"jupyter|voila", part) for part in argv[:3]):
+    return argv if any(re.search(r"jupyter|voila", part) for part in argv[:3]) else None
+
+
+def server_python(pid: int | None = None) -> str | None:
+    """The Python running the Jupyter server that started this process (Linux /proc), or None."""
+    argv = server_argv(pid)
+    if argv is None:
         return None
     first = argv[0]
     if re.search(r"python[\d.]*$", first):
@@ -333,8 +401,10 @@ def _backend_now() -> str | None:
 
 
 def _need_mb() -> int:
+    from widgets.core.shared import benchmark_results_path  # the checkout's file, or the copy a wheel carries
+
     try:
-        results = json.loads((ROOT / "benchmarks" / "results.json").read_text())
+        results = json.loads(benchmark_results_path().read_text())
         # the tree's resident pages (kernel and workers, shared pages once); older results have RSS only
         peaks = [nb.get("peak_resident_mb") or nb["peak_rss_mb"] for nb in results["notebooks"].values()]
         return int(max(peaks) * 1.25)
@@ -348,10 +418,30 @@ def pins(path: Path = ROOT / "requirements.txt") -> dict[str, str]:
     return {m[1].lower().replace("-", "_"): m[2] for m in re.finditer(r"^([A-Za-z0-9_.\-]+)==(\S+)", path.read_text(), re.M)}
 
 
-def collect() -> Facts:
+def declared() -> dict[str, str]:
+    """name -> the version range this lab's installed package declares (pyproject.toml's dependencies)."""
+    from widgets.lab.hosts import DISTRIBUTION
+
+    try:
+        requires = metadata.requires(DISTRIBUTION) or []
+    except metadata.PackageNotFoundError:
+        return {}
+    found = (re.fullmatch(r"([A-Za-z0-9_.\-]+)\s*([<>=!][^;]*)", r.strip()) for r in requires if ";" not in r)
+    return {m[1].lower().replace("-", "_"): ",".join(sorted(m[2].replace(" ", "").split(","),  # lower end first
+                                                           key=lambda part: not part.startswith(">")))
+            for m in found if m}
+
+
+def collect(shell: bool = False) -> Facts:
+    """The facts of this kernel (`shell`: of this environment, asked from a shell: `make doctor`)."""
+    from widgets.lab.hosts import detect
+
     lab = ROOT / ".venv"
-    server = server_python()
-    if server:
+    host = "Python" if shell else detect(server_argv=server_argv())
+    server = None if host in MANAGED else server_python()
+    if host in MANAGED:  # their page has its own widget manager: nothing of ours to read
+        server_prefix, extension = None, {}
+    elif server:
         server_prefix, extension = _probe(server)
     else:  # from a shell: JupyterLab would be the lab's (make lab), else this environment's
         server_prefix = None
@@ -361,13 +451,13 @@ def collect() -> Facts:
         lab_prefix=str(lab) if (lab / "pyvenv.cfg").exists() else None, server_prefix=server_prefix,
         versions={name: _version(name) for name in {*NEEDED, *pins()}}, pins=pins(), extension=extension,
         torch=_torch_facts(), usable_cpus=usable_cpus(), backend=_backend_now(), available_mb=available_mb(),
-        need_mb=_need_mb(),
+        need_mb=_need_mb(), host=host, declared=declared(),
     )
 
 
-def doctor(verbose: bool = False) -> Report:
-    """Check this kernel's environment; the report shows "all good" or each problem with its fix."""
-    facts = collect()
+def doctor(verbose: bool = False, shell: bool = False) -> Report:
+    """Check this kernel's environment; the report names the host and shows "all good" or each problem with its fix."""
+    facts = collect(shell)
     return Report(diagnose(facts), facts, verbose)
 
 
@@ -375,7 +465,7 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["--probe"]:
         print(json.dumps({"prefix": sys.prefix, "extension": extension_facts()}))
         return 0
-    report = doctor(verbose="--verbose" in argv)
+    report = doctor(verbose="--verbose" in argv, shell=True)
     print(report)
     return 0 if report.ok else 1
 

@@ -1,0 +1,157 @@
+"""Where the lab runs: the host of a kernel (Colab, Kaggle, VS Code, JupyterLab, ...), and the install
+that adds the lab to a hosted runtime (Colab, Kaggle) beside the runtime's own torch and widgets.
+
+The install cell at the top of a notebook (`cell_source()`) installs the lab's package from its
+repository at a tag with `--no-deps`, on Colab and Kaggle only, then calls `install_missing()`: the
+pure-Python packages the lab needs that the runtime lacks, with `--no-deps` too. Neither ever installs
+torch, numpy, ipykernel or ipywidgets (NEVER): the runtime keeps its own, within the range `make compat`
+tests. Anywhere else the cell does nothing and says so in one line. `widgets.doctor()` names the host
+with `detect()`. Standard library only.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import subprocess
+import sys
+from importlib import metadata
+from typing import Callable, Mapping
+
+DISTRIBUTION = "gradient-accumulation-lab"
+# The repository the install cell installs from: a placeholder, like the Binder badge's, until the lab
+# is published (README, "Colab, Kaggle, VS Code": how to set it).
+REPOSITORY = "gradient-accumulation-lab/gradient-accumulation-lab"
+# The hosted runtimes, by the variable each sets in its kernels' environment.
+HOSTED = {"COLAB_RELEASE_TAG": "Colab", "KAGGLE_KERNEL_RUN_TYPE": "Kaggle"}
+VSCODE = ("VSCODE_PID", "VSCODE_CWD")  # set for what VS Code starts, its notebook kernels included
+NEVER = ("torch", "numpy", "ipykernel", "ipywidgets")  # the runtime's own: never installed over
+# What the lab needs beyond what Colab and Kaggle ship, all pure Python, at the versions the notebooks
+# are executed with (requirements.txt; Lightning's own two at the versions it resolves to there).
+PURE = {"tqdm": "4.70.1", "accelerate": "1.15.0", "pytorch-lightning": "2.6.6",
+        "lightning-utilities": "0.15.3", "torchmetrics": "1.9.0"}
+# The server a kernel's parent process runs, by a word of its command line (argv[:4], file names).
+FRONT_ENDS = (("voila", "Voilà"), ("jupyterhub-singleuser", "JupyterLab"), ("jupyter-lab", "JupyterLab"),
+              ("jupyterlab", "JupyterLab"), ("jupyter-notebook", "Jupyter Notebook"),
+              ("notebook", "Jupyter Notebook"), ("nbclassic", "Jupyter Notebook"))
+
+
+def front_end(argv: list[str]) -> str | None:
+    """The Jupyter front end a server command line runs ('JupyterLab', 'Jupyter Notebook', 'Voilà'),
+    'Jupyter' for another Jupyter server, None for no Jupyter at all."""
+    words = {re.sub(r"\.(exe|py)$", "", re.split(r"[\\/]", part)[-1].lower()) for part in argv[:4]}
+    for word, name in FRONT_ENDS:
+        if word in words:
+            return name
+    return "Jupyter" if any("jupyter" in word for word in words) else None
+
+
+def detect(environ: Mapping[str, str] = os.environ, modules: Mapping[str, object] = sys.modules,
+           server_argv: list[str] | None = None) -> str:
+    """The host of this kernel: 'Colab', 'Kaggle', a Jupyter front end (`front_end` of the server's
+    command line, `server_argv`), 'VS Code', or 'Python' (none of these: a shell, a test run).
+
+    The server is asked before VS Code: a JupyterLab started in VS Code's terminal inherits its variables."""
+    for variable, host in HOSTED.items():
+        if variable in environ:
+            return host
+    if "google.colab" in modules:
+        return "Colab"
+    front = front_end(server_argv) if server_argv else None
+    if front:
+        return front
+    if any(variable in environ for variable in VSCODE):
+        return "VS Code"
+    return "Python"
+
+
+# --- the install on a hosted runtime ----------------------------------------------------------------
+
+def lab_requirement(repository: str = REPOSITORY, tag: str | None = None) -> str:
+    """The lab's package from its repository at `tag` (default: v + this lab's version), for pip."""
+    if not re.fullmatch(r"[A-Za-z0-9_.\-]+/[A-Za-z0-9_.\-]+", repository):
+        raise ValueError(f"repository must be OWNER/NAME as on GitHub, got {repository!r}")
+    tag = tag or f"v{metadata.version(DISTRIBUTION)}"
+    if not re.fullmatch(r"[A-Za-z0-9_.\-/]+", tag):
+        raise ValueError(f"tag must be a git tag or branch name, got {tag!r}")
+    return f"{DISTRIBUTION} @ git+https://github.com/{repository}@{tag}"
+
+
+def _name(requirement: str) -> str:
+    return re.sub(r"[-_.]+", "-", re.match(r"\s*([A-Za-z0-9_.\-]+)", requirement)[1]).lower()
+
+
+def pip_command(requirements: list[str], python: str | None = None) -> list[str]:
+    """`python -m pip install --no-deps` of `requirements`; refuses any package of NEVER by name."""
+    for requirement in requirements:
+        if _name(requirement) in NEVER:
+            raise ValueError(f"requirements: {requirement!r} would replace the runtime's own {_name(requirement)}; "
+                             f"the lab never installs {', '.join(NEVER)}")
+    return [python or sys.executable, "-m", "pip", "install", "--no-deps", *requirements]
+
+
+def _installed(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def missing(installed: Callable[[str], str | None] = _installed) -> list[str]:
+    """PURE's packages this environment lacks, as `name==version` requirements (present ones stay as they are)."""
+    return [f"{name}=={version}" for name, version in PURE.items() if installed(name) is None]
+
+
+def unmet(installed: Callable[[str], str | None] = _installed,
+          requires: Callable[[str], list[str] | None] = metadata.requires) -> list[str]:
+    """What the installed PURE packages require (unconditionally) that is not installed: compiled
+    packages a runtime may lack, which this install leaves to the learner."""
+    needs = set()
+    for name in PURE:
+        if installed(name) is not None:
+            needs |= {_name(r) for r in requires(name) or [] if ";" not in r}
+    return sorted(n for n in needs if installed(n) is None)
+
+
+def install_missing(run: Callable = subprocess.run, installed: Callable[[str], str | None] = _installed) -> list[str]:
+    """Install `missing()` with pip (pure Python, --no-deps) and say in one line what was added; on Colab
+    with ipywidgets 8, switch on Colab's widget manager (it shows ipywidgets 7 only by default).
+    Returns the requirements installed."""
+    needed = missing(installed)
+    if needed:
+        done = run(pip_command(needed), check=False)
+        if done.returncode:
+            raise RuntimeError(f"pip could not install {', '.join(needed)} (exit status {done.returncode}); on Kaggle, "
+                               "switch Internet on (Settings > Internet), then run this cell again")
+        importlib.invalidate_caches()
+    added = f"added {', '.join(needed)}" if needed else "nothing else was missing"
+    print(f"The lab {installed(DISTRIBUTION)} is installed ({added}); torch, numpy, ipykernel and ipywidgets "
+          "are this runtime's own.")
+    still = unmet(installed)
+    if still:
+        print(f"Not installed (compiled, the runtime's to provide): {', '.join(still)}; "
+              f"developer_4 needs them: %pip install {' '.join(still)}")
+    colab = sys.modules.get("google.colab")  # loaded in every Colab kernel, absent elsewhere
+    if colab is not None and (installed("ipywidgets") or "").startswith("8"):
+        colab.output.enable_custom_widget_manager()
+        print("Colab: its widget manager for ipywidgets 8 is on for this session.")
+    return needed
+
+
+# The install cell, the first code cell of every notebook. On a hosted runtime `%pip` installs into the
+# kernel's own environment; elsewhere the lab is installed already (`make lab`, Binder).
+CELL = '''\
+# On Colab or Kaggle, this installs the lab beside their own torch and widgets (Kaggle: Internet on).
+# Anywhere else the lab is installed already, and this cell only says so.
+import os
+if os.environ.keys() & {hosted}:
+    %pip install --no-deps "{requirement}"
+    from widgets.lab.hosts import install_missing; install_missing()
+else:
+    print("Not on Colab or Kaggle: nothing to install.")'''
+
+
+def cell_source(repository: str = REPOSITORY, tag: str | None = None) -> str:
+    """The install cell's source, installing the lab from `repository` at `tag`."""
+    hosted = "{" + ", ".join(repr(v) for v in HOSTED) + "}"
+    return CELL.format(hosted=hosted, requirement=lab_requirement(repository, tag))
