@@ -1,10 +1,16 @@
 """The two installs: learners get what the notebooks import and nothing of the tests'; pins are
-exact; what pyproject declares is what is tested; `make lab` installs the learner file only."""
+exact, inside the ranges pyproject declares, whose ends are what `make compat` tests; `make lab`
+installs the learner file only."""
 from __future__ import annotations
 
 import ast
+import json
+import os
 import re
+import shutil
+import subprocess
 import sys
+import zipfile
 from importlib import metadata
 from pathlib import Path
 
@@ -48,13 +54,49 @@ def test_learners_get_no_test_tool_and_the_tests_get_all_of_them():
     assert set(TEST) == TEST_TOOLS
 
 
-def test_pyproject_declares_the_tested_versions():
+def declared() -> dict[str, tuple[str, str]]:
+    """name -> (oldest, newest) of each range pyproject.toml declares."""
     tomllib = pytest.importorskip("tomllib")
-    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-    for requirement in declared:
-        match = re.fullmatch(r"([A-Za-z0-9_.\-]+)==(\S+)", requirement)
-        assert match, f"{requirement}: declare the tested version exactly (see the comment in pyproject.toml)"
-        assert LEARNER.get(norm(match[1])) == match[2], f"{requirement} is not the pin in requirements.txt"
+    ranges = {}
+    for requirement in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]:
+        match = re.fullmatch(r"([A-Za-z0-9_.\-]+)>=(\S+),<=(\S+)", requirement)
+        assert match, f"{requirement}: declare the tested range, oldest and newest: name>=OLDEST,<=NEWEST"
+        ranges[norm(match[1])] = (match[2], match[3])
+    return ranges
+
+
+def test_pyproject_declares_ranges_that_admit_the_pins():
+    """`make lab`, nbval and CI install requirements.txt's exact pins: each lies inside pyproject's range."""
+    from packaging.version import Version
+
+    for name, (oldest, newest) in declared().items():
+        pin = LEARNER.get(name)
+        assert pin, f"{name} is declared in pyproject.toml but not pinned in requirements.txt"
+        assert Version(oldest) <= Version(pin) <= Version(newest), f"{name}=={pin} is outside {oldest} to {newest}"
+
+
+def test_the_oldest_end_of_each_range_is_the_colab_like_profile():
+    """The oldest version declared is the one `make compat` installs in its Colab-like profile."""
+    colab, _ = requirements(ROOT / "requirements-colab.txt")
+    for name, (oldest, _) in declared().items():
+        assert colab.get(name) == oldest, f"{name}: pyproject's oldest {oldest}, requirements-colab.txt {colab.get(name)}"
+
+
+def test_the_newest_end_of_each_range_is_the_newest_profile_measured():
+    """The newest version declared is the one `make compat`'s newest profile ran with (compat.json)."""
+    results = ROOT / "benchmarks" / "results" / "compat.json"
+    if not results.exists():
+        pytest.skip("no benchmarks/results/compat.json yet: run `make compat`")
+    ran = json.loads(results.read_text())["profiles"]["newest"]["versions"]
+    for name, (_, newest) in declared().items():
+        assert ran.get(name) == newest, f"{name}: pyproject's newest {newest}, the newest profile ran {ran.get(name)}"
+
+
+def test_requirements_colab_pins_every_package_exactly():
+    pins, other = requirements(ROOT / "requirements-colab.txt")
+    assert other == [] and {"torch", "ipywidgets", "widgetsnbextension", "notebook", "nbval"} <= set(pins)
+    assert pins["ipywidgets"] == "7.7.1" and pins["widgetsnbextension"].startswith("3.6.")
+    assert pins["notebook"].startswith("6.5.")
 
 
 def test_binder_installs_learner_pins_only():
@@ -111,3 +153,34 @@ def test_everything_a_notebook_imports_comes_with_the_learner_set():
     missing = {m: sorted(providers.get(m, {"(not installed)"})) for m in imported_modules()
                if not providers.get(m, set()) & learner_closure}
     assert missing == {}, f"imported but not installed by requirements.txt: {missing}"
+
+
+@pytest.mark.slow
+def test_a_wheel_carries_the_measured_results_for_a_lab_without_its_checkout(tmp_path):
+    """pip installs the lab without the checkout (the install cell on Colab): its wheel carries
+    benchmarks/results.json, which start-here's map and the doctor read there."""
+    source = tmp_path / "source"
+    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                           capture_output=True, check=True).stdout.decode().split("\0")
+    for name in filter(None, files):
+        if (ROOT / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, source / name)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path / "dist"), str(source)],
+                   check=True, capture_output=True, timeout=600)
+    (wheel,) = (tmp_path / "dist").glob("gradient_accumulation_lab-*.whl")
+    site = tmp_path / "site"
+    with zipfile.ZipFile(wheel) as archive:
+        assert archive.read("widgets/core/benchmark_results.json") == (ROOT / "benchmarks" / "results.json").read_bytes()
+        archive.extractall(site)
+    probe = ("import json, widgets; from widgets.lessons.start_here import catalog; from widgets.lab import doctor\n"
+             "print(json.dumps([widgets.__file__, str(catalog.RESULTS_PATH), catalog.catalog_text(), doctor._need_mb()]))")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, check=True,
+                          env={**os.environ, "PYTHONPATH": str(site)}, timeout=300)
+    package, results_path, text, need_mb = json.loads(done.stdout)
+    assert package.startswith(str(site)) and results_path == str(site / "widgets" / "core" / "benchmark_results.json")
+    measured = json.loads((ROOT / "benchmarks" / "results.json").read_text())
+    seconds = measured["notebooks"]["notebooks/00_start_here.ipynb"]["seconds"]
+    assert f"00_start_here.ipynb  [{seconds:.1f} s]" in text and "not measured yet" not in text
+    peaks = [nb.get("peak_resident_mb") or nb["peak_rss_mb"] for nb in measured["notebooks"].values()]
+    assert need_mb == int(max(peaks) * 1.25)  # the doctor's memory check, sized from the packaged results
