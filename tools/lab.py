@@ -157,8 +157,9 @@ def start(extra: list[str]) -> int:
     ]
     # Its own session: Ctrl+C reaches this script only, which then shuts the server down cleanly
     # (no "Shutdown this Jupyter server (y/[n])?" question half-hidden in the log).
-    for signum in (signal.SIGTERM, signal.SIGHUP):  # `kill`, a closed terminal: stop the server too
-        signal.signal(signum, _stop_on)
+    for signum in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):  # `kill`, a closed terminal (not on Windows)
+        if signum is not None:
+            signal.signal(signum, _stop_on)
     process = subprocess.Popen(command, cwd=ROOT, start_new_session=True)
     info = {"url": f"http://127.0.0.1:{port}/", "token": token}
     try:
