@@ -295,3 +295,4 @@ def test_a_kernel_on_colab_names_colab_and_its_widget_manager(tmp_path):
     assert result.stdout.startswith("widgets.doctor on Colab found"), result.stdout + result.stderr
     assert "enable_custom_widget_manager()" in result.stdout
     assert "widget extension" not in result.stdout and "[python]" not in result.stdout
+    assert "[packages]" not in result.stdout  # the lab's own set has what the install cell would add

@@ -158,7 +158,7 @@ def _packages(f: Facts) -> list[Finding]:
     if outside:
         listed = ", ".join(f"{n} {have} (tested: {spec})" for n, (have, spec) in sorted(outside.items()))
         return [Finding("packages", f"outside the versions the lab is tested with: {listed}; a notebook may print "
-                        "other numbers or fail", "use versions in the tested range (README, \"Where it runs\"), e.g. "
+                        "other numbers or fail", "use versions in the tested range (README, \"Installing\"), e.g. "
                         "pip install " + " ".join(f'"{n}{spec}"' for n, (_, spec) in sorted(outside.items())))]
     return [Finding("packages")]
 
@@ -434,24 +434,24 @@ def declared() -> dict[str, str]:
 
 def collect(shell: bool = False) -> Facts:
     """The facts of this kernel (`shell`: of this environment, asked from a shell: `make doctor`)."""
-    from widgets.lab.hosts import detect
+    from widgets.lab.hosts import PURE, detect
 
     lab = ROOT / ".venv"
     host = "Python" if shell else detect(server_argv=server_argv())
-    server = None if host in MANAGED else server_python()
     if host in MANAGED:  # their page has its own widget manager: nothing of ours to read
         server_prefix, extension = None, {}
-    elif server:
+    elif server := server_python():
         server_prefix, extension = _probe(server)
     else:  # from a shell: JupyterLab would be the lab's (make lab), else this environment's
         server_prefix = None
         extension = _probe(str(lab / "bin" / "python"))[1] if (lab / "bin" / "python").exists() else extension_facts()
+    ranges = declared()
     return Facts(
         kernel_prefix=sys.prefix, kernel_python=sys.executable,
         lab_prefix=str(lab) if (lab / "pyvenv.cfg").exists() else None, server_prefix=server_prefix,
-        versions={name: _version(name) for name in {*NEEDED, *pins()}}, pins=pins(), extension=extension,
-        torch=_torch_facts(), usable_cpus=usable_cpus(), backend=_backend_now(), available_mb=available_mb(),
-        need_mb=_need_mb(), host=host, declared=declared(),
+        versions={name: _version(name) for name in {*NEEDED, *pins(), *PURE, *ranges}}, pins=pins(),
+        extension=extension, torch=_torch_facts(), usable_cpus=usable_cpus(), backend=_backend_now(),
+        available_mb=available_mb(), need_mb=_need_mb(), host=host, declared=ranges,
     )
 
 
