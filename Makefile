@@ -16,7 +16,7 @@ PIP := $(BIN)/python -m pip install --progress-bar on $(if $(WHEELS),--no-index 
 LAB_FLAGS ?= $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 .PHONY: lab test check quick lint install install-test doctor present stop benchmark execute reliability binder-check \
-	install-size classroom plans wheelhouse offline-install reproducibility
+	install-size classroom plans wheelhouse offline-install reproducibility compat
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	@$(PYTHON) tools/install_notice.py learner $(if $(TORCH),--torch $(TORCH),)
@@ -122,6 +122,15 @@ binder-check: install-test
 # with 1 and 2 threads: benchmarks/results/reproducibility.json. About 3 minutes a leg.
 reproducibility: install-test
 	$(BIN)/python benchmarks/reproducibility.py
+
+# Every notebook where learners already are: a Colab-like environment (requirements-colab.txt: ipywidgets
+# 7.7.1, torch 2.11.0) and the newest (torch 2.14.1), each a fresh venv in /tmp with the lab installed the
+# way the notebooks' install cell installs it; nbval with benchmarks/compat_sanitize.cfg. Writes
+# benchmarks/results/compat.json. Not in CI: it downloads several GB (torch's CUDA wheels);
+# COMPAT_WHEELS=DIR lets pip take torch and its nvidia-* wheels from a folder first.
+COMPAT_WHEELS ?=
+compat:
+	$(PYTHON) benchmarks/compat.py $(if $(COMPAT_WHEELS),--find-links $(COMPAT_WHEELS),)
 
 # Fresh virtual environments in /tmp: size and time of the learner and the test installs.
 install-size: install-test
