@@ -2,6 +2,7 @@
 the Makefile's recipes, each system's venv layout, and a real run on this machine in a small copy."""
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import shutil
@@ -37,8 +38,9 @@ def dry_run(script: str, *args: str) -> list[list[str]]:
 
 
 def make_dry_run(*args: str) -> list[list[str]]:
-    done = subprocess.run(["make", "-n", *args, f"VENV={ROOT / '.venv'}", f"PYTHON={sys.executable}"], cwd=ROOT,
-                          capture_output=True, text=True, check=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}  # under make test
+    done = subprocess.run(["make", "-n", "--no-print-directory", *args, f"VENV={ROOT / '.venv'}",
+                           f"PYTHON={sys.executable}"], cwd=ROOT, capture_output=True, text=True, check=True, env=env)
     return commands(done.stdout)
 
 
