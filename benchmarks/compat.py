@@ -126,7 +126,12 @@ def install_lab(python: Path, folder: Path, log: Path) -> dict:
         out.write(cell.stdout + cell.stderr)
     if cell.returncode:
         raise SystemExit(f"install_missing() failed: {cell.stderr.strip()[-500:]}")
-    return {"install_missing_said": cell.stdout.strip()}
+    return {"install_missing_said": said(cell.stdout)}
+
+
+def said(output: str) -> str:
+    """What install_missing() itself printed, without pip's lines."""
+    return "\n".join(ln for ln in output.splitlines() if ln.startswith(("The lab ", "Not installed", "Colab:")))
 
 
 def versions(python: Path) -> dict[str, str]:
@@ -199,6 +204,8 @@ def run_notebook(python: Path, where: Path, notebook: str) -> dict:
              "cells_compared": len(records), "cells_exact": sum(r["exact"] for r in records), "failed_cells": failed,
              "masked_cells": [{"cell": r["cell"], "masks": r["masks"]} for r in records if r["matched"] and not r["exact"]],
              "warnings": [{"cell": r["cell"], "text": w} for r in records for w in r["warnings"]]}
+    if status == "timeout":
+        entry["timed_out_after_s"] = NOTEBOOK_TIMEOUT_S
     if result == "error":
         entry["pytest_output"] = tail
     return entry
