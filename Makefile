@@ -4,6 +4,12 @@
 # A class on one server (as root):  make hub LEARNERS=ada,ben,cy ... make hub-stop   (instructor/hub.md)
 # Options:  make lab TORCH=cpu       CPU-only torch from PyTorch's CPU wheel index (Linux; small)
 #           make lab WHEELS=DIR      install with no network from a folder made by `make wheelhouse`
+# A value given to make is text, never code: one holding a `$` would run as code where make expands it
+# (make hub IP='$(shell id)'), and the room's targets run as root. Refused before anything is expanded;
+# hub/settings.py then checks each of them whole (the room's section, at the end).
+ROOM_VARIABLES := LEARNERS IP PORT N LIMITS HUB_VENV HUB_PYTHON HUB_STATE HUB_TEST_COPY WHEELS TORCH
+$(foreach v,$(ROOM_VARIABLES),$(if $(findstring $$,$(value $(v))),$(error $(v) must not contain a '$$': make would \
+  run it as code. Nothing was run)))
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -154,7 +160,8 @@ offline-install: install-test
 	$(BIN)/python benchmarks/offline_install.py
 
 # --- The room on JupyterHub (instructor/hub.md), as root: each learner is a system user ----------
-# make hub LEARNERS=ada,ben,cy [IP=192.168.1.10] [PORT=8000]   (prints the room password once)
+# make hub LEARNERS=ada,ben,cy [IP=192.168.1.10] [PORT=8000] [LIMITS=memory=3G,processes=512,kernels=4]
+#                      (prints the room password once; LIMITS: what each learner may hold, see hub.md)
 # make hub-stop        stops everything it started      make hub-test   isolation and security tests
 # make hub-room N=10   the simulated room: benchmarks/results/hub_room.json, then instructor/hub.md's sizing
 # The hub's environment is the learner set plus requirements-hub.txt, built at HUB_VENV from HUB_PYTHON:
@@ -162,57 +169,78 @@ offline-install: install-test
 # /root does, is unreachable to them). Its proxy, configurable-http-proxy, comes from hub/package-lock.json.
 HUB_VENV ?= /opt/gradient-accumulation-lab/venv
 HUB_PYTHON ?= /usr/bin/python3
-HUB_BIN := $(HUB_VENV)/bin
 HUB_STATE ?= /var/lib/gradient-accumulation-lab-hub
 IP ?= 127.0.0.1
 PORT ?= 8000
 N ?= 10
+LEARNERS ?=
+LIMITS ?=
+HUB_TEST_COPY ?= /tmp/gradient-accumulation-lab-hub-test
 APT_GET := DEBIAN_FRONTEND=noninteractive apt-get install -y -qq
 
-.PHONY: hub hub-stop hub-test hub-room hub-system
+# These recipes run as root, so no value given to make is ever pasted into one of their lines: each
+# reaches them as $LAB_MAKE_<NAME> in the environment, exactly as typed ($(value ...) expands nothing),
+# and hub-settings (hub/settings.py) checks them all before anything else runs: make hub LEARNERS='a;id'
+# stops there, naming LEARNERS. Unexported under their own names: exporting expands them.
+unexport $(ROOM_VARIABLES)
+$(foreach v,$(ROOM_VARIABLES),$(eval export LAB_MAKE_$(v) := $$(value $(v))))
+HUB_PY := "$$LAB_MAKE_HUB_VENV/bin/python"
+# HUB_VENV also names two targets below, read by make itself before any recipe: a space, ; : = % or #
+# in it would change the rules (make would stop with a puzzling message), so it is refused here by name.
+HASH := \#
+$(if $(or $(word 2,$(value HUB_VENV)),$(strip $(foreach c,; : = % $(HASH),$(findstring $(c),$(value HUB_VENV))))),$(error \
+  HUB_VENV must be a path of letters, digits and / . _ + - only. Nothing was run))
+
+.PHONY: hub hub-stop hub-test hub-room hub-system hub-settings
+
+hub-settings:
+	@python3 hub/settings.py
 
 # Node.js and npm (the proxy) and python3-venv, from Debian, when missing and we are root.
-hub-system:
-	@if ! command -v npm >/dev/null 2>&1 || ! $(HUB_PYTHON) -c "import ensurepip" 2>/dev/null; then \
+hub-system: | hub-settings
+	@if ! command -v npm >/dev/null 2>&1 || ! "$$LAB_MAKE_HUB_PYTHON" -c "import ensurepip" 2>/dev/null; then \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && $(APT_GET) nodejs npm python3-venv; \
 	  else echo "The room needs Node.js, npm and python3-venv: sudo apt-get install nodejs npm python3-venv"; exit 1; fi; fi
 	test -x hub/node_modules/.bin/configurable-http-proxy || npm ci --no-audit --no-fund --prefix hub
 
-$(HUB_VENV)/.installed-hub: requirements-hub.txt requirements.txt pyproject.toml
-	$(MAKE) install VENV=$(HUB_VENV) PYTHON=$(HUB_PYTHON)
-	$(HUB_BIN)/python -m pip install --progress-bar on $(if $(WHEELS),--no-index --find-links $(WHEELS),) -r requirements-hub.txt
-	touch $@
+# (install and install-test, above, paste VENV, PYTHON, TORCH and WHEELS into their lines: checked first)
+$(HUB_VENV)/.installed-hub: requirements-hub.txt requirements.txt pyproject.toml | hub-settings
+	$(MAKE) install VENV="$$LAB_MAKE_HUB_VENV" PYTHON="$$LAB_MAKE_HUB_PYTHON"
+	$(HUB_PY) -m pip install --progress-bar on $${LAB_MAKE_WHEELS:+--no-index --find-links "$$LAB_MAKE_WHEELS"} \
+	  -r requirements-hub.txt
+	touch "$$LAB_MAKE_HUB_VENV/.installed-hub"
 
-$(HUB_VENV)/.installed-hub-test: requirements-test.txt $(HUB_VENV)/.installed-hub
-	$(MAKE) install-test VENV=$(HUB_VENV) PYTHON=$(HUB_PYTHON)
-	touch $@
+$(HUB_VENV)/.installed-hub-test: requirements-test.txt $(HUB_VENV)/.installed-hub | hub-settings
+	$(MAKE) install-test VENV="$$LAB_MAKE_HUB_VENV" PYTHON="$$LAB_MAKE_HUB_PYTHON"
+	touch "$$LAB_MAKE_HUB_VENV/.installed-hub-test"
 
-hub: hub-system $(HUB_VENV)/.installed-hub
-	LAB_HUB_STATE=$(HUB_STATE) $(HUB_BIN)/python tools/hub.py start --ip $(IP) --port $(PORT) $(if $(LEARNERS),--learners $(LEARNERS),)
+hub: hub-settings hub-system $(HUB_VENV)/.installed-hub
+	LAB_HUB_STATE="$$LAB_MAKE_HUB_STATE" $(HUB_PY) tools/hub.py start --ip "$$LAB_MAKE_IP" --port "$$LAB_MAKE_PORT" \
+	  --learners "$$LAB_MAKE_LEARNERS" --limits "$$LAB_MAKE_LIMITS"
 
-hub-stop:
-	@if [ -x $(HUB_BIN)/python ]; then LAB_HUB_STATE=$(HUB_STATE) $(HUB_BIN)/python tools/hub.py stop; \
-	else echo "No room hub was ever installed here ($(HUB_VENV))."; fi
+hub-stop: hub-settings
+	@if [ -x "$$LAB_MAKE_HUB_VENV/bin/python" ]; then LAB_HUB_STATE="$$LAB_MAKE_HUB_STATE" $(HUB_PY) tools/hub.py stop; \
+	else echo "No room hub was ever installed here ($$LAB_MAKE_HUB_VENV)."; fi
 
 # A few minutes: one hub, two throw-away learners; leaves no process, user or file behind (tested).
 # The learners must read the checkout: one under a mode-700 home (a CI clone in /root) is tested from
-# a readable copy in HUB_TEST_COPY instead (the same files, without .git and the environments).
-HUB_TEST_COPY ?= /tmp/gradient-accumulation-lab-hub-test
-hub-test:
+# a readable copy in HUB_TEST_COPY instead (the same files, without .git and the environments; marked
+# as make's own by the file hub/settings.py's TEST_COPY_MARK names, so that no other folder is replaced).
+hub-test: hub-settings
 	@if runuser -u nobody -- test -r "$(CURDIR)/notebooks/00_start_here.ipynb" 2>/dev/null; then \
 	  $(MAKE) hub-test-here; \
 	else \
-	  echo "--- other users cannot read $(CURDIR): the room is tested from a copy at $(HUB_TEST_COPY)"; \
-	  rm -rf $(HUB_TEST_COPY) && mkdir -p $(HUB_TEST_COPY) && \
-	  tar -c --exclude=./.git --exclude=./.venv --exclude=./hub/node_modules . | tar -x -C $(HUB_TEST_COPY) && \
-	  chmod -R a+rX $(HUB_TEST_COPY) && chmod a+rx $(dir $(HUB_TEST_COPY)) && \
-	  $(MAKE) -C $(HUB_TEST_COPY) hub-test-here; \
+	  echo "--- other users cannot read $(CURDIR): the room is tested from a copy at $$LAB_MAKE_HUB_TEST_COPY"; \
+	  rm -rf "$$LAB_MAKE_HUB_TEST_COPY" && mkdir -p "$$LAB_MAKE_HUB_TEST_COPY" && \
+	  tar -c --exclude=./.git --exclude=./.venv --exclude=./hub/node_modules . | tar -x -C "$$LAB_MAKE_HUB_TEST_COPY" && \
+	  touch "$$LAB_MAKE_HUB_TEST_COPY/.gradient-accumulation-lab-hub-test" && chmod -R a+rX "$$LAB_MAKE_HUB_TEST_COPY" && \
+	  $(MAKE) -C "$$LAB_MAKE_HUB_TEST_COPY" hub-test-here; \
 	fi
 
 .PHONY: hub-test-here
-hub-test-here: hub-system $(HUB_VENV)/.installed-hub-test
-	LAB_HUB_TESTS=1 $(HUB_BIN)/python -m pytest tests/hub -p no:cacheprovider -q -o addopts=""
+hub-test-here: hub-settings hub-system $(HUB_VENV)/.installed-hub-test
+	LAB_HUB_TESTS=1 $(HUB_PY) -m pytest tests/hub -p no:cacheprovider -q -o addopts=""
 
-hub-room: hub-system $(HUB_VENV)/.installed-hub
-	$(HUB_BIN)/python benchmarks/hub_room.py --learners $(N)
-	$(HUB_BIN)/python hub/sizing.py
+hub-room: hub-settings hub-system $(HUB_VENV)/.installed-hub
+	$(HUB_PY) benchmarks/hub_room.py --learners "$$LAB_MAKE_N"
+	$(HUB_PY) hub/sizing.py

@@ -51,11 +51,13 @@ c.JupyterHub.spawner_class = RoomSpawner
 c.Spawner.cmd = [str(VENV_BIN / "jupyterhub-singleuser")]
 c.Spawner.default_url = f"/lab/tree/{NOTEBOOKS_FOLDER}/{START_HERE}"
 c.Spawner.pre_spawn_hook = copy_notebooks
-c.Spawner.mem_limit = room.get("mem_limit", "3G")  # enforced per process by RoomSpawner (room.py)
+# Each learner's limits (memory, processes, kernels) come from room.json at each spawn: RoomSpawner
+# enforces them with a cgroup per learner where the machine has one (hub/limits.py).
+c.RoomSpawner.state_dir = str(STATE)
 c.Spawner.environment = {
     "PATH": f"{VENV_BIN}:/usr/local/bin:/usr/bin:/bin",
     # glibc reserves up to 8 x cores malloc arenas of 64 MB of address space each: on a big machine
-    # that alone would pass the RLIMIT_AS above; a few arenas cost nothing at a notebook's scale
+    # that alone would pass the per-process RLIMIT_AS; a few arenas cost nothing at a notebook's scale
     "MALLOC_ARENA_MAX": "4",
 }
 c.Spawner.http_timeout = 120  # a busy machine starting ten servers at once

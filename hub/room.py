@@ -1,11 +1,13 @@
 """The room: its file (learners, passwords, limits), the workshop authenticator and the spawner.
 
 The room file, `room.json` in the hub's state folder (mode 600, outside the checkout), is written
-by `tools/hub.py` and read here on every login, so a new room password works without a restart:
+by `tools/hub.py` and read here on every login and every spawn, so a new room password or new
+limits work without a restart:
 
     {"learners": ["ada", "ben"], "instructor": "instructor",
      "room_password": {"salt": hex, "scrypt": hex}, "instructor_password": {...},
-     "mem_limit": "3G", "idle_timeout_s": 3600, "created_users": ["ada", "ben", "instructor"]}
+     "limits": "memory=3G,processes=512,kernels=4", "idle_timeout_s": 3600,
+     "created_users": ["ada", "ben", "instructor"]}
 
 For a closed room: one shared password for every learner, bound to the address the instructor
 chose (127.0.0.1 unless told otherwise), behind TLS if it leaves the room (instructor/hub.md).
@@ -17,8 +19,6 @@ import hmac
 import json
 import os
 import pwd
-import re
-import resource
 import secrets
 import socket
 import subprocess
@@ -29,9 +29,11 @@ from jupyterhub.auth import Authenticator
 from jupyterhub.spawner import LocalProcessSpawner
 from traitlets import Unicode
 
+from hub import limits as room_limits
+from hub.settings import Limits, check_name, parse_bytes, parse_limits  # noqa: F401 -- the room's checks, re-exported
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-NAME = re.compile(r"^[a-z][a-z0-9]{1,15}$")  # a system user name that needs no escaping anywhere
 NOTEBOOKS_FOLDER = "gradient-accumulation-lab"  # each learner's own copy, in their home
 START_HERE = "00_start_here.ipynb"
 _SCRYPT = {"n": 2**14, "r": 8, "p": 1}  # ~50 ms a login: cheap for a room, slow for a guesser
@@ -42,12 +44,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def check_name(name: str, what: str = "learner name") -> str:
-    if not isinstance(name, str) or not NAME.match(name):
-        raise ValueError(f"{what} {name!r} must be 2 to 16 lowercase letters or digits, starting with a letter")
-    return name
 
 
 def hash_password(password: str) -> dict:
@@ -80,12 +76,9 @@ def save_room(state: Path, room: dict) -> None:
     os.replace(tmp, path)
 
 
-def parse_bytes(text: str) -> int:
-    """'3G' -> 3 * 2**30 (the units of JupyterHub's mem_limit: K, M, G, T)."""
-    match = re.fullmatch(r"(\d+)([KMGT]?)", str(text).strip().upper())
-    if not match:
-        raise ValueError(f"mem_limit {text!r} must be a number of bytes with K, M, G or T, e.g. '3G'")
-    return int(match[1]) * 1024 ** " KMGT".index(match[2] or " ")
+def room_limits_of(room: dict) -> Limits:
+    """The room's per-learner limits (room.json's "limits"; a room made before them: the defaults)."""
+    return parse_limits(room.get("limits", ""))
 
 
 class WorkshopAuthenticator(Authenticator):
@@ -114,21 +107,31 @@ class WorkshopAuthenticator(Authenticator):
 
 
 class RoomSpawner(LocalProcessSpawner):
-    """LocalProcessSpawner that enforces `mem_limit`, and copies the notebooks at first spawn.
+    """LocalProcessSpawner with the room's limits and kernels only their owner can reach.
 
-    LocalProcessSpawner itself ignores mem_limit. Here it is an RLIMIT_AS (address space) set in
-    the child before it drops to the learner: it bounds each of the learner's processes (the
-    server, each kernel) separately, not their sum; an allocation past it raises MemoryError in
-    that kernel, and no other learner is touched. A cgroup per learner (TLJH's systemd slices,
-    Kubernetes) bounds the sum instead: instructor/hub.md."""
+    At each spawn it reads the limits from room.json, makes the learner's cgroups (hub/limits.py:
+    v2, else v1, else rlimits) and, in the child before it becomes the learner, puts it in them;
+    every kernel and process the learner starts is born inside. The server loads
+    hub/singleuser_config.py: kernels on IPC sockets in the learner's mode-700 runtime folder (no
+    TCP port another user could subscribe to) and at most `kernels` of them at once."""
+
+    state_dir = Unicode(help="the hub's state folder, holding room.json").tag(config=True)
+
+    async def start(self):
+        self.room_limits = room_limits_of(load_room(Path(self.state_dir)))
+        self.enforcement = room_limits.prepare(self.user.name, self.room_limits)
+        self.log.info("limits of %s: %s, enforced by %s", self.user.name, self.room_limits.text(),
+                      self.enforcement.describe())
+        self.args = [f"--config={HERE / 'singleuser_config.py'}"]
+        self.environment = {**self.environment, "LAB_HUB_KERNELS": str(self.room_limits.kernels)}
+        return await super().start()
 
     def make_preexec_fn(self, name):
         demote = super().make_preexec_fn(name)
-        limit = int(self.mem_limit or 0)
+        enforcement, limits = self.enforcement, self.room_limits
 
         def preexec():
-            if limit:
-                resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+            room_limits.join(enforcement, limits)  # as root: the groups' files are root's
             demote()
 
         return preexec

@@ -4,8 +4,9 @@ For each learner: the notebooks they opened, the checked exercises they passed, 
 tried and when; and the exercise the most learners are stuck on (tried, never passed). The page
 polls `api/room` every few seconds and redraws its table: no reload.
 
-Progress is read as the learner (read_progress.py runs with their uid), so nothing a learner owns
-changes owner or content. "Opened" is what their progress file names plus the notebooks their
+Progress is read as the learner (read_progress.py runs with their uid and gid and no other group:
+a symlink they plant reaches only what they could read), so nothing a learner owns changes owner
+or content. "Opened" is what their progress file names plus the notebooks their
 server has had open since this view started (its sessions API, through the hub's token).
 """
 from __future__ import annotations
@@ -67,13 +68,14 @@ def _proxy_base() -> str:
 
 
 async def _records(name: str) -> dict:
-    """The learner's progress records, read by read_progress.py running with their uid."""
+    """The learner's progress records, read by read_progress.py running as them (uid, gid, no other group)."""
     try:
         user = pwd.getpwnam(name)
     except KeyError:
         return {"records": [], "problem": "no such system user"}
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-I", str(HERE / "read_progress.py"), user=user.pw_uid,  # -I: no code from their home group=user.pw_gid, extra_groups=[],
+    process = await asyncio.create_subprocess_exec(  # -I: no code from their home, no $PYTHON* variables
+        sys.executable, "-I", str(HERE / "read_progress.py"),
+        user=user.pw_uid, group=user.pw_gid, extra_groups=[],  # the learner alone: never root's group 0
         cwd="/", env={"HOME": user.pw_dir, "LANG": "C.UTF-8"},
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     try:

@@ -1,117 +1,21 @@
-"""The room's isolation and security, over HTTP and from inside a kernel; the room view; clean stop.
+"""The room's isolation and security, over HTTP and from inside a kernel; the room view.
 
-One hub for the module (tools/hub.py start, as `make hub` runs it) with two learners, `a` and `b`,
-and an instructor, all throw-away system users. The last test stops it and checks nothing is left.
+One hub for the session (tests/hub/support.py, started as `make hub` starts it) with two learners,
+`a` and `b`, and an instructor, all throw-away system users; test_room_stop.py stops it at the end.
 """
 from __future__ import annotations
 
 import json
-import os
 import pwd
-import secrets
-import shutil
 import stat
 import subprocess
-import sys
-import tempfile
-import time
 from pathlib import Path
 
 import psutil
 import pytest
 
-from hub.client import NOTEBOOKS, HubClient, Kernel
-
-ROOT = Path(__file__).resolve().parents[2]
-TOOL = [sys.executable, str(ROOT / "tools" / "hub.py")]
-MEM_LIMIT = 2 * 2**30
-CHECK = "from widgets.lessons.beginner_1 import beginner_exercises\nex = beginner_exercises()\n"
-ARTIFACTS = ROOT / "test-artifacts"
-
-
-class Room:
-    def __init__(self, state: Path, info: dict, names: dict, room_password: str, instructor_password: str):
-        self.state, self.info, self.names = state, info, names
-        self.room_password, self.instructor_password = room_password, instructor_password
-        self.url = info["url"]
-        self.clients: dict[str, HubClient] = {}
-
-    def learner(self, key: str) -> HubClient:
-        """Learner `key` ('a' or 'b'), logged in with their own cookie and token, server running."""
-        if key not in self.clients:
-            client = HubClient(self.url, self.names[key])
-            assert client.login(self.room_password)
-            client.new_token()
-            client.spawn()
-            self.clients[key] = client
-        return self.clients[key]
-
-    def uids(self) -> set[int]:
-        found = set()
-        for name in self.names.values():
-            try:
-                found.add(pwd.getpwnam(name).pw_uid)
-            except KeyError:
-                pass
-        return found
-
-    def processes(self) -> list[psutil.Process]:
-        """What the room runs: every learner process, and the hub, proxy and services (marked by the state folder)."""
-        uids, found = self.uids(), []
-        for p in psutil.process_iter(["pid", "uids"]):
-            try:
-                if p.info["uids"].real in uids or p.environ().get("LAB_HUB_STATE") == str(self.state):
-                    found.append(p)
-            except (psutil.Error, OSError):
-                pass
-        return [p for p in found if p.pid != os.getpid()]
-
-
-def in_kernel(client: HubClient, code: str, notebook: str = "beginner_1_carrying_bricks.ipynb") -> dict:
-    session, kernel = client.open_notebook(f"{NOTEBOOKS}/{notebook}")
-    try:
-        with Kernel(client, kernel) as k:
-            return k.execute(code, timeout=180)
-    finally:
-        client.close_session(session)
-
-
-@pytest.fixture(scope="module")
-def room():
-    pytest.importorskip("jupyterhub", reason="run in the hub's environment: make hub-test")
-    tag = secrets.token_hex(2)
-    names = {"a": f"ht{tag}a", "b": f"ht{tag}b", "teacher": f"ht{tag}t"}
-    state = Path(tempfile.mkdtemp(prefix="lab-hub-test-"))
-    passwords = {"LAB_ROOM_PASSWORD": secrets.token_urlsafe(12), "LAB_INSTRUCTOR_PASSWORD": secrets.token_urlsafe(12)}
-    with socket_port() as port:
-        pass
-    try:
-        started = subprocess.run([*TOOL, "--state", str(state), "start", "--learners", f"{names['a']},{names['b']}",
-                                  "--instructor", names["teacher"], "--port", str(port), "--mem-limit", "2G"],
-                                 env={**os.environ, **passwords}, capture_output=True, text=True, timeout=240)
-        assert started.returncode == 0, started.stdout + started.stderr
-        info = json.loads((state / "hub.json").read_text())
-        the_room = Room(state, info, names, passwords["LAB_ROOM_PASSWORD"], passwords["LAB_INSTRUCTOR_PASSWORD"])
-        # real progress: b passes one exercise, a misses another
-        assert in_kernel(the_room.learner("b"), CHECK + "ex.pile.check(9)")["error"] is None
-        assert in_kernel(the_room.learner("a"), CHECK + "ex.trips.check(144)")["error"] is None
-        yield the_room
-    finally:
-        subprocess.run([*TOOL, "--state", str(state), "stop", "--forget"], capture_output=True, timeout=120)
-        shutil.rmtree(state, ignore_errors=True)
-
-
-class socket_port:
-    """A free loopback port (closed again before the hub takes it)."""
-
-    def __enter__(self) -> int:
-        import socket
-        self.s = socket.socket()
-        self.s.bind(("127.0.0.1", 0))
-        return self.s.getsockname()[1]
-
-    def __exit__(self, *exc) -> None:
-        self.s.close()
+from hub.client import NOTEBOOKS, HubClient
+from tests.hub.support import ARTIFACTS, CHECK, MEM_LIMIT, ROOT, TOOL, in_kernel
 
 
 # --- who gets in ---------------------------------------------------------------------------------
@@ -290,22 +194,3 @@ def test_the_room_view_refreshes_in_chromium(room):
             page.screenshot(path=str(ARTIFACTS / "room_view.png"), full_page=True)
         finally:
             browser.close()
-
-
-# --- the end -------------------------------------------------------------------------------------
-
-def test_stop_ends_everything_it_started(room):
-    """Last in the module: `make hub-stop` (tools/hub.py stop) leaves no process, port or user of the room."""
-    before = room.processes()
-    assert any(p.pid == room.info["pid"] for p in before) and len(before) >= 5
-    uids = room.uids()
-    stopped = subprocess.run([*TOOL, "--state", str(room.state), "stop", "--forget"], capture_output=True, text=True,
-                             timeout=120)
-    assert stopped.returncode == 0, stopped.stderr
-    time.sleep(1)
-    assert [p for p in before if p.is_running() and p.status() != psutil.STATUS_ZOMBIE] == []
-    assert not [p for p in psutil.process_iter(["uids"]) if p.info["uids"] and p.info["uids"].real in uids]
-    assert room.uids() == set()  # the users are deleted
-    assert not room.state.exists()
-    ports = {room.info["port"], room.info["LAB_HUB_HUB_PORT"], room.info["LAB_HUB_API_PORT"], room.info["LAB_HUB_ROOM_PORT"]}
-    assert not [c for c in psutil.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN and c.laddr.port in ports]

@@ -16,6 +16,9 @@ A store that cannot lose data:
 - each write reads, merges and replaces the file atomically while holding an flock on
   `progress.json.lock`, so two kernels checking at once lose nothing (flock works on NFS homes);
 - the file is bounded (MAX_RECORDS, MAX_BYTES), and a FIFO or device at the path is never read;
+- a file or lock that belongs to another user is refused, never read or waited on (on a shared
+  machine another user could plant one in /tmp first), the lock is opened without following a link,
+  and temporary files a killed write left behind are swept under the lock;
 - saving is best-effort: a read-only or missing home folder never breaks a check cell, and
   progress() says that progress cannot be saved, and why.
 JSON under a lock rather than SQLite: the same guarantees in fewer lines, and a reader (the room
@@ -45,6 +48,7 @@ MAX_TEXT = 200  # characters kept of a title or name
 LOCK_TIMEOUT_S = 20.0  # a kernel holds the lock for milliseconds; past this (a stuck NFS server?) give up saving
 RESULTS = ("correct", "incorrect")
 NOT_A_FILE = errno.ENODEV  # the errno of a ProgressError for a FIFO, device or folder at the path
+NOT_OURS = errno.EPERM  # the errno of a ProgressError for a file or lock another user owns
 SET_ASIDE = ".unreadable-"  # progress.json.unreadable-<UTC time>: a file that could not be read, kept
 
 
@@ -142,6 +146,7 @@ def _read(path: Path) -> dict:
         if not stat.S_ISREG(info.st_mode):
             raise ProgressError(NOT_A_FILE, f"{path} is not a regular file (a FIFO or a device?): move it away, "
                                 "or set LAB_PROGRESS_FILE to a file")
+        _check_owner(path, info)
         if info.st_size > MAX_BYTES:
             raise ProgressError(errno.EINVAL, f"{path} is {info.st_size / 2**20:.0f} MB, more than any progress "
                                 f"file ({MAX_BYTES // 2**20} MB at most)")
@@ -163,6 +168,15 @@ def _read(path: Path) -> dict:
         raise ProgressError(errno.EINVAL, f"{path} is not a progress file this lab wrote ({error})") from None
 
 
+def _check_owner(path: Path, info: os.stat_result) -> None:
+    """Refuse a file another user owns: on a shared machine it could have been put there to be read as
+    ours (passes that are not the learner's) or to stall our saves. Never moved: not ours to move."""
+    if info.st_uid != os.geteuid():
+        raise ProgressError(NOT_OURS, f"{path} belongs to another user (uid {info.st_uid}), not to you: it is neither "
+                            "read nor written. Set LAB_PROGRESS_FILE to a file in a folder only you can write, "
+                            'e.g. "$(mktemp -d)/progress.json"')
+
+
 def read_records(path: str | os.PathLike | None = None) -> list[Record]:
     """Every check recorded in the progress file at `path` (default: this learner's), oldest first.
 
@@ -180,8 +194,17 @@ def read_records(path: str | os.PathLike | None = None) -> list[Record]:
 def _locked(path: Path) -> Iterator[None]:
     """Hold an exclusive flock on `<path>.lock` (not on the file itself: it is replaced, not rewritten)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    lock = path.with_name(path.name + ".lock")
+    try:  # O_NOFOLLOW: a link planted at the lock's name is refused (ELOOP), never followed
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+    except OSError as error:
+        raise ProgressError(error.errno, f"{lock} cannot be opened ({error.strerror}"
+                            + ("; a link is never followed)" if error.errno == errno.ELOOP else ")")) from None
     try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ProgressError(NOT_A_FILE, f"{lock} is not a regular file: move it away")
+        _check_owner(lock, info)  # another user's lock could be held by them for ever
         deadline = time.monotonic() + LOCK_TIMEOUT_S
         while True:  # non-blocking tries: a kernel stuck holding the lock must not hang this check cell
             try:
@@ -235,6 +258,17 @@ def _write(path: Path, store: dict) -> None:
     os.replace(tmp.name, path)
 
 
+def _sweep_temporary(path: Path) -> None:
+    """Delete our `progress.json.*.tmp` left by a write that was killed: called under the lock, when no
+    write of ours can be under way (each writes its temporary file only while holding the lock)."""
+    for leftover in path.parent.glob(path.name + ".*.tmp"):
+        try:
+            if leftover.lstat().st_uid == os.geteuid():
+                leftover.unlink()
+        except OSError:
+            pass
+
+
 _last_problem: str | None = None  # why this kernel's last save failed (None: it succeeded); progress() says it
 
 
@@ -247,11 +281,12 @@ def _update(change: Callable[[dict], bool]) -> bool:
             try:
                 store = _read(path)
             except ProgressError as error:
-                if error.errno == NOT_A_FILE:
-                    raise  # a FIFO, a device (/dev/zero), a folder: not ours to move
+                if error.errno in (NOT_A_FILE, NOT_OURS):
+                    raise  # a FIFO, a device (/dev/zero), a folder, another user's file: not ours to move
                 _set_aside(path, error.strerror)
                 store = _empty()
             if change(store):  # nothing new (a notebook opened again): no write
+                _sweep_temporary(path)
                 _write(path, store)
         _last_problem = None
         return True
@@ -369,7 +404,7 @@ def progress(reset: bool = False) -> Progress:
     try:
         store = _read(path)
     except ProgressError as error:
-        problems.append(f"Progress cannot be read: {error.strerror}." + ("" if error.errno == NOT_A_FILE else
+        problems.append(f"Progress cannot be read: {error.strerror}." + ("" if error.errno in (NOT_A_FILE, NOT_OURS) else
                         " It is kept: the next check sets it aside, next to it, and starts a new file."))
         store = _empty()
     set_aside = sorted(path.parent.glob(path.name + SET_ASIDE + "*")) if path.parent.is_dir() else []

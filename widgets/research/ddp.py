@@ -1,6 +1,6 @@
 """A real two-process DistributedDataParallel run on the gloo backend, and the arithmetic of many machines.
 
-`run_ddp` spawns `world_size` worker processes on 127.0.0.1 (a free port, a timeout), each of
+`run_ddp` spawns `world_size` worker processes (a private rendezvous, a timeout), each of
 which trains the same small model twice with gradient accumulation: once letting DDP all-reduce
 after every micro-step, once with `no_sync()` on all but the last micro-step of each update. A DDP
 communication hook counts the all-reduces and their bytes. The workers are always ended, also
@@ -8,9 +8,14 @@ when one raises or the run times out, and each one exits by itself within a seco
 that started it dies (a kernel killed for memory). The workers' code lives here, not in a notebook, because
 spawned processes import it by name.
 
-The rendezvous store listens on 127.0.0.1 without authentication: while a run lasts, any user of
-this machine can connect to its port. Run it on a machine you trust, never on one shared with
-strangers (the workers' data here are random numbers, but a peer could disturb the run).
+The workers meet through a file store in a new mode-700 folder (`private_rendezvous`): no port, so
+neither another user of this machine nor another machine can read or write it; a janitor process
+deletes the folder when the run ends or the process that started it dies. gloo's own connections
+between the workers are TCP on 127.0.0.1, on ports the rendezvous tells only the workers: another
+local user can connect to one (loopback has no owner check), not into a connection already made,
+and what they send makes the run fail as a DDPError, never a wrong result (tests/research/test_ddp.py,
+`make reliability`). An explicit `port=` falls back to a TCP store on that port, which any local
+user can reach: only for a machine of your own.
 """
 from __future__ import annotations
 
@@ -20,9 +25,12 @@ import math
 import multiprocessing
 import os
 import queue as queue_module
+import shutil
 import signal
 import socket
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -164,18 +172,19 @@ def exit_with_parent(parent_pid: int, from_main_thread: bool, interval_s: float 
     threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
-def _gloo_worker(rank: int, job: Callable, config: object, port: int, results, fail_on_rank: int | None,
+def _gloo_worker(rank: int, job: Callable, config: object, rendezvous: str, results, fail_on_rank: int | None,
                  timeout_s: float, parent_pid: int, from_main_thread: bool) -> None:
-    """One worker process of `run_workers`: join the gloo group on 127.0.0.1, run `job(config, rank)`,
-    report ("ok", rank, what it returned), or ("no_backend" | "error", rank, why); always leave the group.
-    `job` is a module-level function: a spawned process imports it by name."""
+    """One worker process of `run_workers`: join the gloo group at `rendezvous` (gloo's own links on
+    127.0.0.1), run `job(config, rank)`, report ("ok", rank, what it returned), or ("no_backend" |
+    "error", rank, why); always leave the group. `job` is a module-level function: a spawned process
+    imports it by name."""
     exit_with_parent(parent_pid, from_main_thread)
     import torch.distributed as dist
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # stay on the loopback interface
     torch.set_num_threads(1)
     try:
         try:
-            dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+            dist.init_process_group("gloo", init_method=rendezvous, rank=rank,
                                     world_size=config.world_size, timeout=datetime.timedelta(seconds=timeout_s))
         except Exception as error:
             results.put(("no_backend", rank, f"{type(error).__name__}: {error}"))
@@ -200,7 +209,7 @@ class DDPResult:
     """What the workers reported, mode -> rank -> record, and the single-process reference weights."""
 
     config: DDPConfig
-    port: int
+    port: int | None  # None: the private rendezvous
     per_rank: dict[str, list[dict]]
     reference_weights: list[float]
     seconds: float
@@ -244,10 +253,12 @@ def environment(variables: dict[str, str]) -> Iterator[None]:
                 os.environ[name] = value
 
 
-def usable_port(port: int | None) -> int:
-    """A free port if `port` is None; else `port`, checked free before any process starts (a clear
-    DDPError if it is taken, instead of workers that time out)."""
-    port = free_port() if port is None else check_int("port", port, 1, 65535)
+def usable_port(port: int | None) -> int | None:
+    """None for the private rendezvous (the default); else `port`, checked free before any process
+    starts (a clear DDPError if it is taken, instead of workers that time out)."""
+    if port is None:
+        return None
+    port = check_int("port", port, 1, 65535)
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         try:
             probe.bind(("127.0.0.1", port))
@@ -255,6 +266,35 @@ def usable_port(port: int | None) -> int:
             raise DDPError(f"the gloo backend could not start on 127.0.0.1:{port}: the port is taken ({error.strerror}). "
                            "Try again with port=None to pick a free one; no process was started.") from None
     return port
+
+
+# Waits for end of file on its stdin, which only the process that started it holds open: at the end of
+# the run, or when that process dies however it dies (SIGKILL included), it deletes the folder.
+_JANITOR = "import shutil, sys; sys.stdin.buffer.read(); shutil.rmtree(sys.argv[1], ignore_errors=True)"
+
+
+@contextlib.contextmanager
+def private_rendezvous() -> Iterator[str]:
+    """A gloo rendezvous only this user's processes can reach: `file://` to a store in a new mode-700
+    folder (mkdtemp), deleted when the block ends and, through a janitor process, also after a crash."""
+    folder = tempfile.mkdtemp(prefix="lab-gloo-")  # mode 700: no other user reads, writes or lists it
+    try:
+        janitor = subprocess.Popen([sys.executable, "-I", "-S", "-c", _JANITOR, folder], stdin=subprocess.PIPE,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                   start_new_session=True)  # Kernel > Interrupt must not end it first
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    try:
+        yield f"file://{os.path.join(folder, 'store')}"
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+        janitor.stdin.close()  # its end of file: it finds nothing left to delete and exits
+        try:
+            janitor.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            janitor.kill()
+            janitor.wait()
 
 
 def check_gloo_run(what: str, world_size: int, fail_on_rank: int | None, seconds_estimate: float) -> None:
@@ -268,18 +308,29 @@ def check_gloo_run(what: str, world_size: int, fail_on_rank: int | None, seconds
         raise DDPError("this torch build has no gloo backend (torch.distributed.is_gloo_available() is False)")
 
 
-def run_workers(job: Callable, config: object, world_size: int, port: int, timeout_s: float,
+def run_workers(job: Callable, config: object, world_size: int, port: int | None, timeout_s: float,
                 fail_on_rank: int | None, who: str, no_backend_hint: str = "",
                 env: dict[str, str] | None = None) -> dict[int, object]:
     """The lab's one way to run gloo workers (researcher_5, 6 and 7): spawn `world_size` processes that
     join one gloo group and each run `job(config, rank)` (`_gloo_worker`), collect what each returns,
     and end every started process whatever happens: a timeout, a worker's error or death, a start that
-    fails, Kernel > Interrupt. `who` names a worker in the messages ("DDP worker"); `env` is set only
-    while the workers start. Returns rank -> what `job` returned there."""
+    fails, Kernel > Interrupt. They meet at a private rendezvous (`port=None`), or at a TCP store on
+    `port`. `who` names a worker in the messages ("DDP worker"); `env` is set only while the workers
+    start. Returns rank -> what `job` returned there."""
+    if port is not None:
+        return _run_workers(job, config, world_size, f"tcp://127.0.0.1:{port}", f"127.0.0.1:{port}", timeout_s,
+                            fail_on_rank, who, no_backend_hint, env)
+    with private_rendezvous() as rendezvous:
+        return _run_workers(job, config, world_size, rendezvous, "its private rendezvous", timeout_s, fail_on_rank,
+                            who, no_backend_hint or "Were the workers killed, or is the temporary folder full?", env)
+
+
+def _run_workers(job: Callable, config: object, world_size: int, rendezvous: str, where: str, timeout_s: float,
+                 fail_on_rank: int | None, who: str, no_backend_hint: str, env: dict[str, str] | None) -> dict[int, object]:
     ctx = multiprocessing.get_context("spawn")
     results = ctx.Queue()
     parent = (os.getpid(), threading.current_thread() is threading.main_thread())
-    procs = [ctx.Process(target=_gloo_worker, args=(r, job, config, port, results, fail_on_rank, timeout_s, *parent),
+    procs = [ctx.Process(target=_gloo_worker, args=(r, job, config, rendezvous, results, fail_on_rank, timeout_s, *parent),
                          daemon=True) for r in range(world_size)]
     started: list = []  # only a started process can be joined: a failed start must not hide behind that
     start = time.perf_counter()
@@ -305,7 +356,7 @@ def run_workers(job: Callable, config: object, world_size: int, port: int, timeo
                     raise DDPError(f"a {who} died without reporting (exit code {dead[0]}); the others were stopped") from None
                 continue
             if status == "no_backend":
-                raise DDPError(f"the gloo backend could not start on 127.0.0.1:{port} (rank {rank}): {payload}. "
+                raise DDPError(f"the gloo backend could not start on {where} (rank {rank}): {payload}. "
                                + no_backend_hint)
             if status == "error":
                 raise DDPError(f"{who} {rank} raised; every worker was stopped.\n{payload}")
@@ -328,7 +379,8 @@ def run_ddp(config: DDPConfig | None = None, timeout_s: float = 60.0, port: int 
             fail_on_rank: int | None = None) -> DDPResult:
     """Spawn the workers, wait for both trainings, end every process; raise DDPError if anything fails.
 
-    `port=None` picks a free port; `fail_on_rank` makes that worker raise (to show the clean-up)."""
+    `port=None`: the private rendezvous; a port: a TCP store there (any local user can reach it);
+    `fail_on_rank` makes that worker raise (to show the clean-up)."""
     config = config if config is not None else DDPConfig()
     if not isinstance(config, DDPConfig):
         raise TypeError(f"config must be a DDPConfig, got {type(config).__name__}")
@@ -336,8 +388,9 @@ def run_ddp(config: DDPConfig | None = None, timeout_s: float = 60.0, port: int 
     port = usable_port(port)
     check_gloo_run(f"run_ddp on {config}", config.world_size, fail_on_rank, config.seconds_estimate())
     start = time.perf_counter()
+    hint = "" if port is None else "Is the port taken, or were the processes killed? Try again with port=None."
     reports = run_workers(_ddp_job, config, config.world_size, port, timeout_s, fail_on_rank, "DDP worker",
-                          no_backend_hint="Is the port taken, or were the processes killed? Try again with port=None.")
+                          no_backend_hint=hint)
     per_rank = {mode: [reports[r][mode] for r in range(config.world_size)] for mode in ("every_micro_step", "no_sync")}
     return DDPResult(config, port, per_rank, train_single_process(config), time.perf_counter() - start)
 

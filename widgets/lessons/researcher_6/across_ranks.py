@@ -1,6 +1,6 @@
 """Token counts across ranks, on a real two-process gloo run: who divides by what.
 
-`run_across_ranks` spawns W workers (DDP over gloo on CPU, 127.0.0.1, a free port, a timeout, a
+`run_across_ranks` spawns W workers (DDP over gloo on CPU, a private rendezvous, a timeout, a
 watchdog that ends a worker whose parent died: the process handling of `widgets.research.ddp`).
 For each count imbalance, rank 0's sequences hold `TARGETS_PER_ROW` real targets each and the
 other ranks' sequences 1/imbalance of that. Each worker all-reduces its count, then runs one
@@ -8,8 +8,7 @@ window under each loop of `LOOPS` (from `widgets.lessons.researcher_6.invariance
 DDP left in `.grad`. The parent compares it with one process on the whole window.
 
 `_train` lives here, not in a notebook, because spawned processes import it by name (the workers are
-`widgets.research.ddp.run_workers`'s). The
-rendezvous store listens on 127.0.0.1 without authentication, as in `widgets.research.ddp`.
+`widgets.research.ddp.run_workers`'s), as is their rendezvous: private to this user.
 """
 from __future__ import annotations
 
@@ -96,7 +95,7 @@ class RanksResult:
     """Per imbalance: each loop's gradient on every rank, the counts, and the one-process truth."""
 
     config: RanksConfig
-    port: int
+    port: int | None  # None: the private rendezvous (widgets.research.ddp)
     grads: dict[str, list[list[float]]]  # "imbalance:loop" -> one flat gradient per rank
     counts: dict[int, list[int]]  # imbalance -> real targets per rank
     truth: dict[int, list[float]]  # imbalance -> one process's gradient on the whole window

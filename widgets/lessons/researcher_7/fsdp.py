@@ -7,8 +7,8 @@ Each worker measures, after every micro-step, the bytes its process holds above 
 update (glibc's `mallinfo2`: every live allocation, so also FSDP's own unsharded gradient, which
 .grad does not show while the sync is off), and counts its all-gathers and reduce-scatters by
 wrapping torch.distributed's functions. Process handling is researcher_5's (`widgets.research.ddp`):
-spawn, a free port, a timeout, every worker ended also on error, and each one exits by itself if
-the process that started it dies. The rendezvous listens on 127.0.0.1 without authentication.
+spawn, a private rendezvous, a timeout, every worker ended also on error, and each one exits by
+itself if the process that started it dies.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ import torch
 
 from widgets.core.accumulation import GRAD_ATOL, GRAD_RTOL, flat_grad  # GRAD_*: the lab's one allclose rule
 from widgets.core.config import check_float, check_int
-from widgets.research.ddp import INPUTS, OUTPUTS, free_port, make_data, rank_micro_batch, run_workers, check_gloo_run
+from widgets.research.ddp import INPUTS, OUTPUTS, make_data, rank_micro_batch, run_workers, check_gloo_run
 
 MODES = ("sync_every_micro_step", "no_sync")
 # the collectives FSDP2 calls (torch 2.13: the *_single ones; older releases: *_into_tensor / *_tensor)
@@ -192,9 +192,8 @@ def run_fsdp(config: FSDPConfig | None = None, timeout_s: float = 90.0, fail_on_
         raise TypeError(f"config must be an FSDPConfig, got {type(config).__name__}")
     timeout_s = check_float("timeout_s", timeout_s, 0.0, 3600.0)
     check_gloo_run(f"run_fsdp on {config}", config.world_size, fail_on_rank, config.seconds_estimate())
-    port = free_port()
     start = time.perf_counter()
-    reports = run_workers(_fsdp_job, config, config.world_size, port, timeout_s, fail_on_rank, "FSDP worker",
+    reports = run_workers(_fsdp_job, config, config.world_size, None, timeout_s, fail_on_rank, "FSDP worker",
                           env=WORKER_ENV)
     per_rank = {mode: [reports[r][mode] for r in range(config.world_size)] for mode in MODES}
     return FSDPResult(config, per_rank, single_process_gradient(config), gradient_bytes(config),
