@@ -10,6 +10,7 @@ from typing import Callable, NamedTuple, Sequence
 
 import torch
 
+from widgets.core.budget import PY_OBJECT, check_memory
 from widgets.core.config import check_int
 
 # The lab's one tolerance policy for "equal up to rounding": every allclose verdict of the package
@@ -72,6 +73,8 @@ def split_into_micro_batches(batch_size: int, micro_batch_size: int) -> list[sli
     """Slices that cut a batch of `batch_size` into micro-batches; the last one may be shorter."""
     check_int("batch_size", batch_size, 1)
     check_int("micro_batch_size", micro_batch_size, 1, batch_size)
+    check_memory(f"split_into_micro_batches({batch_size}, {micro_batch_size})",
+                 -(-batch_size // micro_batch_size) * PY_OBJECT)  # one slice per micro-batch
     return [slice(i, min(i + micro_batch_size, batch_size)) for i in range(0, batch_size, micro_batch_size)]
 
 
@@ -102,6 +105,7 @@ def windows(total_micro_steps: int, accumulation_steps: int) -> list[range]:
     check_int("total_micro_steps", total_micro_steps, 0)
     check_int("accumulation_steps", accumulation_steps, 1)
     K, n = accumulation_steps, total_micro_steps
+    check_memory(f"windows({n}, {K})", -(-n // K) * PY_OBJECT)  # one range per window
     return [range(start, min(start + K, n)) for start in range(0, n, K)]
 
 

@@ -1,9 +1,10 @@
 """The ceilings a builder checks before it allocates or trains: bytes and seconds per process.
 
 On a shared hub nothing else stops one learner's `TinyGPT(layers=64, hidden=4096)` from taking
-the memory every other kernel lives in, so every builder in `widgets.research` that takes sizes
-estimates what they cost and calls `check_memory` / `check_time` first; past the ceiling it
-refuses with the estimate and the ceiling in the message, before a single tensor exists.
+the memory every other kernel lives in, so every public builder that takes sizes (core's and the
+lessons' too: benchmarks/sizes.py finds them all and tries an enormous size on each) estimates
+what they cost and calls `check_memory` / `check_time` first; past the ceiling it refuses with
+the estimate and the ceiling in the message, before a single tensor (or list of slices) exists.
 
     LAB_MEMORY_LIMIT_MB   bytes one process may allocate for one call (default 1024 MB)
     LAB_TIME_LIMIT_S      seconds one training call may run (default 300 s)
@@ -18,6 +19,9 @@ import os
 MEMORY_ENV, DEFAULT_MEMORY_MB = "LAB_MEMORY_LIMIT_MB", 1024
 TIME_ENV, DEFAULT_TIME_S = "LAB_TIME_LIMIT_S", 300
 FLOAT32 = 4
+# Bytes one small object takes, rounded up: a Python slice with its two ints and its list slot, and a
+# tensor view (tensor_split's pieces: the C++ tensor and its Python handle; ~1 KB measured per piece).
+PY_OBJECT, TENSOR_VIEW = 128, 1024
 # Conservative speed of one CPU thread on the lab's small models (measured ~5-20 GFLOP/s; take the low end).
 FLOPS_PER_SECOND = 2e9
 

@@ -66,6 +66,9 @@ def make_model(seed: int = 0) -> torch.nn.Module:
 
 
 def make_data(num_examples: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Inputs (num_examples, 16) and targets (num_examples, 4), float32, from `seed`."""
+    check_int("num_examples", num_examples, 1)
+    check_memory(f"make_data({num_examples})", num_examples * (INPUTS + OUTPUTS) * FLOAT32)
     g = torch.Generator().manual_seed(seed)
     return torch.randn(num_examples, INPUTS, generator=g), torch.randn(num_examples, OUTPUTS, generator=g)
 

@@ -2,7 +2,9 @@
 process, both fixes pass, and no worker process or port is left after a run or a worker's error."""
 import signal
 import socket
+import tempfile
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -33,11 +35,15 @@ def _port_free(port):
     return True
 
 
+def _rendezvous_folders():
+    return set(Path(tempfile.gettempdir()).glob("lab-gloo-*"))
+
+
 @pytest.fixture(scope="module")
 def run():
-    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    before, folders = {p.pid for p in psutil.Process().children(recursive=True)}, _rendezvous_folders()
     result = run_across_ranks(RanksConfig(imbalances=(1, 4)), timeout_s=180)
-    return result, _new_children(before)
+    return result, _new_children(before) + sorted(_rendezvous_folders() - folders)
 
 
 def test_per_rank_mean_fails_with_unequal_counts_and_both_fixes_pass(run):
@@ -53,8 +59,8 @@ def test_per_rank_mean_fails_with_unequal_counts_and_both_fixes_pass(run):
 
 def test_nothing_is_left_after_a_run(run):
     result, left = run
-    assert left == []
-    assert _port_free(result.port)
+    assert left == []  # no process, no rendezvous folder
+    assert result.port is None  # the private rendezvous: no port at all
 
 
 def test_an_error_in_a_worker_stops_every_worker_and_frees_the_port():

@@ -55,6 +55,7 @@ class FSDPConfig:
 
 def make_model(hidden: int, seed: int = 0) -> torch.nn.Sequential:
     """16 -> hidden -> hidden -> 4 with Tanh; the same seed gives the same weights in every process."""
+    check_int("hidden", hidden, 2, 2048)  # FSDPConfig's range
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         return torch.nn.Sequential(torch.nn.Linear(INPUTS, hidden), torch.nn.Tanh(), torch.nn.Linear(hidden, hidden),

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from widgets.core.accumulation import flat_grad
+from widgets.core.budget import FLOAT32, check_memory
 from widgets.core.config import check_int
 
 SCHEDULES = ("gpipe", "1f1b")
@@ -199,6 +200,12 @@ def make_mlp(depth: int = 4, width: int = 16, seed: int = 0) -> torch.nn.Sequent
 
 def make_micro_batches(micro_batches: int, micro_batch_size: int, width: int = 16,
                        seed: int = 0) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """`micro_batches` pairs (x, y), each (micro_batch_size, width) float32, from `seed`."""
+    check_int("micro_batches", micro_batches, 1, 256)
+    check_int("micro_batch_size", micro_batch_size, 1)
+    check_int("width", width, 1, 1024)  # make_mlp's range
+    check_memory(f"make_micro_batches({micro_batches}, {micro_batch_size}, width={width})",
+                 2 * micro_batches * micro_batch_size * width * FLOAT32)
     g = torch.Generator().manual_seed(seed)
     return [(torch.randn(micro_batch_size, width, generator=g), torch.randn(micro_batch_size, width, generator=g))
-            for _ in range(check_int("micro_batches", micro_batches, 1, 256))]
+            for _ in range(micro_batches)]

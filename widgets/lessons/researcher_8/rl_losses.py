@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import torch
 
 from widgets.core.accumulation import flat_grad
+from widgets.core.budget import TENSOR_VIEW, check_memory
 from widgets.core.config import check_int
 
 LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
@@ -129,6 +130,11 @@ def _check(loss_type: str, accumulation_steps: int, devices: int, completions: C
 def partition(num_completions: int, accumulation_steps: int, devices: int = 1) -> list[list[torch.Tensor]]:
     """parts[rank][micro_step]: the completions' indices, consecutive, split as evenly as they go
     (`tensor_split`: when K x devices does not divide them, the first micro-batches hold one more)."""
+    for name, value in (("num_completions", num_completions), ("accumulation_steps", accumulation_steps),
+                        ("devices", devices)):
+        check_int(name, value, 1)
+    check_memory(f"partition({num_completions}, {accumulation_steps}, {devices})",  # the indices, then K x D views
+                 num_completions * 8 + accumulation_steps * devices * TENSOR_VIEW)
     parts = torch.arange(num_completions).tensor_split(accumulation_steps * devices)
     return [[parts[k * devices + r] for k in range(accumulation_steps)] for r in range(devices)]
 
