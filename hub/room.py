@@ -123,7 +123,7 @@ class RoomSpawner(LocalProcessSpawner):
         self.log.info("limits of %s: %s, enforced by %s", self.user.name, self.room_limits.text(),
                       self.enforcement.describe())
         self.args = [f"--config={HERE / 'singleuser_config.py'}"]
-        self.environment = {**self.environment, "LAB_HUB_KERNELS": str(self.room_limits.kernels)}
+        self.environment = {**self.environment, "LAB_MAX_KERNELS": str(self.room_limits.kernels)}
         return await super().start()
 
     def make_preexec_fn(self, name):

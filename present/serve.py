@@ -11,6 +11,8 @@
 - Each page view starts a kernel (~370 MB). One that no page is connected to (a GET that ran no
   JavaScript, a closed tab) is shut down after --cull-idle-s seconds idle (default 30), checked
   every --cull-interval-s (default 5); a projector tab stays connected and is never culled.
+  At most --max-kernels run at once (default 3, hub/kernel_cap.py): one more view gets a page
+  that says the view is full (HTTP 503) and starts nothing.
 - Voila listens on 127.0.0.1 only, in its own session: Ctrl+C, SIGTERM or SIGHUP (the terminal
   closed) reach this script, which stops Voila, and Voila its kernels.
 """
@@ -57,7 +59,8 @@ def free_port() -> int:
 
 def voila_command(port: int, cull_idle_s: int, cull_interval_s: int) -> list[str]:
     """Voila's arguments: loopback only, a token (from $JUPYTER_TOKEN, not the command line, which
-    every local user can read), and the cull of kernels no page is connected to."""
+    every local user can read), the cull of kernels no page is connected to, and the kernel cap
+    (its number from $LAB_MAX_KERNELS)."""
     return [
         sys.executable, "-m", "voila", PAGE, "--no-browser", f"--port={port}", "--Voila.ip=127.0.0.1",
         "--Voila.auto_token=True",  # the identity provider then takes $JUPYTER_TOKEN
@@ -65,6 +68,7 @@ def voila_command(port: int, cull_idle_s: int, cull_interval_s: int) -> list[str
         f"--MappingKernelManager.cull_interval={cull_interval_s}",
         "--MappingKernelManager.cull_connected=False",  # the projector's own tab is connected: kept
         "--MappingKernelManager.cull_busy=False",
+        "--VoilaConfiguration.multi_kernel_manager_class=hub.kernel_cap.ProjectorKernelManager",
     ]
 
 
@@ -83,10 +87,12 @@ def _stop_on(signum, frame):
     raise SystemExit(128 + signum)  # unwinds to the finally below, which stops Voila
 
 
-def serve(cull_idle_s: int, cull_interval_s: int, ready_timeout_s: float = 120) -> int:
+def serve(cull_idle_s: int, cull_interval_s: int, max_kernels: int, ready_timeout_s: float = 120) -> int:
     what = checked_settings(os.environ)
     port, token = free_port(), secrets.token_urlsafe(24)
-    env = {**os.environ, "JUPYTER_TOKEN": token}
+    # the checkout on Voila's path: it imports the kernel cap as hub.kernel_cap
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "JUPYTER_TOKEN": token, "LAB_MAX_KERNELS": str(max_kernels), "PYTHONPATH": path}
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, _stop_on)
     process = subprocess.Popen(voila_command(port, cull_idle_s, cull_interval_s), cwd=ROOT, env=env,
@@ -122,11 +128,14 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cull-idle-s", type=int, default=30, help="shut down a kernel no page uses after this long")
     parser.add_argument("--cull-interval-s", type=int, default=5, help="how often idle kernels are looked for")
+    parser.add_argument("--max-kernels", type=int, default=3, help="page views (kernels) at once; one more gets a page")
     args = parser.parse_args(argv)
     for name in ("cull_idle_s", "cull_interval_s"):
         if not 1 <= getattr(args, name) <= 3600:
             parser.error(f"--{name.replace('_', '-')} must be between 1 and 3600 seconds, got {getattr(args, name)}")
-    return serve(args.cull_idle_s, args.cull_interval_s)
+    if not 1 <= args.max_kernels <= 20:
+        parser.error(f"--max-kernels must be between 1 and 20, got {args.max_kernels}")
+    return serve(args.cull_idle_s, args.cull_interval_s, args.max_kernels)
 
 
 if __name__ == "__main__":

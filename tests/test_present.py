@@ -323,3 +323,32 @@ def test_sighup_stops_voila(tmp_path):
         assert alive == [], alive
     finally:
         _end(process, tree)
+
+
+@pytest.mark.slow
+def test_views_past_the_kernel_cap_get_a_page_that_says_so_and_start_nothing(tmp_path):
+    """Five page views at once with --max-kernels 2: two kernels, and three pages saying the view is full."""
+    pytest.importorskip("voila", reason="the projector view needs voila (requirements.txt)")
+    from concurrent.futures import ThreadPoolExecutor
+
+    process = _serve(tmp_path, "--max-kernels", "2")
+    tree: list[psutil.Process] = []
+    try:
+        url = _url(process)
+
+        def view(_):
+            try:
+                with urllib.request.urlopen(url, timeout=180) as response:
+                    return response.status, response.read().decode(errors="replace")
+            except urllib.error.HTTPError as error:
+                return error.code, error.read().decode(errors="replace")
+
+        with ThreadPoolExecutor(5) as pool:
+            views = list(pool.map(view, range(5)))
+        tree = psutil.Process(process.pid).children(recursive=True)
+        assert sorted(status for status, _ in views) == [200, 200, 503, 503, 503]
+        assert all("At most 2 kernels run here at once" in page and "close one" in page
+                   for status, page in views if status == 503)
+        assert len(_kernels(process)) == 2
+    finally:
+        _end(process, tree)

@@ -280,7 +280,7 @@ def test_one_learner_cannot_starve_another(room, report):
         assert len(seconds) >= 5 and max(seconds) < 5, seconds
         # kernels: the cap (3), counting the one the attacks ran in
         assert len(extra_kernels) == 2 and outcome["kernels_refused"][0] == 403, outcome
-        assert "at most 3 kernels" in outcome["kernels_refused"][1]
+        assert "At most 3 kernels" in outcome["kernels_refused"][1]
         memory_group = "memory" in enforced or "cgroup2" in enforced
         if memory_group:  # cgroup: /dev/shm pages count against a's memory; the writer is the one killed
             assert done["shm"]["exit"] == -9 and done["shm_file_mb"] < MEM_LIMIT // 2**20, done
