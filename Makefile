@@ -225,13 +225,14 @@ hub-stop: hub-settings
 # A few minutes: one hub, two throw-away learners; leaves no process, user or file behind (tested).
 # The learners must read the checkout: one under a mode-700 home (a CI clone in /root) is tested from
 # a readable copy in HUB_TEST_COPY instead (the same files, without .git and the environments; marked
-# as make's own by the file hub/settings.py's TEST_COPY_MARK names, so that no other folder is replaced).
+# as make's own by the file hub/settings.py's TEST_COPY_MARK names, so that no other folder is replaced;
+# made by a plain mkdir, which fails rather than write into a folder someone put there meanwhile).
 hub-test: hub-settings
 	@if runuser -u nobody -- test -r "$(CURDIR)/notebooks/00_start_here.ipynb" 2>/dev/null; then \
 	  $(MAKE) hub-test-here; \
 	else \
 	  echo "--- other users cannot read $(CURDIR): the room is tested from a copy at $$LAB_MAKE_HUB_TEST_COPY"; \
-	  rm -rf "$$LAB_MAKE_HUB_TEST_COPY" && mkdir -p "$$LAB_MAKE_HUB_TEST_COPY" && \
+	  rm -rf "$$LAB_MAKE_HUB_TEST_COPY" && mkdir -m 755 "$$LAB_MAKE_HUB_TEST_COPY" && \
 	  tar -c --exclude=./.git --exclude=./.venv --exclude=./hub/node_modules . | tar -x -C "$$LAB_MAKE_HUB_TEST_COPY" && \
 	  touch "$$LAB_MAKE_HUB_TEST_COPY/.gradient-accumulation-lab-hub-test" && chmod -R a+rX "$$LAB_MAKE_HUB_TEST_COPY" && \
 	  $(MAKE) -C "$$LAB_MAKE_HUB_TEST_COPY" hub-test-here; \

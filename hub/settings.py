@@ -71,9 +71,9 @@ def check_test_copy(text: str) -> str:
     path = Path(check_path(text, "HUB_TEST_COPY"))
     if len(path.parts) < 3:
         raise ValueError(f"HUB_TEST_COPY {text!r} must be a folder of its own, such as /tmp/gradient-accumulation-lab-hub-test")
-    if path.exists() and not (path / TEST_COPY_MARK).is_file():
-        raise ValueError(f"HUB_TEST_COPY {text!r} exists and is not a copy make hub-test made ({TEST_COPY_MARK} is "
-                         "missing): it would be deleted; name a new folder")
+    if path.is_symlink() or (path.exists() and (path.lstat().st_uid != os.geteuid() or not (path / TEST_COPY_MARK).is_file())):
+        raise ValueError(f"HUB_TEST_COPY {text!r} exists and is not a copy make hub-test made (a link, another "
+                         f"user's, or without {TEST_COPY_MARK}): it would be deleted; name a new folder")
     parent = path.parent
     if not parent.is_dir() or not parent.stat().st_mode & stat.S_IXOTH:
         raise ValueError(f"HUB_TEST_COPY {text!r}: its folder {parent} must exist and be open to other users (as /tmp is)")

@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from hub.settings import check_make
+from hub.settings import TEST_COPY_MARK, check_make
 from tests.hub.support import ROOT
 
 # variable -> the target whose recipe reads it
@@ -52,3 +52,10 @@ def test_hub_test_never_replaces_a_folder_it_did_not_make(tmp_path):
     assert check_make({"LAB_MAKE_HUB_TEST_COPY": str(tmp_path)})  # no mark: refused, nothing deleted
     assert (tmp_path / "work.txt").read_text() == "keep"
     assert check_make({"LAB_MAKE_HUB_TEST_COPY": "/"}) and check_make({"LAB_MAKE_HUB_TEST_COPY": "/tmp"})
+    tmp_path.chmod(0o755)  # the copy's folder must be open to the learners
+    made = tmp_path / "copy"
+    made.mkdir()
+    (made / TEST_COPY_MARK).touch()
+    assert check_make({"LAB_MAKE_HUB_TEST_COPY": str(made)}) == []  # its own copy: replaced
+    (tmp_path / "link").symlink_to(made)
+    assert check_make({"LAB_MAKE_HUB_TEST_COPY": str(tmp_path / "link")})  # a link to one: refused
