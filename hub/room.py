@@ -30,7 +30,7 @@ from jupyterhub.spawner import LocalProcessSpawner
 from traitlets import Unicode
 
 from hub import limits as room_limits
-from hub.settings import Limits, check_name, parse_bytes, parse_limits  # noqa: F401 -- the room's checks, re-exported
+from hub.settings import Limits, parse_limits
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
