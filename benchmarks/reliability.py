@@ -48,8 +48,6 @@ import textwrap
 import time
 from pathlib import Path
 
-import shared_machine  # noqa: E402 -- beside this script: the checks a shared machine needs (its docstring)
-
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "reliability.json"
 RSS_BUDGET_MB = 30
@@ -426,6 +424,15 @@ def projector_gets(gets: int = 20, cull_idle_s: int = 30, cull_interval_s: int =
     return result
 
 
+def _beside(name: str):
+    """The module `name`.py next to this script (a script's folder is no package to import from)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def main(argv: list[str]) -> int:
     what = argv[0] if argv else "all"
     if what == "_execute_notebook":
@@ -435,8 +442,9 @@ def main(argv: list[str]) -> int:
     checks = {"leak": lambda: leak(), "nbval": lambda: nbval(), "offline": lambda: offline(notebooks),
               "progress": lambda: progress_race()}
     checks |= {"ddp_kill": lambda: ddp_kernel_killed(), "projector": lambda: projector_gets()}
-    checks |= {"rendezvous": shared_machine.rendezvous, "progress_planting": shared_machine.progress_planting,
-               "budget": shared_machine.budget, "projector_cap": shared_machine.projector_cap}
+    shared = _beside("shared_machine")  # the checks a shared machine needs (its docstring)
+    checks |= {"rendezvous": shared.rendezvous, "progress_planting": shared.progress_planting,
+               "budget": shared.budget, "projector_cap": shared.projector_cap}
     chosen = list(checks) if what == "all" else [what]
     record = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     for name in chosen:

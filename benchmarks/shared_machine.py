@@ -247,6 +247,7 @@ def budget() -> dict:
     found = json.loads(run.stdout)
     result = {"passed": found["passed"], "budget_mb": found["budget_mb"], "sizes": found["sizes"],
               "builders": found["builders"], "calls": found["calls"], "over_budget": found["over_budget"],
+              "not_probed": found["not_probed"],
               "largest_growth_mb": max((r["grew_mb"] or 0) for r in found["records"]),
               "command": "python benchmarks/sizes.py"}
     print(f"budget: {result['calls']} calls to {result['builders']} builders, {len(result['over_budget'])} over", flush=True)
