@@ -12,10 +12,11 @@ The workers meet through a file store in a new mode-700 folder (`private_rendezv
 neither another user of this machine nor another machine can read or write it; a janitor process
 deletes the folder when the run ends or the process that started it dies. gloo's own connections
 between the workers are TCP on 127.0.0.1, on ports the rendezvous tells only the workers: another
-local user can connect to one (loopback has no owner check), not into a connection already made,
-and what they send makes the run fail as a DDPError, never a wrong result (tests/research/test_ddp.py,
-`make reliability`). An explicit `port=` falls back to a TCP store on that port, which any local
-user can reach: only for a machine of your own.
+local user can connect to one (loopback has no owner check), not into a connection already made;
+random bytes sent to them were ignored (`make reliability`'s rendezvous), but gloo authenticates
+no one, so a peer speaking its protocol as the workers join could disturb a run (instructor/hub.md).
+An explicit `port=` falls back to a TCP store on that port, which any local user can reach: only
+for a machine of your own.
 """
 from __future__ import annotations
 
