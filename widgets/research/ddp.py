@@ -25,9 +25,9 @@ import datetime
 import math
 import multiprocessing
 import os
+import pickle
 import queue as queue_module
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -43,6 +43,7 @@ import torch
 from widgets.core.accumulation import GRAD_ATOL, GRAD_RTOL, flat_weights  # GRAD_*: the lab's one allclose rule
 from widgets.core.budget import FLOAT32, check_memory, check_time
 from widgets.core.config import check_float, check_int
+from widgets.core.orphans import run_with_parent
 from widgets.research.no_sync import accumulate_micro_steps
 
 INPUTS, OUTPUTS = 16, 4
@@ -158,31 +159,13 @@ def _train(config: DDPConfig, rank: int, use_no_sync: bool) -> dict:
     return {"allreduces_per_update": calls, "bytes_per_update": sent, "weights": weights.tolist()}
 
 
-def exit_with_parent(parent_pid: int, from_main_thread: bool, interval_s: float = 0.1) -> None:
-    """End this worker when `parent_pid` is no longer its parent (the kernel died, killed for memory).
-
-    A daemon thread polls os.getppid(). On a loaded machine it can wake seconds late, so where the
-    parent started us from its main thread, Linux's PR_SET_PDEATHSIG also asks for a SIGKILL the
-    moment that thread ends; from any other thread it would fire when that thread alone ends."""
-    if from_main_thread and sys.platform.startswith("linux"):
-        import ctypes
-        PR_SET_PDEATHSIG = 1
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
-
-    def watch():
-        while os.getppid() == parent_pid:  # also true at once if the parent died before this line
-            time.sleep(interval_s)
-        os._exit(3)  # no clean-up to wait for: the group is gone with the parent
-    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
-
-
-def _gloo_worker(rank: int, job: Callable, config: object, rendezvous: str, results, fail_on_rank: int | None,
-                 timeout_s: float, parent_pid: int, from_main_thread: bool) -> None:
+def _gloo_worker(rank: int, rendezvous: str, results, fail_on_rank: int | None, timeout_s: float, *,
+                 job: Callable, config: object) -> None:
     """One worker process of `run_workers`: join the gloo group at `rendezvous` (gloo's own links on
     127.0.0.1), run `job(config, rank)`, report ("ok", rank, what it returned), or ("no_backend" |
     "error", rank, why); always leave the group. `job` is a module-level function: a spawned process
-    imports it by name."""
-    exit_with_parent(parent_pid, from_main_thread)
+    imports it by name. Started through `core.orphans.run_with_parent`, which made it end with its
+    parent before this module (and torch) was imported."""
     import torch.distributed as dist
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # stay on the loopback interface
     torch.set_num_threads(1)
@@ -334,8 +317,10 @@ def _run_workers(job: Callable, config: object, world_size: int, rendezvous: str
     ctx = multiprocessing.get_context("spawn")
     results = ctx.Queue()
     parent = (os.getpid(), threading.current_thread() is threading.main_thread())
-    procs = [ctx.Process(target=_gloo_worker, args=(r, job, config, rendezvous, results, fail_on_rank, timeout_s, *parent),
-                         daemon=True) for r in range(world_size)]
+    heavy = pickle.dumps({"job": job, "config": config})  # unpickled in the worker only after it can die with us
+    procs = [ctx.Process(target=run_with_parent, daemon=True,
+                         args=(*parent, f"{__name__}:_gloo_worker", heavy, r, rendezvous, results, fail_on_rank, timeout_s))
+             for r in range(world_size)]
     started: list = []  # only a started process can be joined: a failed start must not hide behind that
     start = time.perf_counter()
     reports: dict[int, object] = {}

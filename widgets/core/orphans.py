@@ -1,0 +1,43 @@
+"""A spawned worker that ends with its parent, set up before the worker imports anything heavy.
+
+A spawned process unpickles its target and arguments before the target runs. A target living in a
+module that imports torch spends seconds (on a loaded machine, tens of seconds) importing before it
+could ask to end with its parent, and a kernel killed meanwhile (for memory, or Kernel > Restart)
+leaves it running all that while. So the entry point here is light (the standard library only): it
+asks first, then imports the real work by name and unpickles its heavy arguments.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import pickle
+import signal
+import sys
+import threading
+import time
+
+
+def exit_with_parent(parent_pid: int, from_main_thread: bool, interval_s: float = 0.1) -> None:
+    """End this process when `parent_pid` is no longer its parent (the kernel died, killed for memory).
+
+    A daemon thread polls os.getppid(). On a loaded machine it can wake seconds late, so where the
+    parent started us from its main thread, Linux's PR_SET_PDEATHSIG also asks for a SIGKILL the
+    moment that thread ends; from any other thread it would fire when that thread alone ends."""
+    if from_main_thread and sys.platform.startswith("linux"):
+        import ctypes
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+
+    def watch():
+        while os.getppid() == parent_pid:  # also true at once if the parent died before this line
+            time.sleep(interval_s)
+        os._exit(3)  # no clean-up to wait for: whatever the worker was part of is gone with the parent
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
+def run_with_parent(parent_pid: int, from_main_thread: bool, target: str, payload: bytes, *args: object) -> None:
+    """A spawned process's entry: end with the parent first, then run `target` ('module:function') on
+    `args` and the keyword arguments pickled in `payload` (unpickling them is what imports torch)."""
+    exit_with_parent(parent_pid, from_main_thread)
+    module, _, name = target.partition(":")
+    getattr(importlib.import_module(module), name)(*args, **pickle.loads(payload))
