@@ -79,6 +79,7 @@ def split_into_micro_batches(batch_size: int, micro_batch_size: int) -> list[sli
 
 
 def _check_micro_step(micro_step: int, accumulation_steps: int, total_micro_steps: int | None) -> None:
+    """K >= 1, a micro-step counted from 0, and a run long enough to hold it (None: no length given)."""
     check_int("accumulation_steps", accumulation_steps, 1)
     check_int("micro_step", micro_step, 0)
     if total_micro_steps is not None:
