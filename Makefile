@@ -92,8 +92,8 @@ check: install-test
 	$(RUFF)
 	$(BIN)/python -m pytest tests -m "not browser and not slow"
 
-# The loop while changing one lesson (CONTRIBUTING.md): the linter, then in one pytest process that
-# lesson's unit tests, those of the shared parts it imports and the rules over the whole tree
+# The loop while changing one lesson (CONTRIBUTING.md): the linter, then that lesson's unit tests, those
+# of the shared parts it imports and the rules over the whole tree, in two pytest processes side by side
 # (tools/quick.py): `make quick LESSON=researcher_7`; without LESSON, every shared part's. Under a minute
 # for researcher_7 on this project's 2-core machine at load <= 2.
 # LESSON reaches it as its text, never through a shell ($(value ...) expands nothing).
