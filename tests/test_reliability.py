@@ -158,14 +158,15 @@ CASES["budget"] = [
     Case("micro-grads of ~40 GB", lambda: noise_scale.linear_regression_micro_grads(1000, 1.0, 1.0, 10_000, 8, 64),
          ValueError, "windows=10000"),
     Case("noise-scale training of ~2 days", lambda: critical_batch.train_with_noise_scale(
-        critical_batch.make_problem(512), 8, 1024, 100_000), ValueError, "num_updates=100000"),
-    Case("a micro-batch of 10^9 examples", lambda: critical_batch.steps_to_target(
-        critical_batch.make_problem(512), 10**9, 1, 0.1, 0.5), ValueError, "micro_batch_size=1000000000"),
+        critical_batch.make_teacher_problem(512), 8, 1024, 100_000), ValueError, "num_updates=100000"),
+    Case("a micro-batch of 10^9 examples", lambda: critical_race.race_to_target(
+        critical_batch.make_teacher_problem(512), 10**9, 1, [critical_race.Run(0, 0, 0.1)], 0.5), ValueError,
+         "micro_batch_size must be a whole number from 1 to 512, got 1000000000"),
     Case("a sweep of 60 x 10,000 updates", lambda: critical_race.sweep_effective_batch(
-        critical_batch.make_problem(512), 4, [1, 2, 4, 8, 16, 32], {"sgd": [0.1] * 10}, 0.5, max_updates=10_000),
+        critical_batch.make_teacher_problem(512), 4, [1, 2, 4, 8, 16, 32], {"sgd": [0.1] * 10}, 0.5, max_updates=10_000),
          ValueError, "60 runs"),
     Case("1000 updates of 1024 micro-steps", lambda: critical_batch.same_update_any_split(
-        critical_batch.make_problem(512), 1024, [1], num_updates=1000), ValueError, "LAB_TIME_LIMIT_S"),
+        critical_batch.make_teacher_problem(512), 1024, [1], num_updates=1000), ValueError, "LAB_TIME_LIMIT_S"),
     Case("once-per-update data of ~78 GB", lambda: once_per_update.run_once_per_update(1024, 1024, 1000), ValueError,
          "num_updates=1000"),
     Case("TinyCausalLM of ~2.4 GB", lambda: tokens.TinyCausalLM(100_000, 1024), ValueError, "vocab_size=100000"),

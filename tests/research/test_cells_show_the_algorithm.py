@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from widgets.lessons.researcher_2.batchnorm import GhostBatchNorm1d
-from widgets.lessons.researcher_9.adam_k import malladi_scaled
+from widgets.research.adam_rules import malladi_scaled
 from widgets.lessons.researcher_2.contrastive import gradient_cache, info_nce, make_encoders, make_pairs
 from widgets.lessons.researcher_7.fsdp import sharded_update
 from widgets.lessons.researcher_6.invariance import all_reduce_count, per_rank_mean, sum_then_scale
@@ -249,6 +249,7 @@ USED_BY = [
     ("widgets.lessons.researcher_8.rl_losses", "accumulated_policy_gradient", "micro_batch_loss("),
     ("widgets.lessons.researcher_8.moe", "_window_step", "window_aux_step("),
     ("widgets.lessons.researcher_9.adam_k", "scale_adam", "malladi_scaled("),
+    ("widgets.lessons.researcher_3.critical_race", "sweep_effective_batch", "race_to_target("),
     ("widgets.lessons.researcher_9.k_schedule", "train_k_schedule", "next_k("),
 ]
 

@@ -10,7 +10,7 @@ import pytest
 from tests.processes import still_running
 from widgets.core.budget import BudgetError
 from widgets.research.ddp import (
-    DDPConfig, DDPError, communication_per_update, make_model, ring_allreduce_bytes, run_ddp, sampler_shards,
+    DDPConfig, DDPError, communication_per_update, make_ddp_mlp, ring_allreduce_bytes, run_ddp, sampler_shards,
     sharded_gradient_bytes,
 )
 
@@ -29,7 +29,7 @@ def result():
 def test_allreduces_per_update(result):
     assert result.per_rank["every_micro_step"][0]["allreduces_per_update"] == [4, 4]
     assert result.per_rank["no_sync"][1]["allreduces_per_update"] == [1, 1]
-    grad_bytes = sum(p.numel() * 4 for p in make_model().parameters())
+    grad_bytes = sum(p.numel() * 4 for p in make_ddp_mlp().parameters())
     assert result.per_rank["no_sync"][0]["bytes_per_update"] == [grad_bytes, grad_bytes]
     assert result.per_rank["every_micro_step"][0]["bytes_per_update"] == [4 * grad_bytes] * 2
 

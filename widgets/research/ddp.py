@@ -60,7 +60,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def make_model(seed: int = 0) -> torch.nn.Module:
+def make_ddp_mlp(seed: int = 0) -> torch.nn.Module:
     """A small MLP 16 -> 32 -> 4; the same `seed` gives the same weights in every process."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -141,7 +141,7 @@ def _counting_allreduce(state: _Counter, bucket):
 def _train(config: DDPConfig, rank: int, use_no_sync: bool) -> dict:
     from torch.nn.parallel import DistributedDataParallel
     x, y = make_data(config.examples_per_update * config.num_updates, config.seed)
-    model = DistributedDataParallel(make_model(config.seed))
+    model = DistributedDataParallel(make_ddp_mlp(config.seed))
     counter = _Counter()
     model.register_comm_hook(counter, _counting_allreduce)
     opt = torch.optim.SGD(model.parameters(), lr=config.learning_rate)
@@ -213,7 +213,7 @@ class DDPResult:
 def train_single_process(config: DDPConfig) -> list[float]:
     """The reference: one process, one batch of W K b examples per update, same model and order."""
     x, y = make_data(config.examples_per_update * config.num_updates, config.seed)
-    model = make_model(config.seed)
+    model = make_ddp_mlp(config.seed)
     opt = torch.optim.SGD(model.parameters(), lr=config.learning_rate)
     n = config.examples_per_update
     for update in range(config.num_updates):

@@ -1,6 +1,6 @@
 """researcher_3's many-seed critical-batch experiment (widgets.lessons.researcher_3.critical_race): the batched
-race is the single-run loop, the exact noise scales and Hessian meet autograd, and the notebook's
-sweep keeps every best learning rate inside its grid."""
+race is a plain torch.optim loop run by run, the exact noise scales and Hessian meet autograd, and the
+notebook's sweep keeps every best learning rate inside its grid."""
 import math
 import statistics
 
@@ -8,13 +8,12 @@ import pytest
 import torch
 
 from widgets.lessons.researcher_3.critical_batch import (
-    classifier_hessian, fit_tradeoff, make_classifier, make_problem, model_at_target, noise_scales_at,
-    per_example_gradients, steps_to_target,
+    classifier_hessian, fit_tradeoff, make_classifier, make_teacher_problem, noise_scales_at, per_example_gradients,
 )
-from widgets.lessons.researcher_3.critical_race import Run, malladi_rule, race_to_target, sweep_effective_batch
+from widgets.lessons.researcher_3.critical_race import Run, model_at_target, race_to_target, sweep_effective_batch
 from widgets.research.noise_scale import exact_noise_scales
 
-SMALL = make_problem(256, seed=1)
+SMALL = make_teacher_problem(256, seed=1)
 
 
 def _perturbed(seed: int = 0, scale: float = 0.3) -> torch.nn.Module:
@@ -26,7 +25,35 @@ def _perturbed(seed: int = 0, scale: float = 0.3) -> torch.nn.Module:
     return model
 
 
-# --- the race is steps_to_target, many runs at once ------------------------------------------------
+# --- the race is a plain loop, many runs at once ----------------------------------------------------
+
+def one_run(problem, b, k, lr, target, optimizer="sgd", max_updates=60, seed=0):
+    """Oracle: one run as anyone writes it (torch.optim, nn.Linear), the micro-batches drawn as the
+    race draws them, the loss's crossing of the target interpolated between the two updates around it."""
+    model = make_classifier(seed)
+    opt = (torch.optim.SGD if optimizer == "sgd" else torch.optim.Adam)(model.parameters(), lr=lr)
+    g = torch.Generator().manual_seed(seed + 1)
+    first = previous = None
+    for update in range(max_updates):
+        with torch.no_grad():
+            loss = float(torch.nn.functional.cross_entropy(model(problem.x), problem.y))
+        if loss <= target:
+            return 0.0 if update == 0 else update - 1 + (previous - target) / (previous - loss)
+        first = loss if first is None else first
+        if not math.isfinite(loss) or loss > 2 * first:
+            return None
+        previous = loss
+        for _ in range(k):
+            idx = torch.randint(0, problem.x.shape[0], (b,), generator=g)
+            (torch.nn.functional.cross_entropy(model(problem.x[idx]), problem.y[idx]) / k).backward()
+        opt.step()
+        opt.zero_grad()
+    return None
+
+
+def same_steps(raced, alone):
+    return (raced is None and alone is None) or (raced is not None and alone == pytest.approx(raced, abs=1e-3))
+
 
 @pytest.mark.parametrize("k", [1, 3])
 def test_race_takes_the_steps_of_single_runs_sgd(k):
@@ -34,26 +61,33 @@ def test_race_takes_the_steps_of_single_runs_sgd(k):
     runs = [Run(0, s, lr) for s in (0, 2) for lr in rates]
     raced = race_to_target([SMALL], 4, k, runs, 1.0, max_updates=60, give_up=100.0)
     for run, (steps, outcome) in zip(runs, raced):
-        assert steps == steps_to_target(SMALL, 4, k, run.learning_rate, 1.0, max_updates=60, seed=run.seed)
+        assert same_steps(steps, one_run(SMALL, 4, k, run.learning_rate, 1.0, seed=run.seed)), (run, steps)
         assert (outcome == "reached") == (steps is not None)
     assert raced[3][1] == "diverged"
+
+
+def test_steps_are_interpolated_not_whole_updates():
+    raced = race_to_target([SMALL], 4, 2, [Run(0, s, 0.5) for s in range(4)], 1.0, max_updates=60)
+    steps = [s for s, _ in raced]
+    assert all(s is not None for s in steps) and any(s != int(s) for s in steps)
+    assert race_to_target([SMALL], 4, 2, [Run(0, 0, 0.5)], 100.0) == [(0.0, "reached")]  # reached before any update
 
 
 def test_race_adam_is_torch_adam_and_runs_do_not_mix():
     runs = [Run(0, 0, 0.01), Run(0, 0, 0.03), Run(0, 1, 0.02)]
     raced = race_to_target([SMALL], 4, 2, runs, 1.0, "adam", max_updates=80, give_up=100.0)
     for run, (steps, _) in zip(runs, raced):
-        assert steps == steps_to_target(SMALL, 4, 2, run.learning_rate, 1.0, "adam", max_updates=80, seed=run.seed)
+        assert same_steps(steps, one_run(SMALL, 4, 2, run.learning_rate, 1.0, "adam", 80, run.seed))
     alone = race_to_target([SMALL], 4, 2, runs[1:2], 1.0, "adam", max_updates=80, give_up=100.0)
     assert alone[0] == raced[1]
 
 
 def test_race_over_two_problems_and_giving_up():
-    other = make_problem(256, seed=2)
+    other = make_teacher_problem(256, seed=2)
     runs = [Run(0, 0, 0.5), Run(1, 0, 0.5), Run(1, 0, 0.01)]
     raced = race_to_target([SMALL, other], 4, 2, runs, 1.0, max_updates=200, give_up=2.0)
-    assert raced[0][0] == steps_to_target(SMALL, 4, 2, 0.5, 1.0, max_updates=200)
-    assert raced[1][0] == steps_to_target(other, 4, 2, 0.5, 1.0, max_updates=200)
+    assert same_steps(raced[0][0], one_run(SMALL, 4, 2, 0.5, 1.0, max_updates=200))
+    assert same_steps(raced[1][0], one_run(other, 4, 2, 0.5, 1.0, max_updates=200))
     # the tiny rate is stopped at twice the steps of the fastest run of its problem and seed
     assert raced[2] == (None, "slow")
 
@@ -66,7 +100,7 @@ def test_race_bad_input_names_the_parameter():
     with pytest.raises(ValueError, match="give_up"):
         race_to_target([SMALL], 4, 1, [Run(0, 0, 0.1)], 1.0, give_up=0.5)
     with pytest.raises(ValueError, match="problems"):
-        race_to_target([SMALL, make_problem(128)], 4, 1, [Run(0, 0, 0.1)], 1.0)
+        race_to_target([SMALL, make_teacher_problem(128)], 4, 1, [Run(0, 0, 0.1)], 1.0)
     with pytest.raises(ValueError, match="learning_rate"):
         race_to_target([SMALL], 4, 1, [Run(0, 0, -1.0)], 1.0)
     with pytest.raises(ValueError, match=r"betas must be two numbers in \[0, 1\)"):
@@ -99,10 +133,27 @@ def test_closed_form_hessian_is_the_autograd_hessian():
     assert torch.allclose(classifier_hessian(SMALL, model), expected, atol=1e-12)
 
 
+def one_run_loss(updates):
+    """The full-data loss of one_run(SMALL, 4, 2, 0.5) after `updates` updates."""
+    model = make_classifier(0)
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    g = torch.Generator().manual_seed(1)
+    for _ in range(updates):
+        for _ in range(2):
+            idx = torch.randint(0, SMALL.x.shape[0], (4,), generator=g)
+            (torch.nn.functional.cross_entropy(model(SMALL.x[idx]), SMALL.y[idx]) / 2).backward()
+        opt.step()
+        opt.zero_grad()
+    with torch.no_grad():
+        return float(torch.nn.functional.cross_entropy(model(SMALL.x), SMALL.y))
+
+
 def test_noise_scales_at_and_model_at_target():
     model = model_at_target(SMALL, 4, 2, 0.5, 1.0, max_updates=100)
     with torch.no_grad():
         assert float(torch.nn.functional.cross_entropy(model(SMALL.x), SMALL.y)) <= 1.0
+    (steps, _), = race_to_target([SMALL], 4, 2, [Run(0, 0, 0.5)], 1.0, max_updates=100)
+    assert one_run_loss(math.ceil(steps) - 1) > 1.0  # the update the race stopped at: one earlier was still above
     scales = noise_scales_at(SMALL, model)
     assert scales.b_simple > 0 and scales.sharpness > 0 and math.isfinite(scales.b_noise)
     with pytest.raises(ValueError, match="learning_rate"):
@@ -113,18 +164,7 @@ def test_noise_scales_at_and_model_at_target():
         exact_noise_scales(torch.zeros(1, 2), torch.zeros(2, 2))
 
 
-# --- the scaling rules ----------------------------------------------------------------------------
-
-def test_malladi_rule():
-    lr, betas, eps = malladi_rule(4, 0.01)
-    assert lr == pytest.approx(0.02) and betas == pytest.approx((0.6, 0.996)) and eps == pytest.approx(5e-9)
-    lr, betas, eps = malladi_rule(1, 0.01)
-    assert (lr, eps) == pytest.approx((0.01, 1e-8)) and betas == pytest.approx((0.9, 0.999))
-    with pytest.raises(ValueError, match=r"k must be below 1 / \(1 - beta\) = 10 "):
-        malladi_rule(12, 0.01)
-    with pytest.raises(ValueError, match="learning_rate"):
-        malladi_rule(2, -1.0)
-
+# --- the linear rule -----------------------------------------------------------------------------
 
 def test_linear_rule_reads_the_grid():
     grid = [2 ** (i / 2) for i in range(-4, 5)]
@@ -143,7 +183,7 @@ def test_linear_rule_reads_the_grid():
 @pytest.fixture(scope="module")
 def notebook_sweep():
     """researcher_3's sweep, as its cell calls it: 3 problems x 3 run seeds x 6 batches x 15 rates."""
-    problems = [make_problem(1024, seed=s) for s in (0, 1, 2)]
+    problems = [make_teacher_problem(1024, seed=s) for s in (0, 1, 2)]
     grid = [2 ** (i / 2) for i in range(-7, 8)]
     return sweep_effective_batch(problems, micro_batch_size=4, accumulation_steps=[1, 2, 4, 8, 16, 32],
                                  learning_rates={"sgd": grid}, target_loss=0.85, max_updates=150, seeds=(0, 1, 2))
@@ -170,7 +210,7 @@ def test_every_replicate_fits_the_tradeoff(notebook_sweep):
 
 
 def test_the_adam_base_grid_holds_its_optimum():
-    problems = [make_problem(1024, seed=s) for s in (0, 1, 2)]
+    problems = [make_teacher_problem(1024, seed=s) for s in (0, 1, 2)]
     adam = sweep_effective_batch(problems, 4, [1], {"adam": [0.01 * 2 ** (i / 2) for i in range(-4, 7)]}, 0.85,
                                  max_updates=150, seeds=(0, 1, 2))
     assert adam.best_at_edge() == []

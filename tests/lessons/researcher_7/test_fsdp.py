@@ -13,7 +13,7 @@ from tests.processes import still_running
 from widgets.core.budget import BudgetError
 from widgets.research.ddp import DDPError
 from widgets.lessons.researcher_7.fsdp import (
-    MODES, FSDPConfig, _fsdp_job, gradient_bytes, make_model, process_bytes, run_fsdp, sharded_update,
+    MODES, FSDPConfig, _fsdp_job, gradient_bytes, make_fsdp_mlp, process_bytes, run_fsdp, sharded_update,
 )
 
 slow = pytest.mark.slow  # each run starts two processes that import torch's FSDP (10-30 s on a busy machine)
@@ -70,7 +70,7 @@ def test_unsharded_pile_measured_while_the_sync_is_off(run):
     if process_bytes() is None:
         pytest.skip("no glibc mallinfo2 here: the bytes are not measured")
     full = result.gradient_bytes
-    assert full == gradient_bytes(CONFIG) == sum(p.numel() for p in make_model(CONFIG.hidden).parameters()) * 4
+    assert full == gradient_bytes(CONFIG) == sum(p.numel() for p in make_fsdp_mlp(CONFIG.hidden).parameters()) * 4
     for rank in range(CONFIG.world_size):
         synced = result.per_rank["sync_every_micro_step"][rank]["held_bytes"]
         skipped = result.per_rank["no_sync"][rank]["held_bytes"]

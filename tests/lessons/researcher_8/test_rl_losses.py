@@ -111,8 +111,8 @@ def test_bad_input_names_the_parameter():
         accumulated_policy_gradient(policy, c, "grpo", 25)
     with pytest.raises(ValueError, match="normaliser"):
         generation_update_gradients(policy, c, 2, 2, "batch")
-    with pytest.raises(ValueError, match="group_size"):
-        make_completions(num_completions=10, group_size=4)
+    with pytest.raises(ValueError, match="completions_per_prompt"):
+        make_completions(num_completions=10, completions_per_prompt=4)
     with pytest.raises(ValueError, match="loss_type"):
         token_weights([[2, 3]], "ppo", 16)
     with pytest.raises(ValueError, match="window_tokens"):

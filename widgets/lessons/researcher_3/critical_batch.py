@@ -4,9 +4,8 @@ critical batch size measured the way McCandlish et al. (2018) measure it, over m
 - `train_with_noise_scale`: the ordinary accumulation loop; after each micro-step the new part of
   the `.grad` pile, times K, is that micro-batch's mean gradient, so every update hands
   `estimate_noise_scale` one window for free.
-- `steps_to_target`: one run of accumulated training until the full-data loss reaches a target
-  (many runs at once, the sweep over K and the learning-rate grid: `widgets.lessons.researcher_3.critical_race`);
-  `fit_tradeoff` fits (S/S_min - 1)(E/E_min - 1) = 1, i.e. S = S_min + E_min / B, and
+- runs of accumulated training until the full-data loss reaches a target, the sweep over K and the
+  learning-rate grid: `widgets.lessons.researcher_3.critical_race`; here `fit_tradeoff` fits (S/S_min - 1)(E/E_min - 1) = 1, i.e. S = S_min + E_min / B, and
   B_crit = E_min / S_min.
 - `noise_scales_at`: B_simple and the Hessian-weighted B_noise, exactly, from every example's
   gradient and the closed-form Hessian.
@@ -46,9 +45,9 @@ def training_estimate(num_examples: int, micro_batch_size: int, accumulation_ste
 
 
 def problem_size(problem: object) -> int:
-    """The examples of a Problem; a TypeError naming `problem` for anything else."""
-    if not isinstance(problem, Problem):
-        raise TypeError(f"problem must be a Problem (from make_problem), got {type(problem).__name__}")
+    """The examples of a TeacherProblem; a TypeError naming `problem` for anything else."""
+    if not isinstance(problem, TeacherProblem):
+        raise TypeError(f"problem must be a TeacherProblem (from make_teacher_problem), got {type(problem).__name__}")
     return problem.x.shape[0]
 
 
@@ -60,7 +59,7 @@ def _check_training(what: str, num_examples: int, micro_batch_size: int, accumul
 
 
 @dataclass(frozen=True)
-class Problem:
+class TeacherProblem:
     """A 4-class problem in 8 dimensions labelled by a random teacher network, 10 % labels flipped."""
 
     x: torch.Tensor        # (n, 8) float32
@@ -68,19 +67,19 @@ class Problem:
     seed: int
 
 
-def make_problem(num_examples: int = 4096, seed: int = 0) -> Problem:
+def make_teacher_problem(num_examples: int = 4096, seed: int = 0) -> TeacherProblem:
     """The classification problem of notebook researcher_3, fixed by `seed`."""
     n = check_int("num_examples", num_examples, 16, 1_000_000)
     seed = check_int("seed", seed, 0, 2**31 - 1)
     # float32 x (n, 8), the teacher's two (n, 16) hiddens and (n, 4) scores; int64 labels, draws and result; the flips
-    check_memory(f"make_problem(num_examples={n})", n * ((INPUTS + 2 * 16 + CLASSES) * FLOAT32 + 3 * 8 + 1))
+    check_memory(f"make_teacher_problem(num_examples={n})", n * ((INPUTS + 2 * 16 + CLASSES) * FLOAT32 + 3 * 8 + 1))
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(n, INPUTS, generator=g)
     teacher = torch.randn(INPUTS, 16, generator=g), torch.randn(16, CLASSES, generator=g)
     y = (torch.tanh(x @ teacher[0]) @ teacher[1]).argmax(1)
     flip = torch.rand(n, generator=g) < 0.1  # label noise: the loss cannot reach zero
     y = torch.where(flip, torch.randint(0, CLASSES, (n,), generator=g), y)
-    return Problem(x, y, seed)
+    return TeacherProblem(x, y, seed)
 
 
 def make_classifier(seed: int = 0) -> torch.nn.Module:
@@ -102,11 +101,6 @@ def check_optimizer(name: object) -> str:
     return name
 
 
-def _optimizer(name: str, params, lr: float) -> torch.optim.Optimizer:
-    check_optimizer(name)
-    return torch.optim.SGD(params, lr=lr) if name == "sgd" else torch.optim.Adam(params, lr=lr)
-
-
 @dataclass(frozen=True)
 class NoiseRecord:
     """Per update: the full-data loss before it, the window's |G|^2, tr(Sigma) and B_simple, and
@@ -122,12 +116,12 @@ class NoiseRecord:
 
 
 def train_with_noise_scale(
-    problem: Problem, micro_batch_size: int = 8, accumulation_steps: int = 8, num_updates: int = 300,
+    problem: TeacherProblem, micro_batch_size: int = 8, accumulation_steps: int = 8, num_updates: int = 300,
     learning_rate: float = 0.5, ema_decay: float = 0.95, seed: int = 0, progress: Callable | None = None,
 ) -> NoiseRecord:
     """SGD with accumulation on `problem`, reading B_simple from every accumulation window."""
-    if not isinstance(problem, Problem):
-        raise TypeError(f"problem must be a Problem (from make_problem), got {type(problem).__name__}")
+    if not isinstance(problem, TeacherProblem):
+        raise TypeError(f"problem must be a TeacherProblem (from make_teacher_problem), got {type(problem).__name__}")
     b = check_int("micro_batch_size", micro_batch_size, 1, problem.x.shape[0])
     k = check_int("accumulation_steps", accumulation_steps, 2, 1024)
     n_updates = check_int("num_updates", num_updates, 1, 100_000)
@@ -157,62 +151,6 @@ def train_with_noise_scale(
         opt.step()
         opt.zero_grad()
     return NoiseRecord(k, b, losses, grad_sq, trace, per_window, smoothed_b_simple(grad_sq, trace, ema_decay))
-
-
-def _train_to_target(
-    problem: Problem, micro_batch_size: int, accumulation_steps: int, learning_rate: float, target_loss: float,
-    optimizer: str, max_updates: int, warmup_updates: int, seed: int,
-) -> tuple[int | None, torch.nn.Module]:
-    b = check_int("micro_batch_size", micro_batch_size, 1)
-    k = check_int("accumulation_steps", accumulation_steps, 1)
-    lr = check_float("learning_rate", learning_rate, 0.0, 1e3)
-    target = check_float("target_loss", target_loss, 0.0, math.inf)
-    warm = check_int("warmup_updates", warmup_updates, 0)
-    updates = check_int("max_updates", max_updates, 1)
-    _check_training(f"steps_to_target(micro_batch_size={b}, accumulation_steps={k}, max_updates={updates}) "
-                    f"on {problem_size(problem)} examples", problem_size(problem), b, k, updates)
-    model = make_classifier(seed)
-    opt = _optimizer(optimizer, model.parameters(), lr)
-    g = torch.Generator().manual_seed(seed + 1)
-    first = None
-    for update in range(updates):
-        with torch.no_grad():
-            loss = float(_loss(model, problem.x, problem.y))
-        if loss <= target:
-            return update, model
-        first = loss if first is None else first
-        if not math.isfinite(loss) or loss > 2 * first:  # diverging: it will not come back in time
-            return None, model
-        for group in opt.param_groups:  # linear warmup over the first `warm` updates (Goyal et al., 2017)
-            group["lr"] = lr * min(1.0, (update + 1) / (warm + 1))
-        for _ in range(k):
-            idx = torch.randint(0, problem.x.shape[0], (b,), generator=g)
-            (_loss(model, problem.x[idx], problem.y[idx]) / k).backward()
-        opt.step()
-        opt.zero_grad()
-    return None, model
-
-
-def steps_to_target(
-    problem: Problem, micro_batch_size: int, accumulation_steps: int, learning_rate: float, target_loss: float,
-    optimizer: str = "sgd", max_updates: int = 400, warmup_updates: int = 0, seed: int = 0,
-) -> int | None:
-    """Updates of accumulated training (K micro-batches of b) until the full-data loss is at or
-    below `target_loss`; None if it never gets there within `max_updates` (or diverges: the loss
-    not finite or above twice its start). `seed` fixes the initial weights and the batch order."""
-    return _train_to_target(problem, micro_batch_size, accumulation_steps, learning_rate, target_loss, optimizer,
-                            max_updates, warmup_updates, seed)[0]
-
-
-def model_at_target(problem: Problem, micro_batch_size: int, accumulation_steps: int, learning_rate: float,
-                    target_loss: float, seed: int = 0, max_updates: int = 400) -> torch.nn.Module:
-    """The SGD run of `steps_to_target`, returned at the update where it first reaches the target."""
-    steps, model = _train_to_target(problem, micro_batch_size, accumulation_steps, learning_rate, target_loss,
-                                    "sgd", max_updates, 0, seed)
-    if steps is None:
-        raise ValueError(f"learning_rate={learning_rate} with accumulation_steps={accumulation_steps} does not reach "
-                         f"target_loss={target_loss} within max_updates={max_updates}: choose a run that does")
-    return model
 
 
 @dataclass(frozen=True)
@@ -249,7 +187,7 @@ def fit_tradeoff(effective_batches: Sequence[float], steps: Sequence[float]) -> 
     return Tradeoff(s_min, e_min)
 
 
-def same_update_any_split(problem: Problem, effective_batch_size: int, micro_batch_sizes: Sequence[int],
+def same_update_any_split(problem: TeacherProblem, effective_batch_size: int, micro_batch_sizes: Sequence[int],
                           learning_rate: float = 0.5, num_updates: int = 5) -> dict[int, torch.Tensor]:
     """Train num_updates SGD updates on the same K*b examples per update, split as b x K for each b
     in `micro_batch_sizes`; returns b -> final flat weights (they agree to float32 rounding)."""
@@ -277,7 +215,7 @@ def same_update_any_split(problem: Problem, effective_batch_size: int, micro_bat
     return out
 
 
-def per_example_gradients(problem: Problem, model: torch.nn.Module) -> torch.Tensor:
+def per_example_gradients(problem: TeacherProblem, model: torch.nn.Module) -> torch.Tensor:
     """Every example's gradient of its own loss, (n, P) in float64, in `model.parameters()` order:
     backpropagation through make_classifier's two layers written out (tests check it against autograd)."""
     n = problem_size(problem)
@@ -294,7 +232,7 @@ def per_example_gradients(problem: Problem, model: torch.nn.Module) -> torch.Ten
                       torch.einsum("nc,nh->nch", d_logits, h).flatten(1), d_logits], 1)
 
 
-def classifier_hessian(problem: Problem, model: torch.nn.Module) -> torch.Tensor:
+def classifier_hessian(problem: TeacherProblem, model: torch.nn.Module) -> torch.Tensor:
     """The Hessian of the mean cross-entropy over all of `problem` at `model`'s weights, (P, P) in
     float64 and `model.parameters()` order, in closed form (tests check it against autograd):
     the Gauss-Newton part J^T (diag(p) - p p^T) J plus the residual (p - onehot) times each logit's
@@ -335,7 +273,7 @@ def classifier_hessian(problem: Problem, model: torch.nn.Module) -> torch.Tensor
     return hess[order][:, order]
 
 
-def noise_scales_at(problem: Problem, model: torch.nn.Module) -> ExactNoise:
+def noise_scales_at(problem: TeacherProblem, model: torch.nn.Module) -> ExactNoise:
     """B_simple and B_noise of `problem` at `model`'s weights, exactly (float64): every example's
     gradient and the full P x P Hessian of the mean loss, both in closed form."""
     return exact_noise_scales(per_example_gradients(problem, model), classifier_hessian(problem, model))

@@ -1,11 +1,13 @@
-"""Many runs of researcher_3's accumulated training at once, and the sweep that measures the
-critical batch with them (McCandlish et al. 2018) over problems, seeds and a learning-rate grid.
+"""researcher_3's runs to a target loss, and the sweep that measures the critical batch with them
+(McCandlish et al. 2018) over problems, seeds and a learning-rate grid.
 
-- `race_to_target`: the loop of `critical_batch.steps_to_target` for many runs at once (every run's
-  weights stacked along a first axis, runs never mix), so a grid of learning rates x seeds x
-  problems costs about one run per K.
+- `race_to_target`: the one run-to-a-target of this lesson, accumulated training (K micro-batches of
+  b per update, SGD or Adam) until the full-data loss reaches a target, for many runs at once (every
+  run's weights stacked along a first axis, runs never mix), so a grid of learning rates x seeds x
+  problems costs about one run per K. Its step counts are interpolated where the loss crosses the
+  target, so they are not rounded to whole updates. `model_at_target`: one run's weights there.
 - `sweep_effective_batch`: steps to the target as K grows at a fixed b, for every problem, seed and
-  learning rate (`SweepRecord`); `malladi_rule`: Adam's square-root scaling rule (Malladi et al. 2022).
+  learning rate (`SweepRecord`).
 """
 from __future__ import annotations
 
@@ -18,8 +20,8 @@ import torch
 from widgets.core.budget import FLOAT32, check_memory, check_time
 from widgets.core.config import check_float, check_int
 from widgets.lessons.researcher_3.critical_batch import (
-    EXAMPLE_S, GRAPH_BYTES, INPUTS, LOSS_BYTES, MICRO_STEP_S, RACE_LOSS_S, Problem, check_optimizer, make_classifier,
-    problem_size,
+    EXAMPLE_S, GRAPH_BYTES, INPUTS, LOSS_BYTES, MICRO_STEP_S, RACE_LOSS_S, TeacherProblem, check_optimizer,
+    make_classifier, problem_size,
 )
 
 OUTCOMES = ("reached", "diverged", "slow", "stalled")
@@ -28,7 +30,7 @@ OUTCOMES = ("reached", "diverged", "slow", "stalled")
 @dataclass(frozen=True)
 class Run:
     """One run of a race: `problem` indexes the race's problems; `seed` fixes the initial weights
-    and the batch order exactly as in `steps_to_target`; betas and eps are Adam's."""
+    (`make_classifier(seed)`) and the micro-batches drawn; betas and eps are Adam's."""
 
     problem: int
     seed: int
@@ -63,22 +65,55 @@ def race_estimate(num_examples: int, micro_batch_size: int, accumulation_steps: 
 
 
 def race_to_target(
-    problems: Sequence[Problem], micro_batch_size: int, accumulation_steps: int, runs: Sequence[Run],
+    problems: Sequence[TeacherProblem], micro_batch_size: int, accumulation_steps: int, runs: Sequence[Run],
     target_loss: float, optimizer: str = "sgd", max_updates: int = 120, give_up: float = 2.0,
-) -> list[tuple[int | None, str]]:
-    """`steps_to_target` for many runs at once, K micro-batches of b per update, no warmup.
+) -> list[tuple[float | None, str]]:
+    """Runs of accumulated training, K micro-batches of b per update, no warmup, until the full-data
+    loss (taken before every update) is at or below `target_loss`; all `runs` at once.
 
     The R runs' weights are stacked (R, ...), so one micro-step serves them all; the runs never mix
-    (the gradient of the sum of their losses is each run's own gradient), and each run draws its
-    micro-batches as `steps_to_target` does for its seed. Returns (steps, outcome) per run, the
-    outcome one of OUTCOMES: 'reached'; 'diverged' (loss not finite or above twice its start);
-    'slow' (stopped at `give_up` x the steps of the fastest run of its problem and seed);
-    'stalled' (still short of the target after `max_updates`)."""
-    if isinstance(problems, Problem):
+    (the gradient of the sum of their losses is each run's own gradient), and each (problem, seed)
+    draws its micro-batches i.i.d. from its own generator. Returns (steps, outcome) per run: steps is
+    the update count at which the loss crosses the target, interpolated linearly between the last
+    loss above it and the first at or below it (so 2.4, not a whole 3: B_crit's fit is not rounded
+    to whole updates), None unless the outcome is 'reached'; the outcome is one of OUTCOMES:
+    'reached'; 'diverged' (loss not finite or above twice its start); 'slow' (stopped at `give_up` x
+    the steps of the fastest run of its problem and seed); 'stalled' (short of the target after
+    `max_updates`)."""
+    return _race(problems, micro_batch_size, accumulation_steps, runs, target_loss, optimizer, max_updates,
+                 give_up)[0]
+
+
+def model_at_target(problem: TeacherProblem, micro_batch_size: int, accumulation_steps: int, learning_rate: float,
+                    target_loss: float, seed: int = 0, max_updates: int = 400) -> torch.nn.Module:
+    """The SGD run of `race_to_target` (one run), as a `make_classifier` model with its weights at
+    the first update where the full-data loss is at or below the target."""
+    run = Run(0, seed, learning_rate)
+    ((steps, _),), weights = _race([problem], micro_batch_size, accumulation_steps, [run], target_loss, "sgd",
+                                   max_updates, 2.0)
+    if steps is None:
+        raise ValueError(f"learning_rate={learning_rate} with accumulation_steps={accumulation_steps} does not reach "
+                         f"target_loss={target_loss} within max_updates={max_updates}: choose a run that does")
+    model = make_classifier(seed)
+    w1, c1, w2, c2 = (w[0].detach() for w in weights)
+    with torch.no_grad():  # the race keeps (in, out) matrices and (1, out) biases: back to Linear's layout
+        for layer, (w, c) in zip((model[0], model[2]), ((w1, c1), (w2, c2))):
+            layer.weight.copy_(w.T)
+            layer.bias.copy_(c[0])
+    return model
+
+
+def _race(
+    problems: Sequence[TeacherProblem], micro_batch_size: int, accumulation_steps: int, runs: Sequence[Run],
+    target_loss: float, optimizer: str, max_updates: int, give_up: float,
+) -> tuple[list[tuple[float | None, str]], list[torch.Tensor]]:
+    """`race_to_target`'s results and the stacked weights at the end (a run that stopped keeps the
+    weights it stopped with)."""
+    if isinstance(problems, TeacherProblem):
         problems = [problems]
     n = problem_size(problems[0]) if problems else 0
     if not problems or any(problem_size(p) != n for p in problems):
-        raise ValueError("problems must be one or more Problems with the same number of examples")
+        raise ValueError("problems must be one or more TeacherProblems with the same number of examples")
     b = check_int("micro_batch_size", micro_batch_size, 1, n)
     k = check_int("accumulation_steps", accumulation_steps, 1, 1024)
     target = check_float("target_loss", target_loss, 0.0, math.inf)
@@ -101,7 +136,7 @@ def race_to_target(
     group = torch.tensor([groups.index((r.problem, r.seed)) for r in runs])
     which = torch.tensor([r.problem for r in runs])
     x_all, y_all = torch.stack([p.x for p in problems]), torch.stack([p.y for p in problems])
-    # each (problem, seed) draws its micro-batches as steps_to_target's generator does, all at once
+    # each (problem, seed) draws all its micro-batches from its own generator, at once
     draws = torch.stack([torch.randint(0, n, (updates * k, b), generator=torch.Generator().manual_seed(s + 1))
                          for _, s in groups])
     weights = _stacked_weights([r.seed for r in runs])
@@ -110,7 +145,7 @@ def race_to_target(
     eps = torch.tensor([r.eps for r in runs]).view(-1, 1, 1)
     moments = [(torch.zeros_like(w), torch.zeros_like(w)) for w in weights]
     steps, outcome = [None] * len(runs), ["stalled"] * len(runs)
-    going, first, fastest = torch.ones(len(runs), dtype=torch.bool), None, {}
+    going, first, previous, fastest = torch.ones(len(runs), dtype=torch.bool), None, None, {}
     for update in range(updates):
         with torch.no_grad():  # the full-data loss of every run still going
             live = going.nonzero().flatten()
@@ -119,8 +154,10 @@ def race_to_target(
         first = loss.clone() if first is None else first
         for i in live.tolist():
             if loss[i] <= target:
-                steps[i], outcome[i] = update, "reached"
-                fastest.setdefault(int(group[i]), update)
+                # where the loss crossed the target, between the update before (above it) and this one
+                above = 0.0 if update == 0 else float((previous[i] - target) / (previous[i] - loss[i]))
+                steps[i], outcome[i] = (update - 1 + above if update else 0.0), "reached"
+                fastest.setdefault(int(group[i]), steps[i])
             elif not math.isfinite(loss[i]) or loss[i] > 2 * first[i]:
                 outcome[i] = "diverged"
             elif int(group[i]) in fastest and update >= patience * fastest[int(group[i])]:
@@ -128,6 +165,7 @@ def race_to_target(
             else:
                 continue
             going[i] = False
+        previous = loss
         if not going.any():
             break
         for micro_step in range(k):
@@ -146,7 +184,7 @@ def race_to_target(
                     denom = v.sqrt() / (1 - beta2**t).sqrt() + eps
                     w -= keep * (lr / (1 - beta1**t)) * m / denom
                 w.grad = None
-    return list(zip(steps, outcome))
+    return list(zip(steps, outcome)), weights
 
 
 @dataclass(frozen=True)
@@ -209,26 +247,13 @@ class SweepRecord:
         return out
 
 
-def malladi_rule(k: float, learning_rate: float, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-8) -> tuple[float, tuple[float, float], float]:
-    """Adam's settings for a batch k times larger by the square-root rule of Malladi et al. (2022):
-    lr x sqrt(k), 1 - beta1 and 1 - beta2 x k, eps / sqrt(k). Defined while k (1 - beta) < 1."""
-    k = check_float("k", k, 0.0, math.inf)
-    b1, b2 = (check_float("betas", b, 0.0, 1.0, low_inclusive=True) for b in betas)
-    if k * (1 - min(b1, b2)) >= 1:
-        raise ValueError(f"k must be below 1 / (1 - beta) = {1 / (1 - min(b1, b2)):g} for betas={betas}, got {k:g}: "
-                         "past it the rule asks for a beta at or below 0")
-    return (check_float("learning_rate", learning_rate, 0.0, math.inf) * math.sqrt(k),
-            (1 - k * (1 - b1), 1 - k * (1 - b2)), check_float("eps", eps, 0.0, math.inf) / math.sqrt(k))
-
-
 def sweep_effective_batch(
-    problems: Problem | Sequence[Problem], micro_batch_size: int, accumulation_steps: Sequence[int],
+    problems: TeacherProblem | Sequence[TeacherProblem], micro_batch_size: int, accumulation_steps: Sequence[int],
     learning_rates: dict[str, Sequence[float]], target_loss: float, max_updates: int = 120,
     seeds: Iterable[int] = (0,), give_up: float = 2.0, progress: Callable | None = None,
 ) -> SweepRecord:
     """Every problem x seed x K x learning rate of one optimizer ({name: grid}), one race per K."""
-    problems = [problems] if isinstance(problems, Problem) else list(problems)
+    problems = [problems] if isinstance(problems, TeacherProblem) else list(problems)
     for p in problems:
         problem_size(p)
     b = check_int("micro_batch_size", micro_batch_size, 1)

@@ -6,23 +6,16 @@ from __future__ import annotations
 import math
 import statistics
 
-import matplotlib.axes
-
-from widgets.draw.frames import OKABE_ITO
+from widgets.draw.frames import OKABE_ITO, check_ax
 from widgets.lessons.researcher_3.critical_batch import NoiseRecord, Tradeoff
-
-
-def _check_ax(ax: object) -> None:
-    if not isinstance(ax, matplotlib.axes.Axes):
-        raise TypeError(f"ax must be a matplotlib Axes, got {type(ax).__name__}")
 
 
 def draw_noise_over_training(record: NoiseRecord, ax_loss, ax_noise) -> dict:
     """Left: the full-data loss per update. Right: B_simple of each window (dots) and its EMA (line)."""
     if not isinstance(record, NoiseRecord):
         raise TypeError(f"record must be a NoiseRecord, got {type(record).__name__}")
-    _check_ax(ax_loss)
-    _check_ax(ax_noise)
+    check_ax(ax_loss, "ax_loss")
+    check_ax(ax_noise, "ax_noise")
     updates = range(len(record.losses))
     loss, = ax_loss.plot(updates, record.losses, color=OKABE_ITO[0], linewidth=2)
     ax_loss.set(xlabel="update", ylabel="loss (cross-entropy, all data)", title="the loss falls")
@@ -41,7 +34,7 @@ def draw_noise_over_training(record: NoiseRecord, ax_loss, ax_noise) -> dict:
 def draw_tradeoff(points: list[tuple[int, float]], fit: Tradeoff, ax, b_simple: float | None = None) -> dict:
     """Measured (examples E, steps S) per effective batch, the fitted hyperbola, S_min and E_min
     as asymptotes. `points` are (B, S) pairs; returns the artists, `marker` is free to move."""
-    _check_ax(ax)
+    check_ax(ax)
     if not isinstance(fit, Tradeoff):
         raise TypeError(f"fit must be a Tradeoff, got {type(fit).__name__}")
     batches = [B for B, _ in points]
@@ -74,7 +67,7 @@ def draw_best_learning_rate(best: dict[int, list[float]], ax, diverging: dict[in
     """Each replicate's best learning rate on the grid against the effective batch B (dots), their
     median (line), linear scaling from that median at the smallest B (dashed) and, if given, the
     median smallest learning rate that diverged (the stability limit, dotted). Log-log, base 2."""
-    _check_ax(ax)
+    check_ax(ax)
     batches = sorted(best)
     if not batches or not all(best[B] for B in batches):
         raise ValueError("best must map each effective batch to a non-empty list of learning rates")

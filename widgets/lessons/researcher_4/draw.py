@@ -2,22 +2,15 @@
 (this CPU beside the H200 reference, each on its own axes), and a plan's memory against a budget."""
 from __future__ import annotations
 
-import matplotlib.axes
-
-from widgets.draw.frames import OKABE_ITO
+from widgets.draw.frames import OKABE_ITO, check_ax
 from widgets.research.memory import MemoryTerms
 
 TERMS = ("parameters", "gradients", "optimizer_state", "activations")
 
 
-def _check_ax(ax: object) -> None:
-    if not isinstance(ax, matplotlib.axes.Axes):
-        raise TypeError(f"ax must be a matplotlib Axes, got {type(ax).__name__}")
-
-
 def draw_memory_terms(rows: list[MemoryTerms], ax, scale: float = 1e6, unit: str = "MB") -> dict:
     """Stacked bars per micro-batch size: only the activation bar grows with b."""
-    _check_ax(ax)
+    check_ax(ax)
     if not rows or not all(isinstance(r, MemoryTerms) for r in rows):
         raise TypeError("rows must be a non-empty list of MemoryTerms")
     labels = [str(r.micro_batch_size) for r in rows]
@@ -38,8 +31,8 @@ def draw_time_per_update(cpu: list[tuple[int, float]], gpu: dict[str, list[tuple
                          cpu_label: str, gpu_label: str) -> dict:
     """Time per update against b: `cpu` is (b, ms) measured here; `gpu` maps a precision to (b, ms)
     measured elsewhere, drawn on its own axes and labelled as such by `gpu_label`."""
-    _check_ax(ax_cpu)
-    _check_ax(ax_gpu)
+    check_ax(ax_cpu, "ax_cpu")
+    check_ax(ax_gpu, "ax_gpu")
     line, = ax_cpu.plot(*zip(*cpu), marker="o", color=OKABE_ITO[0], linewidth=2)
     ax_cpu.set(xscale="log", xlabel="micro_batch_size b", ylabel="ms per update", title=cpu_label)
     ax_cpu.set_xscale("log", base=2)
@@ -58,7 +51,7 @@ def draw_time_per_update(cpu: list[tuple[int, float]], gpu: dict[str, list[tuple
 def draw_plan(micro_batch_sizes: list[int], memory: list[float], fits: list[bool], budget: float, ax,
               unit: str = "GB") -> dict:
     """Predicted memory per b (bars, hatched when over budget) and the budget line."""
-    _check_ax(ax)
+    check_ax(ax)
     labels = [str(b) for b in micro_batch_sizes]
     bars = ax.bar(labels, memory, color=[OKABE_ITO[2] if f else OKABE_ITO[5] for f in fits],
                   hatch=None, edgecolor="white")

@@ -12,7 +12,7 @@ _NAMES = {
     "DDPConfig": "widgets.research.ddp",
     "DDPError": "widgets.research.ddp",
     "free_port": "widgets.research.ddp",
-    "make_model": "widgets.research.ddp",
+    "make_ddp_mlp": "widgets.research.ddp",
     "ring_allreduce_bytes": "widgets.research.ddp",
     "run_ddp": "widgets.research.ddp",
     "sampler_shards": "widgets.research.ddp",

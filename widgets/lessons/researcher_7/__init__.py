@@ -14,7 +14,7 @@ _NAMES = {
     "draw_in_flight": "widgets.lessons.researcher_7.draw",
     "draw_timeline": "widgets.lessons.researcher_7.draw",
     "stages_exercises": "widgets.lessons.researcher_7.exercises",
-    "fsdp": "widgets.lessons.researcher_7.fsdp",
+    "make_fsdp_mlp": "widgets.lessons.researcher_7.fsdp",
     "FSDPConfig": "widgets.lessons.researcher_7.fsdp",
     "process_bytes": "widgets.lessons.researcher_7.fsdp",
     "run_fsdp": "widgets.lessons.researcher_7.fsdp",

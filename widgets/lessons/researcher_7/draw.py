@@ -1,23 +1,16 @@
 """Drawing for researcher notebook 7: a pipeline timeline (stages x time slots) and the FSDP bytes per rank."""
 from __future__ import annotations
 
-import matplotlib.axes
-
-from widgets.draw.frames import OKABE_ITO
+from widgets.draw.frames import OKABE_ITO, check_ax
 from widgets.lessons.researcher_7.pipeline import Timeline
 
 KIND_COLOUR = {"F": OKABE_ITO[0], "B": OKABE_ITO[1]}
 
 
-def _check_ax(ax: object) -> None:
-    if not isinstance(ax, matplotlib.axes.Axes):
-        raise TypeError(f"ax must be a matplotlib Axes, got {type(ax).__name__}")
-
-
 def draw_timeline(timeline: Timeline, ax, label_cells: bool = True) -> dict:
     """One row per stage (stage 0 on top), one cell per slot: forwards blue, backwards orange,
     the micro-batch's number in its cell; blank cells are the bubble. Returns the bars and labels."""
-    _check_ax(ax)
+    check_ax(ax)
     if not isinstance(timeline, Timeline):
         raise TypeError(f"timeline must be a Timeline (from simulate), got {type(timeline).__name__}")
     drawn = {"F": [], "B": [], "labels": []}
@@ -41,7 +34,7 @@ def draw_timeline(timeline: Timeline, ax, label_cells: bool = True) -> dict:
 
 def draw_in_flight(timelines: list[Timeline], ax) -> dict:
     """Per stage, the most micro-batches whose activations it holds at once, one bar group per schedule."""
-    _check_ax(ax)
+    check_ax(ax)
     if not timelines or not all(isinstance(t, Timeline) for t in timelines):
         raise TypeError("timelines must be a non-empty list of Timeline")
     width = 0.8 / len(timelines)
@@ -58,7 +51,7 @@ def draw_in_flight(timelines: list[Timeline], ax) -> dict:
 
 def draw_held_bytes(held: dict[str, list[int]], full_bytes: int, ax, scale: float = 1e6, unit: str = "MB") -> dict:
     """Bytes one rank holds after each micro-step, one line per mode, against the full gradient's bytes."""
-    _check_ax(ax)
+    check_ax(ax)
     drawn = {}
     for k, (mode, values) in enumerate(held.items()):
         drawn[mode], = ax.plot(range(len(values)), [v / scale for v in values], marker="os"[k % 2],

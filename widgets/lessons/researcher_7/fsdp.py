@@ -53,7 +53,7 @@ class FSDPConfig:
         return 12.0 + 4.0 * self.world_size + 0.2 * self.accumulation_steps
 
 
-def make_model(hidden: int, seed: int = 0) -> torch.nn.Sequential:
+def make_fsdp_mlp(hidden: int, seed: int = 0) -> torch.nn.Sequential:
     """16 -> hidden -> hidden -> 4 with Tanh; the same seed gives the same weights in every process."""
     check_int("hidden", hidden, 2, 2048)  # FSDPConfig's range
     with torch.random.fork_rng(devices=[]):
@@ -64,7 +64,7 @@ def make_model(hidden: int, seed: int = 0) -> torch.nn.Sequential:
 
 def gradient_bytes(config: FSDPConfig) -> int:
     """Bytes of the whole float32 gradient (what one process without sharding holds)."""
-    return sum(p.numel() for p in make_model(config.hidden, config.seed).parameters()) * 4
+    return sum(p.numel() for p in make_fsdp_mlp(config.hidden, config.seed).parameters()) * 4
 
 
 class _Mallinfo2(ctypes.Structure):
@@ -129,7 +129,7 @@ def _fsdp_job(config: FSDPConfig, rank: int) -> dict:
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
     mesh = init_device_mesh("cpu", (config.world_size,))
-    model = make_model(config.hidden, config.seed)
+    model = make_fsdp_mlp(config.hidden, config.seed)
     for layer in model:
         if isinstance(layer, torch.nn.Linear):
             fully_shard(layer, mesh=mesh)  # one all-gather / reduce-scatter group per Linear
@@ -174,7 +174,7 @@ class FSDPResult:
 def single_process_gradient(config: FSDPConfig) -> torch.Tensor:
     """The reference: one process, the whole W K b batch in one backward, same weights."""
     x, y = make_data(config.examples_per_update, config.seed)
-    model = make_model(config.hidden, config.seed)
+    model = make_fsdp_mlp(config.hidden, config.seed)
     torch.nn.functional.mse_loss(model(x), y).backward()
     return flat_grad(model)
 

@@ -7,19 +7,13 @@ from typing import Mapping, Sequence
 
 from matplotlib.axes import Axes
 
-from widgets.draw.frames import OKABE_ITO
-
-
-def _check_axes(ax: object) -> Axes:
-    if not isinstance(ax, Axes):
-        raise TypeError(f"ax must be a matplotlib Axes, got {type(ax).__name__}")
-    return ax
+from widgets.draw.frames import OKABE_ITO, check_ax
 
 
 def draw_token_weights(ax: Axes, lengths: Sequence[int], weights: Mapping[str, Sequence[float]]) -> dict:
     """One group of bars per completion (labelled by its length), one bar per loss type: the weight each
     of its tokens gets, relative to the window's plain token mean (1 / all tokens), so 1 is the token mean."""
-    ax = _check_axes(ax)
+    ax = check_ax(ax)
     if not weights or any(len(w) != len(lengths) for w in weights.values()):
         raise ValueError(f"weights must map each loss type to one weight per completion ({len(lengths)})")
     total = sum(lengths)
@@ -38,7 +32,7 @@ def draw_token_weights(ax: Axes, lengths: Sequence[int], weights: Mapping[str, S
 def draw_expert_load(ax: Axes, load: Sequence[Sequence[float]], title: str = "") -> list:
     """Stacked bars, one per expert: how much of its load comes from each domain (`load[d][e]`, fractions
     of domain d's tokens; each domain holds the same number of tokens, so heights add up to the expert's share x D)."""
-    ax = _check_axes(ax)
+    ax = check_ax(ax)
     if not load or len({len(row) for row in load}) != 1:
         raise ValueError("load must be a non-empty list of rows, one per domain, each with one value per expert")
     num_experts = len(load[0])

@@ -52,14 +52,16 @@ class Completions:
         return Completions(self.features[index], self.actions[index], self.mask[index], self.advantages[index])
 
 
-def make_completions(num_completions: int = 24, group_size: int = 4, max_len: int = 16, min_len: int = 2,
-                     dim: int = 6, vocab_size: int = 5, seed: int = 0) -> Completions:
-    """Completions of lengths drawn uniformly in [min_len, max_len], in groups of `group_size` (one
-    prompt each); a completion's advantage is its reward minus its group's mean, over the group's std."""
+def make_completions(num_completions: int = 24, completions_per_prompt: int = 4, max_len: int = 16,
+                     min_len: int = 2, dim: int = 6, vocab_size: int = 5, seed: int = 0) -> Completions:
+    """Completions of lengths drawn uniformly in [min_len, max_len], `completions_per_prompt` of them
+    answering each prompt (GRPO's group); a completion's advantage is its reward minus the mean of its
+    prompt's completions, over their std."""
     check_int("num_completions", num_completions, 1, 4096)
-    check_int("group_size", group_size, 2, num_completions)
-    if num_completions % group_size:
-        raise ValueError(f"group_size must divide num_completions ({num_completions}), got {group_size}")
+    check_int("completions_per_prompt", completions_per_prompt, 2, num_completions)
+    if num_completions % completions_per_prompt:
+        raise ValueError(f"completions_per_prompt must divide num_completions ({num_completions}), "
+                         f"got {completions_per_prompt}")
     check_int("max_len", max_len, 1, 4096)
     check_int("min_len", min_len, 1, max_len)
     check_int("dim", dim, 1, 256)
@@ -70,7 +72,7 @@ def make_completions(num_completions: int = 24, group_size: int = 4, max_len: in
     mask = (torch.arange(max_len) < lengths[:, None]).to(DTYPE)
     features = torch.randn(num_completions, max_len, dim, generator=g, dtype=DTYPE)
     actions = torch.randint(vocab_size, (num_completions, max_len), generator=g)
-    rewards = torch.randn(num_completions // group_size, group_size, generator=g, dtype=DTYPE)
+    rewards = torch.randn(num_completions // completions_per_prompt, completions_per_prompt, generator=g, dtype=DTYPE)
     advantages = (rewards - rewards.mean(1, keepdim=True)) / rewards.std(1, keepdim=True)
     return Completions(features, actions, mask, advantages.reshape(-1))
 

@@ -21,6 +21,7 @@ import torch
 from widgets.core.budget import FLOAT32, check_memory
 from widgets.core.config import check_float, check_int
 from widgets.core.loop import train_loop
+from widgets.research.adam_rules import malladi_scaled, same_half_life
 
 RULES = ("unchanged", "lr_only", "malladi", "half_life")
 
@@ -42,26 +43,6 @@ class AdamHyper:
         for name in ("beta1", "beta2"):
             if getattr(self, name) == 1.0:
                 raise ValueError(f"{name} must be a number in [0.0, 1.0), got 1.0")
-
-
-def malladi_scaled(lr: float, beta1: float, beta2: float, eps: float, k: float) -> tuple[float, float, float, float]:
-    """Adam's (lr, beta1, beta2, eps) for a batch k times larger, by the square-root SDE rule
-    of Malladi et al. (2022): the noise of one update falls as 1/sqrt(k), so the step grows by
-    sqrt(k); each moving average must forget k times faster per update, since an update now holds
-    k times the examples; eps shrinks with the gradient noise it is compared with.
-    Valid while k (1 - beta) < 1: beyond that a beta would turn negative."""
-    return (
-        lr * math.sqrt(k),
-        1 - k * (1 - beta1),
-        1 - k * (1 - beta2),
-        eps / math.sqrt(k),
-    )
-
-
-def same_half_life(beta: float, k: float) -> float:
-    """The beta whose half-life, counted in examples, is that of `beta` at a batch k times smaller:
-    one update now holds k times the examples, so it must forget as much as k updates did."""
-    return beta**k
 
 
 def half_life_examples(beta: float, batch: int) -> float:

@@ -3,21 +3,14 @@ the loss over the examples of K-schedule runs. Each function draws onto the `Axe
 and returns what it drew; no figure is made here."""
 from __future__ import annotations
 
-import matplotlib.axes
-
-from widgets.draw.frames import OKABE_ITO
+from widgets.draw.frames import OKABE_ITO, check_ax
 from widgets.lessons.researcher_9.k_schedule import KRun
-
-
-def _check_ax(ax: object) -> None:
-    if not isinstance(ax, matplotlib.axes.Axes):
-        raise TypeError(f"ax must be a matplotlib Axes, got {type(ax).__name__}")
 
 
 def draw_rule_gaps(gaps: dict[int, dict[str, list[float]]], ax) -> dict:
     """Per k (groups) and rule (bars): the mean trajectory gap over seeds, each seed a dot.
     `gaps`: k -> rule -> per-seed gaps. Returns rule -> its bar container."""
-    _check_ax(ax)
+    check_ax(ax)
     if not isinstance(gaps, dict) or not gaps:
         raise ValueError("gaps must be a non-empty dict k -> {rule: per-seed gaps}")
     rules = list(dict.fromkeys(rule for by_rule in gaps.values() for rule in by_rule))  # first-seen order
@@ -44,8 +37,8 @@ def draw_rule_gaps(gaps: dict[int, dict[str, list[float]]], ax) -> dict:
 def draw_k_runs(runs: dict[str, KRun], ax_k, ax_loss, target: float | None = None) -> dict:
     """Left: K over the examples used. Right: the excess loss over the examples (log scale), with
     the target. `runs`: label -> KRun. Returns label -> (K line, loss line)."""
-    _check_ax(ax_k)
-    _check_ax(ax_loss)
+    check_ax(ax_k, "ax_k")
+    check_ax(ax_loss, "ax_loss")
     drawn = {}
     for i, (label, run) in enumerate(runs.items()):
         if not isinstance(run, KRun):
