@@ -21,7 +21,7 @@ PIP := $(BIN)/python -m pip install --progress-bar on $(if $(WHEELS),--no-index 
 # JupyterLab refuses to start as root (containers, some cloud machines) unless told they may.
 LAB_FLAGS ?= $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: lab test check quick lint install install-test doctor present stop benchmark execute reliability binder-check \
+.PHONY: lab test check quick lint install install-test doctor present stop benchmark planner-peak execute reliability binder-check \
 	install-size classroom plans wheelhouse offline-install reproducibility compat
 
 $(VENV)/.installed: requirements.txt pyproject.toml
@@ -112,9 +112,15 @@ execute: install-test
 # readability.py reads the executed notebooks (prose, numbers, walls of output; nothing runs).
 benchmark: install-test
 	$(BIN)/python benchmarks/benchmark.py
+	$(BIN)/python benchmarks/planner_peak.py
 	$(BIN)/python benchmarks/readability.py
 	$(BIN)/python instructor/make_plans.py
 	$(BIN)/python benchmarks/execute_notebooks.py notebooks/00_start_here.ipynb
+
+# The planner's predicted peak against the CPU allocator's, on a GPT-2-shaped transformer (about 3 minutes;
+# researcher_4 reads benchmarks/results/planner_peak.json, so re-execute it after a run).
+planner-peak: install-test
+	$(BIN)/python benchmarks/planner_peak.py
 
 # Slow checks kept out of `make test`; results go to benchmarks/results/.
 reliability: install-test

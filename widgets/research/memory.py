@@ -29,6 +29,7 @@ from widgets.core.budget import FLOAT32, FLOPS_PER_SECOND, check_memory, check_t
 from widgets.core.config import check_float, check_int
 from widgets.research.planner import activation_bytes_per_layer
 from widgets.research.saved_bytes import PeakBytesCounter, SavedTensorCounter  # researcher_4's cell shows the latter
+from widgets.research.saved_bytes import allocator_peak
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,7 @@ class MemoryTerms:
     saved_total: int          # everything autograd saved, the weights it saved included
     forward_passes: int = 1   # block forwards per micro-step (checkpointing recomputes: 2)
     peak: int = 0             # most bytes alive at once over forward + backward, beyond weights and .grad
+    allocator_peak: int = 0   # the same peak read from the CPU allocator's own events (torch.profiler; 0: not read)
 
     @property
     def fixed(self) -> int:
@@ -68,11 +70,12 @@ def optimizer_state_bytes(optimizer: torch.optim.Optimizer) -> int:
 
 
 class Block(torch.nn.Module):
-    """One pre-LayerNorm decoder layer: attention with a causal mask, then a 4h MLP with GELU."""
+    """One pre-LayerNorm decoder layer: attention with a causal mask, then a 4h MLP with GELU.
+    `sdpa`: attention by `F.scaled_dot_product_attention` (fused: no s x s scores kept for backward)."""
 
-    def __init__(self, hidden: int, heads: int, dropout: float):
+    def __init__(self, hidden: int, heads: int, dropout: float, sdpa: bool = False):
         super().__init__()
-        self.heads, self.dropout = heads, dropout
+        self.heads, self.dropout, self.sdpa = heads, dropout, sdpa
         self.ln1, self.ln2 = torch.nn.LayerNorm(hidden), torch.nn.LayerNorm(hidden)
         self.qkv, self.proj = torch.nn.Linear(hidden, 3 * hidden), torch.nn.Linear(hidden, hidden)
         self.fc1, self.fc2 = torch.nn.Linear(hidden, 4 * hidden), torch.nn.Linear(4 * hidden, hidden)
@@ -80,12 +83,19 @@ class Block(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, s, h = x.shape
         q, k, v = self.qkv(self.ln1(x)).view(b, s, 3, self.heads, h // self.heads).permute(2, 0, 3, 1, 4)
-        scores = (q @ k.transpose(-2, -1)) / math.sqrt(h // self.heads)
-        causal = torch.ones(s, s, dtype=torch.bool, device=x.device).triu(1)
-        attention = F.dropout(scores.masked_fill(causal, float("-inf")).softmax(-1), self.dropout, self.training)
-        mixed = (attention @ v).transpose(1, 2).reshape(b, s, h)
+        mixed = self._attend(q, k, v).transpose(1, 2).reshape(b, s, h)  # no name holds the heads' output
         x = x + F.dropout(self.proj(mixed), self.dropout, self.training)
         return x + F.dropout(self.fc2(F.gelu(self.fc1(self.ln2(x)))), self.dropout, self.training)
+
+    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """Causal attention of (b, a, s, d) heads: fused, or the scores written out."""
+        if self.sdpa:
+            return F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0,
+                                                  is_causal=True)
+        s = q.shape[-2]
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+        causal = torch.ones(s, s, dtype=torch.bool, device=q.device).triu(1)
+        return F.dropout(scores.masked_fill(causal, float("-inf")).softmax(-1), self.dropout, self.training) @ v
 
 
 def tiny_gpt_parameters(layers: int, hidden: int, seq_len: int, vocab: int) -> int:
@@ -98,21 +108,22 @@ def micro_step_estimate(layers: int, hidden: int, heads: int, seq_len: int, voca
                         micro_batch_size: int, checkpointing: bool = False) -> tuple[int, float]:
     """(bytes, seconds) of `measure_memory_terms` on such a TinyGPT, on the high side: a copy of the
     weights, their gradients and Adam's two states (5 x the parameters), what autograd saves (the
-    published formula at float32, x 1.5, plus the logits three times), and 3 x the forward's flops
-    (4 x with checkpointing) at `FLOPS_PER_SECOND`."""
+    published formula at float32, x 1.5, plus the logits three times), and two micro-steps of 3 x
+    the forward's flops (4 x with checkpointing) at `FLOPS_PER_SECOND`."""
     b, s, h = micro_batch_size, seq_len, hidden
     params = tiny_gpt_parameters(layers, h, s, vocab)
     saved = layers * activation_bytes_per_layer(s, b, h, heads, element_bytes=FLOAT32, mask_bytes=1) * 3 // 2
     logits = 3 * b * s * vocab * FLOAT32
     forward_flops = 2 * b * s * (params - vocab * h - s * h) + 2 * b * s * vocab * h + 4 * layers * b * s * s * h
-    return 5 * params * FLOAT32 + saved + logits, (4 if checkpointing else 3) * forward_flops / FLOPS_PER_SECOND
+    return 5 * params * FLOAT32 + saved + logits, 2 * (4 if checkpointing else 3) * forward_flops / FLOPS_PER_SECOND
 
 
 class TinyGPT(torch.nn.Module):
-    """A small decoder-only transformer (token + position embeddings, `layers` blocks, tied head)."""
+    """A small decoder-only transformer (token + position embeddings, `layers` blocks, tied head);
+    `sdpa`: fused attention in every block."""
 
     def __init__(self, layers: int = 2, hidden: int = 64, heads: int = 4, seq_len: int = 32, vocab: int = 128,
-                 dropout: float = 0.1, seed: int = 0):
+                 dropout: float = 0.1, seed: int = 0, sdpa: bool = False):
         super().__init__()
         check_int("layers", layers, 1, 64)
         check_int("hidden", hidden, 1, 4096)
@@ -130,10 +141,14 @@ class TinyGPT(torch.nn.Module):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(check_int("seed", seed, 0))
             self.embed, self.position = torch.nn.Embedding(vocab, hidden), torch.nn.Embedding(seq_len, hidden)
-            self.blocks = torch.nn.ModuleList(Block(hidden, heads, dropout) for _ in range(layers))
+            self.blocks = torch.nn.ModuleList(Block(hidden, heads, dropout, bool(sdpa)) for _ in range(layers))
             self.ln = torch.nn.LayerNorm(hidden)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.trunk(tokens) @ self.embed.weight.T  # the tied head: (b, s, h) -> (b, s, V) logits
+
+    def trunk(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Everything but the output layer: (b, s) tokens -> (b, s, h), after the last LayerNorm."""
         x = self.embed(tokens) + self.position(torch.arange(tokens.shape[1], device=tokens.device))
         for block in self.blocks:
             if self.checkpoint_blocks and torch.is_grad_enabled():
@@ -141,7 +156,7 @@ class TinyGPT(torch.nn.Module):
                 x = checkpoint(self._counted, block, x, use_reentrant=False)
             else:
                 x = self._counted(block, x)
-        return self.ln(x) @ self.embed.weight.T
+        return self.ln(x)
 
     def _counted(self, block: Block, x: torch.Tensor) -> torch.Tensor:
         self.block_forwards += 1
@@ -161,9 +176,32 @@ def lm_loss(model: TinyGPT, tokens: torch.Tensor, targets: torch.Tensor) -> torc
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
+def chunked_lm_backward(model: TinyGPT, tokens: torch.Tensor, targets: torch.Tensor, chunks: int) -> float:
+    """`lm_loss(...).backward()` with the loss taken in `chunks` pieces of the sequence, as a chunked
+    (or fused) cross-entropy does: the trunk runs once; each piece's logits, log-softmax and their
+    gradients are made and freed before the next piece's; then the trunk's backward takes the
+    gathered gradient of its output. The same gradient, a `chunks`-th of the loss's working set.
+    Returns the loss (the mean over every token)."""
+    if not isinstance(model, TinyGPT):
+        raise TypeError(f"model must be a TinyGPT, got {type(model).__name__}")
+    check_int("chunks", chunks, 1, tokens.shape[1])
+    hidden = model.trunk(tokens)
+    cut = hidden.detach().requires_grad_()  # the output layer's part of the graph starts here
+    total = 0.0
+    for piece in torch.arange(tokens.shape[1]).tensor_split(chunks):
+        logits = cut[:, piece] @ model.embed.weight.T
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets[:, piece].reshape(-1),
+                               reduction="sum") / targets.numel()  # each token: 1 / all tokens, as lm_loss
+        loss.backward()  # frees this piece's logits and their gradients; cut.grad and .grad add up
+        total += float(loss.detach())
+    hidden.backward(cut.grad)
+    return total
+
+
 def measure_memory_terms(model: TinyGPT, micro_batch_size: int, optimizer: str = "adam",
-                         checkpointing: bool = False, seed: int = 0) -> MemoryTerms:
-    """One micro-step and one optimizer step on a copy of `model`, every term counted in bytes."""
+                         checkpointing: bool = False, seed: int = 0, allocator: bool = False) -> MemoryTerms:
+    """One micro-step and one optimizer step on a copy of `model`, every term counted in bytes;
+    `allocator`: the micro-step runs a second time under the profiler, for `allocator_peak`."""
     if not isinstance(model, TinyGPT):
         raise TypeError(f"model must be a TinyGPT, got {type(model).__name__}")
     b = check_int("micro_batch_size", micro_batch_size, 1, 4096)
@@ -186,6 +224,11 @@ def measure_memory_terms(model: TinyGPT, micro_batch_size: int, optimizer: str =
         with SavedTensorCounter(net) as saved:
             loss = lm_loss(net, tokens, targets)
         loss.backward()
+    allocated = 0
+    if allocator:
+        with torch.random.fork_rng(devices=[]):  # the same micro-step again, read from the allocator's events
+            torch.manual_seed(seed)
+            allocated = allocator_peak(lambda: lm_loss(net, tokens, targets).backward())
     opt = torch.optim.Adam(net.parameters()) if optimizer == "adam" else torch.optim.SGD(net.parameters(), lr=0.1)
     opt.step()
     forwards = net.block_forwards / len(net.blocks)
@@ -196,6 +239,7 @@ def measure_memory_terms(model: TinyGPT, micro_batch_size: int, optimizer: str =
         optimizer_state=optimizer_state_bytes(opt),
         activations=saved.total - saved.parameter_bytes,
         saved_total=saved.total,
-        forward_passes=round(forwards),
+        forward_passes=round(forwards / (2 if allocator else 1)),  # with the allocator's count, two micro-steps ran
         peak=peak.peak,
+        allocator_peak=allocated,
     )

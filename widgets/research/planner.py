@@ -1,22 +1,35 @@
 """Memory on paper, and a planner that picks (b, K) for a memory budget and a target effective batch.
 
 Transformer terms at real scale (bytes; s = sequence length, b = micro-batch size, h = hidden
-size, a = heads, L = layers, P = parameters):
+size, a = heads, L = layers, V = vocabulary, P = parameters):
 
 - activations, Korthikanti et al. (2022, arXiv:2205.05198, section 4, no tensor or sequence
   parallelism): per layer s*b*h*(34 + 5*a*s/h) with 16-bit activations and 1-byte dropout masks;
-  with full recomputation (checkpointing every layer) only each layer's input is kept, 2*s*b*h.
+  with full recomputation (checkpointing every layer) only each layer's input is kept, 2*s*b*h; the
+  last LayerNorm keeps its input and output on top (2*s*b*h*e).
   Written out per element, e bytes per activation and m per mask: s*b*h*(16e + 2m) + a*s^2*b*(2e + m),
-  which is the formula at e = 2, m = 1 and lets it be checked against fp32 measurements (e = 4).
-  With FlashAttention / SDPA (Dao et al. 2022, arXiv:2205.14135) the s x s scores, softmax and its
-  dropout mask are never stored: the a*s^2*b term drops out (`sdpa=True`).
-- what the per-layer count leaves out and a plan must add: the logits, s*b*V, in fp32 for the loss
-  (4 bytes each); and with checkpointing, the working set of the one layer backward recomputes,
-  that layer's full activations.
+  which is the formula at e = 2, m = 1 and lets it be checked against fp32 measurements (e = 4);
+  without dropout (m = 0) there are no masks and no dropped copy of the attention probabilities:
+  s*b*h*16e + a*s^2*b*e. With FlashAttention / SDPA (Dao et al. 2022, arXiv:2205.14135) the s x s
+  scores, softmax and its dropout mask are never stored: the a*s^2*b term drops out (`sdpa=True`).
+- the peak of a micro-step, which the per-layer count does not reach (`PaperMemory.peak`): the
+  most of three moments, each on top of what the layers keep for backward:
+  at the loss's backward, its working set: the log-softmax saved for backward, the gradient that
+  arrives at it and the logits' gradient it makes, s*b*V each at the loss's dtype (fp32), plus the
+  logits themselves where the caller keeps them (a model that returns them); in a layer's backward,
+  the gradients of that layer's activations (counted as large as the activations themselves, an
+  upper estimate: on a CPU the allocator needed half to six tenths of it) and, with checkpointing,
+  the layer rebuilt first; and, with a tied embedding, its gradient (V*h), which the
+  output layer's backward makes first and which waits there until the input lookup's part joins it
+  at the very end (the two parts and their sum: 3 V*h at the gradient's dtype).
 - mixed-precision Adam, Rajbhandari et al. (2020, ZeRO, arXiv:1910.02054): 2P bytes of 16-bit
   weights, 2P of 16-bit gradients and 12P of fp32 optimizer state (master weights, momentum,
   variance): 16P in all; 18P when the gradients accumulate in fp32 (4P). ZeRO shards them over
   N ranks (`zero_bytes_per_rank`).
+
+Still left out: the allocator's fragmentation and a kernel's private scratch space, the optimizer
+step's own temporaries (after backward, when the activations are gone), and communication buffers.
+`benchmarks/planner_peak.py` holds the peak against the CPU allocator's.
 
 Pure torch-free Python.
 """
@@ -67,7 +80,8 @@ def activation_bytes_per_layer(seq_len: int, micro_batch_size: int, hidden: int,
                                element_bytes: int = 2, mask_bytes: int = 1, recompute: bool = False,
                                sdpa: bool = False) -> int:
     """Korthikanti et al. (2022): activation bytes one transformer layer keeps for backward;
-    `sdpa`: fused attention keeps no s x s tensor, so the a*s^2*b*(2e + m) term is dropped."""
+    `mask_bytes=0`: no dropout, hence no masks and no dropped copy of the attention probabilities;
+    `sdpa`: fused attention keeps no s x s tensor, so the a*s^2*b term is dropped."""
     s = check_int("seq_len", seq_len, 1)
     b = check_int("micro_batch_size", micro_batch_size, 1)
     h = check_int("hidden", hidden, 1)
@@ -76,13 +90,46 @@ def activation_bytes_per_layer(seq_len: int, micro_batch_size: int, hidden: int,
     m = check_int("mask_bytes", mask_bytes, 0, 8)
     if recompute:
         return s * b * h * e  # the layer's input only (2sbh at e = 2)
-    return s * b * h * (16 * e + 2 * m) + (0 if sdpa else a * s * s * b * (2 * e + m))
+    scores = a * s * s * b * (2 * e + m if m else e)  # softmax output, and with dropout its mask and dropped copy
+    return s * b * h * (16 * e + 2 * m) + (0 if sdpa else scores)
+
+
+@dataclass(frozen=True)
+class Precision:
+    """Bytes per element of each kind of tensor; the default is mixed-precision Adam (Rajbhandari et
+    al.): 16-bit weights, gradients and activations, 12 bytes of fp32 optimizer state per parameter,
+    1-byte dropout masks (0: no dropout), 16-bit logits that the caller keeps (a model returns them),
+    a loss computed in fp32."""
+
+    weights: int = 2
+    grads: int = 2
+    optimizer: int = 12       # per parameter, all of the optimizer's state
+    activations: int = 2
+    masks: int = 1
+    logits: int = 2
+    loss: int = 4             # the log-softmax and the gradients of the loss's working set
+    logits_kept: bool = True
+
+    def __post_init__(self):
+        for name in ("weights", "grads", "activations", "logits", "loss"):
+            check_int(name, getattr(self, name), 1, 8)
+        check_int("optimizer", self.optimizer, 0, 64)
+        check_int("masks", self.masks, 0, 8)
+        if not isinstance(self.logits_kept, bool):
+            raise TypeError(f"logits_kept must be True or False, got {self.logits_kept!r}")
+
+
+MIXED = Precision()
+# what benchmarks/planner_peak.py runs on a CPU: everything float32, plain Adam (2 states), no dropout,
+# the loss taken inside the step so that nothing outside holds the logits
+FLOAT32 = Precision(weights=4, grads=4, optimizer=8, activations=4, masks=0, logits=4, loss=4, logits_kept=False)
 
 
 @dataclass(frozen=True)
 class PaperMemory:
     """The terms in bytes for one micro-batch of b sequences, from the formulas above: the four of
-    the paper's count, then the logits and the recomputed layer's working set it leaves out."""
+    the paper's count (weights, gradients, optimizer state, activations kept for backward), then
+    the working sets that make the peak."""
 
     shape: TransformerShape
     micro_batch_size: int
@@ -90,35 +137,57 @@ class PaperMemory:
     weights: int
     gradients: int
     optimizer_state: int
-    activations: int          # kept for backward by the L layers
-    logits: int = 0           # s*b*V in fp32, for the loss
-    recompute_working: int = 0  # with checkpointing: one layer's full activations, rebuilt in backward
+    activations: int          # kept for backward by the L layers and the last LayerNorm
+    loss_working: int         # at the loss's backward: log-softmax, its two gradients (+ the logits if kept)
+    layer_working: int        # in a layer's backward: the gradients of one layer's activations
+    recomputed_layer: int     # with checkpointing: the layer backward rebuilds first, in full (0 without)
+    embedding_gradient: int   # the tied embedding's gradient, V*h, made by the output layer's backward
 
     @property
     def fixed(self) -> int:
         return self.weights + self.gradients + self.optimizer_state
 
     @property
-    def total(self) -> int:
-        return self.fixed + self.activations + self.logits + self.recompute_working
+    def paper_total(self) -> int:
+        """The paper's four terms: what is held when the forward ends, before any working set."""
+        return self.fixed + self.activations
+
+    def moments(self) -> dict[str, int]:
+        """Bytes beyond the fixed ones at each candidate for the peak."""
+        return {
+            "the loss's backward": self.activations + self.loss_working,
+            "a layer's backward": (self.activations + self.recomputed_layer + self.layer_working
+                                   + self.embedding_gradient),
+            "the embedding's gradient": 3 * self.embedding_gradient,
+        }
+
+    @property
+    def peak(self) -> int:
+        """The most held at once over the micro-step (the gradient buffer already there)."""
+        return self.fixed + max(self.moments().values())
 
 
 def transformer_memory(shape: TransformerShape, micro_batch_size: int, recompute: bool = False,
-                       sdpa: bool = False, grad_bytes: int = 2, logit_bytes: int = 4) -> PaperMemory:
-    """Mixed-precision Adam (2 + grad_bytes + 12 bytes per parameter), 16-bit activations of the L
-    layers, the logits (s*b*V x logit_bytes) and, with `recompute`, one layer's full activations
-    rebuilt during backward. Still a lower bound: embeddings, the final LayerNorm, the logits'
-    gradient and the allocator's fragmentation are left out."""
+                       sdpa: bool = False, precision: Precision = MIXED, loss_chunks: int = 1) -> PaperMemory:
+    """Every term for a micro-batch of b sequences: the weights, gradients and optimizer state at
+    `precision`, the L layers' activations (Korthikanti et al.), and the working sets of the peak.
+    `loss_chunks`: the loss taken in that many pieces of the sequence (a chunked or fused
+    cross-entropy), each piece's working set freed before the next: a `loss_chunks`-th of it."""
     if not isinstance(shape, TransformerShape):
         raise TypeError(f"shape must be a TransformerShape (or one of PRESETS), got {type(shape).__name__}")
+    if not isinstance(precision, Precision):
+        raise TypeError(f"precision must be a Precision (MIXED, FLOAT32 or your own), got {type(precision).__name__}")
     b = check_int("micro_batch_size", micro_batch_size, 1)
-    g = check_int("grad_bytes", grad_bytes, 1, 8)
-    s, p = shape.seq_len, shape.parameters
-    layer = activation_bytes_per_layer(s, b, shape.hidden, shape.heads, sdpa=sdpa)
-    kept = shape.layers * (activation_bytes_per_layer(s, b, shape.hidden, shape.heads, recompute=True)
-                           if recompute else layer)
-    logits = s * b * shape.vocab * check_int("logit_bytes", logit_bytes, 0, 8)
-    return PaperMemory(shape, b, bool(recompute), 2 * p, g * p, 12 * p, kept, logits, layer if recompute else 0)
+    s, h, p, V = shape.seq_len, shape.hidden, shape.parameters, shape.vocab
+    layer = activation_bytes_per_layer(s, b, h, shape.heads, precision.activations, precision.masks, sdpa=sdpa)
+    kept = shape.layers * (activation_bytes_per_layer(s, b, h, shape.heads, precision.activations, recompute=True)
+                           if recompute else layer) + 2 * s * b * h * precision.activations  # + the last LayerNorm's
+    # input and output (the output layer keeps the latter)
+    chunks = check_int("loss_chunks", loss_chunks, 1, s)
+    logits_kept = s * b * V * precision.logits if precision.logits_kept else 0  # a chunked loss returns none
+    loss = (s * b * V * 3 * precision.loss) // chunks + (logits_kept if chunks == 1 else 0)
+    return PaperMemory(shape, b, bool(recompute), precision.weights * p, precision.grads * p, precision.optimizer * p,
+                       kept, loss, layer, layer if recompute else 0, V * h * precision.grads)
 
 
 @dataclass(frozen=True)
@@ -133,14 +202,17 @@ class Plan:
 
 
 def plan_micro_batches(
-    fixed_bytes: int, activation_bytes_per_example: float, memory_budget: int, effective_batch_size: int,
+    fixed_bytes: int, working_bytes: Callable[[int], float], memory_budget: int, effective_batch_size: int,
     micro_step_seconds: Callable[[int], float] | None = None,
 ) -> list[Plan]:
     """Every b that divides the effective batch, with K = effective_batch_size / b, its predicted
-    memory (fixed + b x activations per example, bytes) and, given `micro_step_seconds(b)`, time per
-    update (K x that). `fits` says whether it is within `memory_budget` (bytes)."""
+    memory (fixed + `working_bytes(b)`, bytes: what a micro-step of b adds at its peak) and, given
+    `micro_step_seconds(b)`, time per update (K x that). `fits` says whether it is within
+    `memory_budget` (bytes)."""
     fixed = check_int("fixed_bytes", fixed_bytes, 0)
-    per_example = check_float("activation_bytes_per_example", activation_bytes_per_example, 0.0, math.inf)
+    if not callable(working_bytes):
+        raise TypeError(f"working_bytes must be a function of b (bytes at the peak beyond the fixed ones), "
+                        f"got {type(working_bytes).__name__}")
     budget = check_int("memory_budget", memory_budget, 1)
     n = check_int("effective_batch_size", effective_batch_size, 1, 1_000_000)
     if budget <= fixed:
@@ -150,7 +222,8 @@ def plan_micro_batches(
         )
     plans = []
     for b in (d for d in range(1, n + 1) if n % d == 0):
-        memory = fixed + round(b * per_example)
+        working = check_float("working_bytes", float(working_bytes(b)), 0.0, math.inf, low_inclusive=True)
+        memory = fixed + round(working)
         seconds = None if micro_step_seconds is None else (n // b) * float(micro_step_seconds(b))
         plans.append(Plan(b, n // b, memory, seconds, memory <= budget))
     return plans
@@ -207,11 +280,13 @@ class Sharding:
 
 @dataclass(frozen=True)
 class PlannerModel:
-    """What the planner needs of a model: bytes that do not grow with b, bytes per example (activations
-    kept without and with checkpointing, the logits, the working set of the layer checkpointing
-    recomputes) and optionally a time model, seconds per micro-step = overhead_s + per_example_s x b
-    (checkpointing adds one forward, taken as 1/3 of forward + backward). With `parameters` known
-    (mixed-precision Adam), the fixed bytes can be laid out over ranks by a `Sharding`."""
+    """What the planner needs of a model: bytes that do not grow with b, bytes per example (the
+    activations kept without and with checkpointing, the loss's working set, one layer's activations
+    for backward's working set and checkpointing's rebuilt layer), a tied embedding's gradient, and
+    optionally a time model, seconds per micro-step = overhead_s + per_example_s x b (checkpointing
+    adds one forward, taken as 1/3 of forward + backward). With `parameters` known (mixed-precision
+    Adam), the fixed bytes can be laid out over ranks by a `Sharding`. A measured model may give
+    its activations only: the working sets then count as 0."""
 
     name: str
     fixed_bytes: int
@@ -220,8 +295,9 @@ class PlannerModel:
     overhead_s: float | None = None
     per_example_s: float | None = None
     parameters: int | None = None
-    logit_bytes_per_example: float = 0.0
-    recompute_working_bytes_per_example: float = 0.0
+    loss_bytes_per_example: float = 0.0
+    layer_bytes_per_example: float = 0.0
+    embedding_gradient_bytes: float = 0.0
 
     def fixed(self, sharding: Sharding | None = None) -> int:
         """Bytes per rank that do not grow with b: the model's own, or ZeRO's under `sharding`."""
@@ -233,11 +309,14 @@ class PlannerModel:
         return zero_bytes_per_rank(self.parameters, sharding.stage, sharding.world_size, sharding.grad_bytes,
                                    sharding.no_sync)["total"]
 
-    def per_example(self, recompute: bool = False) -> float:
-        """Bytes per example: activations kept (+ the recomputed layer's working set) + logits."""
-        if recompute:
-            return self.recompute_bytes_per_example + self.recompute_working_bytes_per_example + self.logit_bytes_per_example
-        return self.activation_bytes_per_example + self.logit_bytes_per_example
+    def working(self, micro_batch_size: int, recompute: bool = False) -> float:
+        """Bytes beyond the fixed ones at the micro-step's peak, the most of `transformer_memory`'s
+        three moments: the loss's backward, a layer's backward, the embedding's gradient."""
+        b = check_int("micro_batch_size", micro_batch_size, 1)
+        kept = b * (self.recompute_bytes_per_example if recompute else self.activation_bytes_per_example)
+        layer = b * self.layer_bytes_per_example * (2 if recompute else 1)  # rebuilt, then its gradients
+        return max(kept + b * self.loss_bytes_per_example, kept + layer + self.embedding_gradient_bytes,
+                   3 * self.embedding_gradient_bytes)
 
     def plans(self, memory_budget: int, effective_batch_size: int, recompute: bool = False,
               sharding: Sharding | None = None) -> list[Plan]:
@@ -245,14 +324,17 @@ class PlannerModel:
         if self.overhead_s is not None and self.per_example_s is not None:
             factor = 4 / 3 if recompute else 1.0
             timer = lambda b: factor * (self.overhead_s + self.per_example_s * b)  # noqa: E731
-        return plan_micro_batches(self.fixed(sharding), self.per_example(recompute), memory_budget,
+        return plan_micro_batches(self.fixed(sharding), lambda b: self.working(b, recompute), memory_budget,
                                   effective_batch_size, timer)
 
 
-def paper_planner_model(shape: TransformerShape, sdpa: bool = False) -> PlannerModel:
-    """A preset transformer for the planner, from the formulas (mixed-precision Adam, 16-bit
-    activations, fp32 logits); `sdpa`: fused attention, no s x s term."""
-    one, ckpt = transformer_memory(shape, 1, sdpa=sdpa), transformer_memory(shape, 1, recompute=True, sdpa=sdpa)
+def paper_planner_model(shape: TransformerShape, sdpa: bool = False, precision: Precision = MIXED) -> PlannerModel:
+    """A transformer for the planner, from the formulas (`transformer_memory`, per sequence);
+    `sdpa`: fused attention, no s x s term."""
+    one = transformer_memory(shape, 1, sdpa=sdpa, precision=precision)
+    ckpt = transformer_memory(shape, 1, recompute=True, sdpa=sdpa, precision=precision)
     return PlannerModel(shape.name + (", SDPA attention" if sdpa else ""), one.fixed, float(one.activations),
-                        float(ckpt.activations), parameters=shape.parameters, logit_bytes_per_example=float(one.logits),
-                        recompute_working_bytes_per_example=float(ckpt.recompute_working))
+                        float(ckpt.activations), parameters=shape.parameters,
+                        loss_bytes_per_example=float(one.loss_working),
+                        layer_bytes_per_example=float(one.layer_working),
+                        embedding_gradient_bytes=float(one.embedding_gradient))

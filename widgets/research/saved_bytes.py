@@ -3,10 +3,18 @@
 `SavedTensorCounter` is the measurement notebook researcher_4 shows in a cell; `memory.py`'s
 `measure_memory_terms` counts with it. It sees what is saved when the forward ends, not the peak:
 during backward, gradients of activations are allocated while saved tensors are still alive, and
-checkpointing rebuilds a block's activations. `PeakBytesCounter` follows every tensor the operators
-return, from the forward through the backward, and keeps the most alive at once.
+checkpointing rebuilds a block's activations. Two ways to count the peak: `PeakBytesCounter` follows
+every tensor the operators return, from the forward through the backward, and keeps the most alive
+at once (the same on every CPU); `allocator_peak` reads the CPU allocator's own allocations and frees
+from `torch.profiler` (what a memory budget sees; a tensor is freed as soon as its last reference
+goes, where the first count frees it at the next operator).
 """
 from __future__ import annotations
+
+import os
+import sys
+from contextlib import contextmanager
+from typing import Callable
 
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
@@ -70,3 +78,35 @@ class PeakBytesCounter(TorchDispatchMode):
                     self.now += t.untyped_storage().nbytes()
         self.peak = max(self.peak, self.now)
         return out
+
+
+def allocator_peak(step: Callable[[], object]) -> int:
+    """Run `step()` under `torch.profiler` with its memory events: the highest running sum of the CPU
+    allocator's allocations (positive) and frees (negative), in bytes above what was allocated when
+    it started."""
+    from torch.profiler import ProfilerActivity, profile
+    with _native_stderr_hidden(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        step()
+    events = sorted((e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"),
+                    key=lambda e: e.start_ns())
+    running = peak = 0
+    for e in events:
+        running += e.nbytes()
+        peak = max(peak, running)
+    return peak
+
+
+@contextmanager
+def _native_stderr_hidden():
+    """The profiler's native library writes a time-stamped line to the process's stderr when it starts
+    and stops (no setting turns it off): the file descriptor points at /dev/null meanwhile, so that a
+    notebook's output is the same on every run. Python's own sys.stderr is left alone."""
+    sys.stderr.flush()
+    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)

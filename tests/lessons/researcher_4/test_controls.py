@@ -24,7 +24,7 @@ def test_planner_answers_and_survives_a_budget_below_the_fixed_terms():
 
 def test_planner_presets_and_bad_input():
     model = make_planner_widget().models["GPT-2 small"]
-    assert "b = 16, K = 4" in plan_lines(model, 24.0, 64, False)[-1]
+    assert "b = 8, K = 8" in plan_lines(model, 24.0, 64, False)[-1]
     with pytest.raises(ValueError, match="model"):
         make_planner_widget(model="13B")
     with pytest.raises(ValueError, match="target"):
@@ -44,7 +44,7 @@ def test_planner_has_a_zero_column_per_stage_and_follows_the_chosen_layout():
     w.controls["world_size"].value = 8
     w.controls["stage"].value = 3
     assert w.sharding() == Sharding(3, 8) and w.figure is figure
-    assert "13.2 GB per rank (ZeRO-3" in w.lines[0] and "b = 16, K = 4" in w.lines[-1]  # b = 32: 82.6 GB
+    assert "13.2 GB per rank (ZeRO-3" in w.lines[0] and "b = 16, K = 4" in w.lines[-1]  # b = 32: over 80 GB
     w.controls["grad_bytes"].value = 4
     w.controls["no_sync"].value = True  # the whole fp32 gradient on each rank
     p = PRESETS["7B"].parameters
@@ -55,9 +55,10 @@ def test_planner_has_a_zero_column_per_stage_and_follows_the_chosen_layout():
 def test_planner_lines_name_the_new_terms_and_leave_measured_models_unsharded():
     models = make_planner_widget().models
     lines = plan_lines(models["7B"], 141.0, 64, True)
-    assert "fp32 logits 0.524 GB" in lines[1] and "recomputed layer's working set 3.25 GB" in lines[1]
+    assert "the loss's working set 1.84 GB" in lines[1] and "one layer (rebuilt, then its gradients) 3.25 GB" in lines[1]
+    assert "the tied embedding's gradient 0.262 GB" in lines[1]
     assert "b = 4, K = 16" in lines[-1]
-    assert "b = 16, K = 4" in plan_lines(models["7B, SDPA attention"], 141.0, 64, True)[-1]
+    assert "b = 8, K = 8" in plan_lines(models["7B, SDPA attention"], 141.0, 64, True)[-1]
     measured = PlannerModel("tiny", 1_000_000_000, 1e8, 1e7)
     w = make_planner_widget(measured, model="tiny", budget_gb=2.0, target=8)
     w.controls["stage"].value = 3  # no parameter count: the ZeRO controls do not apply

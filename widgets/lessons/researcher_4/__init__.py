@@ -5,6 +5,7 @@ The notebook's one import surface: every name it uses comes from here, each load
 from widgets.core.surface import lazy_surface
 
 _NAMES = {
+    "flat_grad": "widgets.core.accumulation",
     "compact_png": "widgets.draw.stills",
     "make_planner_widget": "widgets.lessons.researcher_4.controls",
     "plan_lines": "widgets.lessons.researcher_4.controls",
@@ -16,6 +17,7 @@ _NAMES = {
     "anchor_block": "widgets.research.anchors",
     "anchor_rows": "widgets.research.anchors",
     "SOURCE": "widgets.research.anchors",
+    "chunked_lm_backward": "widgets.research.memory",
     "language_model_batch": "widgets.research.memory",
     "lm_loss": "widgets.research.memory",
     "measure_memory_terms": "widgets.research.memory",
@@ -27,6 +29,8 @@ _NAMES = {
     "transformer_memory": "widgets.research.planner",
     "zero_bytes_per_rank": "widgets.research.planner",
     "ZERO_STAGES": "widgets.research.planner",
+    "cite": "widgets.research.references",
+    "allocator_peak": "widgets.research.saved_bytes",
 }
 __all__ = sorted(_NAMES)
 __getattr__, __dir__ = lazy_surface(__name__, _NAMES)

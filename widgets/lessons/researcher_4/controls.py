@@ -37,10 +37,13 @@ def plan_lines(model: PlannerModel, budget_gb: float, target: int, recompute: bo
              f"target effective batch {target}; checkpointing {'on' if recompute else 'off'}"]
     kept = model.recompute_bytes_per_example if recompute else model.activation_bytes_per_example
     terms = f"per sequence: activations kept {kept / GB:.3g} GB"
-    if model.logit_bytes_per_example:
-        terms += f", fp32 logits {model.logit_bytes_per_example / GB:.3g} GB"
-    if recompute and model.recompute_working_bytes_per_example:
-        terms += f", the recomputed layer's working set {model.recompute_working_bytes_per_example / GB:.3g} GB"
+    if model.loss_bytes_per_example:
+        terms += f", the loss's working set {model.loss_bytes_per_example / GB:.3g} GB"
+    if model.layer_bytes_per_example:
+        what = "rebuilt, then its gradients" if recompute else "its gradients in backward"
+        terms += f", one layer ({what}) {model.layer_bytes_per_example / GB:.3g} GB"
+    if model.embedding_gradient_bytes:
+        terms += f"; once per micro-step: the tied embedding's gradient {model.embedding_gradient_bytes / GB:.3g} GB"
     lines.append(terms)
     try:
         plans = model.plans(round(budget_gb * GB), target, recompute, sharding)
@@ -64,7 +67,7 @@ def zero_columns(model: PlannerModel, target: int, recompute: bool, sharding: Sh
         return {}
     fixed = [model.fixed(Sharding(stage, sharding.world_size, sharding.grad_bytes, sharding.no_sync))
              for stage in ZERO_STAGES]
-    return {b: [(f + b * model.per_example(recompute)) / GB for f in fixed]
+    return {b: [(f + model.working(b, recompute)) / GB for f in fixed]
             for b in range(1, target + 1) if target % b == 0}
 
 

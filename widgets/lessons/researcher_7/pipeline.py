@@ -1,9 +1,13 @@
 """Pipeline parallelism is gradient accumulation: GPipe and 1F1B schedules, simulated and run.
 
-`simulate` places every micro-batch's forward (F) and backward (B) on a stages x time grid, one
-slot each, as soon as its input is ready and its stage is free, in the order the schedule gives
-each stage. The bubble fraction and the activations each stage holds are read off that grid, not
-from a formula; `bubble_formula` is the (p - 1) / (m + p - 1) they are checked against.
+`simulate` places every micro-batch's forward (F) and backward (B) on a stages x time grid, a
+forward one slot, a backward `backward_slots` (about 2 in a real model: gradients for the input
+and for the weights), as soon as its input is ready and its stage is free, in the order the
+schedule gives each stage. With `split_backward` the backward keeps only the input's gradient (B,
+one slot), which the stage before waits for, and the weights' gradient (W, the rest) waits for
+the stage's first idle slot: the idea of zero-bubble schedules (Qi et al., 2024). The bubble
+fraction and the activations each stage holds are read off that grid, not from a formula;
+`bubble_formula` is the (p - 1) / (m + p - 1) they are checked against.
 `run_pipeline` then executes a timeline's operations in its order, on one process with p stage
 modules, and sums the micro-batches' gradients into .grad: the same gradient as the unsplit model.
 """
@@ -22,12 +26,18 @@ SCHEDULES = ("gpipe", "1f1b")
 
 @dataclass(frozen=True)
 class Op:
-    """One slot of the timeline: `kind` "F" or "B" of `micro_batch` on `stage`, during [start, start + 1)."""
+    """One operation of the timeline: `kind` "F", "B" (or "W", the weights' gradient split off a
+    backward) of `micro_batch` on `stage`, during the slots [start, start + slots)."""
 
     stage: int
     micro_batch: int
     kind: str
     start: int
+    slots: int = 1
+
+    @property
+    def end(self) -> int:
+        return self.start + self.slots
 
 
 def stage_order(schedule: str, stage: int, stages: int, micro_batches: int) -> list[tuple[str, int]]:
@@ -56,22 +66,25 @@ class Timeline:
 
     @property
     def makespan(self) -> int:
-        """Slots from the first forward to the last backward."""
-        return max(op.start for op in self.ops) + 1
+        """Slots from the first forward to the end of the last backward."""
+        return max(op.end for op in self.ops)
 
     @property
     def bubble_fraction(self) -> float:
         """Idle stage-slots / all stage-slots, counted on the grid."""
         total = self.stages * self.makespan
-        return (total - len(self.ops)) / total
+        return (total - sum(op.slots for op in self.ops)) / total
 
     def in_flight(self, stage: int) -> list[int]:
-        """Micro-batches whose activations `stage` holds at the end of each slot (forward done, backward not)."""
+        """Micro-batches whose activations `stage` holds at the end of each slot (forward done, the
+        backward that frees them not yet: B, or W where the backward is split)."""
+        split = any(op.kind == "W" for op in self.ops)
+        frees = "W" if split else "B"
         held, counts = 0, []
-        by_slot = {op.start: op for op in self.ops if op.stage == stage}
-        for t in range(self.makespan):
-            op = by_slot.get(t)
-            held += 0 if op is None else (1 if op.kind == "F" else -1)
+        by_end = {op.end: op for op in self.ops if op.stage == stage}
+        for t in range(1, self.makespan + 1):
+            op = by_end.get(t)
+            held += 0 if op is None else (1 if op.kind == "F" else -1 if op.kind == frees else 0)
             counts.append(held)
         return counts
 
@@ -80,28 +93,44 @@ class Timeline:
         return [max(self.in_flight(s)) for s in range(self.stages)]
 
 
-def simulate(schedule: str, stages: int, micro_batches: int) -> Timeline:
-    """Place every F and B, each one slot long, at the first slot where its stage is free and its
-    input has arrived: F(s, i) after F(s - 1, i); B(s, i) after B(s + 1, i), or after F(s, i) on
-    the last stage."""
+def simulate(schedule: str, stages: int, micro_batches: int, backward_slots: int = 1,
+             split_backward: bool = False) -> Timeline:
+    """Place every operation at the first slot where its stage is free and its input has arrived:
+    F(s, i) after F(s - 1, i); B(s, i) after B(s + 1, i), or after F(s, i) on the last stage; a
+    forward takes one slot, a backward `backward_slots`. `split_backward`: the backward is B (the
+    input's gradient, one slot) and W (the weights', backward_slots - 1 slots, any time after its B),
+    and a stage runs a waiting W whenever its next F or B cannot start (here W's wait until the
+    stage is idle, so a stage keeps every micro-batch's activations until its W: GPipe's memory;
+    the ZB-H1 schedule of Qi et al. places them to keep 1F1B's)."""
     if schedule not in SCHEDULES:
         raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
     p = check_int("stages", stages, 1, 64)
     m = check_int("micro_batches", micro_batches, 1, 256)
+    back = check_int("backward_slots", backward_slots, 1 + bool(split_backward), 8)
     queues = [stage_order(schedule, s, p, m) for s in range(p)]
+    weights: list[list[int]] = [[] for _ in range(p)]  # split: micro-batches whose W may run on each stage
     done: dict[tuple[str, int, int], int] = {}  # (kind, stage, micro_batch) -> the slot it ends at
+    free = [0] * p  # the first slot each stage is free again
     ops: list[Op] = []
     t = 0
-    while any(queues):
+    while any(queues) or any(weights):
         for s in range(p):
-            if not queues[s]:
+            if free[s] > t:
                 continue
-            kind, i = queues[s][0]
-            needs = ("F", s - 1, i) if kind == "F" else (("B", s + 1, i) if s < p - 1 else ("F", s, i))
-            if (kind == "F" and s == 0) or done.get(needs, t + 1) <= t:
-                queues[s].pop(0)
-                ops.append(Op(s, i, kind, t))
-                done[(kind, s, i)] = t + 1
+            if queues[s]:
+                kind, i = queues[s][0]
+                needs = ("F", s - 1, i) if kind == "F" else (("B", s + 1, i) if s < p - 1 else ("F", s, i))
+                if (kind == "F" and s == 0) or done.get(needs, t + 1) <= t:
+                    queues[s].pop(0)
+                    slots = 1 if kind == "F" or split_backward else back
+                    ops.append(Op(s, i, kind, t, slots))
+                    done[(kind, s, i)], free[s] = t + slots, t + slots
+                    if kind == "B" and split_backward:
+                        weights[s].append(i)
+                    continue
+            if weights[s] and done[("B", s, weights[s][0])] <= t:  # otherwise idle: a waiting W fills the slot
+                ops.append(Op(s, weights[s].pop(0), "W", t, back - 1))
+                free[s] = t + back - 1
         t += 1
     return Timeline(schedule, p, m, tuple(ops))
 
