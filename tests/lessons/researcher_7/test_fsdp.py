@@ -38,8 +38,11 @@ def run():
 @slow
 def test_gradient_allclose_to_one_process_with_and_without_sync(run):
     result, _ = run
-    for mode in MODES:
-        assert result.allclose_to_single_process(mode), mode
+    for mode, how in MODES.items():
+        if how["bf16"]:  # bfloat16 arithmetic: near one process, not allclose in float32
+            assert 1e-4 < result.relative_error(mode) < 1e-2, mode
+        else:
+            assert result.allclose_to_single_process(mode), mode
 
 
 @slow
@@ -62,6 +65,11 @@ def test_collectives_per_update(run):
         assert synced["reduce_scatters"] == layers * K  # one per FSDP unit per micro-step
         assert skipped["reduce_scatters"] == layers  # only the last micro-step
         assert synced["all_gathers"] == skipped["all_gathers"] == 2 * layers * K  # forward and backward, always
+        after_backward = result.per_rank["no_sync, kept after backward"][rank]
+        throughout = result.per_rank["no_sync, kept throughout"][rank]
+        assert after_backward["all_gathers"] == layers * (K + 1)  # the forward still frees, backward gathers again
+        assert throughout["all_gathers"] == layers  # gathered once for the whole update
+        assert after_backward["reduce_scatters"] == throughout["reduce_scatters"] == layers
 
 
 @slow
@@ -80,6 +88,10 @@ def test_unsharded_pile_measured_while_the_sync_is_off(run):
         assert result.per_rank["no_sync"][rank]["sharded_grad_bytes"] == full // 2
     assert 0.9 * full < result.held_between_micro_steps("no_sync") < 1.2 * full
     assert result.held_between_micro_steps("sync_every_micro_step") < 0.7 * full
+    # weights kept gathered: the whole weights (as many bytes as the gradient) on top of the whole gradient
+    assert 1.8 * full < result.held_between_micro_steps("no_sync, kept throughout") < 2.3 * full
+    # bf16 compute, fp32 reduce_dtype: the unsharded pile is float32, the whole fp32 gradient, not half of it
+    assert 0.9 * full < result.held_between_micro_steps("no_sync, bf16 compute") < 1.2 * full
 
 
 @slow

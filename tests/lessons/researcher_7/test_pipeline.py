@@ -127,3 +127,32 @@ def test_the_two_stage_loop_shown_in_the_notebook_is_the_unsplit_gradient(micro_
     source = inspect.getsource(gpipe_two_stages).rstrip("\n")
     cells = ["".join(c["source"]) for c in json.loads(NOTEBOOK.read_text())["cells"] if c["cell_type"] == "code"]
     assert sum(source in cell for cell in cells) == 1
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_a_backward_of_two_slots_keeps_the_bubble_share(schedule):
+    for p in range(1, 7):
+        for m in range(1, 17):
+            t = simulate(schedule, p, m, backward_slots=2)
+            assert t.makespan == 3 * (m + p - 1)  # every slot stretched: 3 slots of work per micro-batch
+            assert abs(t.bubble_fraction - bubble_formula(p, m)) < 1e-12
+            assert sum(op.slots for op in t.ops) == 3 * p * m
+
+
+def test_split_backward_fills_idle_slots_with_the_weights_gradient():
+    for p in range(2, 7):
+        for m in range(1, 17):
+            whole = simulate("1f1b", p, m, backward_slots=2)
+            split = simulate("1f1b", p, m, backward_slots=2, split_backward=True)
+            assert {op.kind for op in split.ops} == {"F", "B", "W"}
+            assert sum(op.slots for op in split.ops) == sum(op.slots for op in whole.ops)  # the same work
+            assert split.bubble_fraction < whole.bubble_fraction
+            if m >= p:  # enough micro-batches for the W's to fill the fill and the drain: p - 1 idle slots left
+                assert abs(split.bubble_fraction - (p - 1) / (3 * m + p - 1)) < 1e-12
+            for op in split.ops:  # a W after its own B, a B after the next stage's B (or the last forward)
+                if op.kind == "W":
+                    b = next(o for o in split.ops if (o.kind, o.stage, o.micro_batch) == ("B", op.stage, op.micro_batch))
+                    assert b.end <= op.start
+            assert split.peak_in_flight() == [m] * p  # activations held until each W: GPipe's memory
+    with pytest.raises(ValueError, match="backward_slots"):
+        simulate("1f1b", 2, 2, backward_slots=1, split_backward=True)  # nothing left for W

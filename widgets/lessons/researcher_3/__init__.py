@@ -9,6 +9,7 @@ _NAMES = {
     "compact_png": "widgets.draw.stills",
     "make_tradeoff_widget": "widgets.lessons.researcher_3.controls",
     "fit_tradeoff": "widgets.lessons.researcher_3.critical_batch",
+    "leave_one_out": "widgets.lessons.researcher_3.critical_batch",
     "make_teacher_problem": "widgets.lessons.researcher_3.critical_batch",
     "model_at_target": "widgets.lessons.researcher_3.critical_race",
     "noise_scales_at": "widgets.lessons.researcher_3.critical_batch",

@@ -5,8 +5,9 @@ critical batch size measured the way McCandlish et al. (2018) measure it, over m
   the `.grad` pile, times K, is that micro-batch's mean gradient, so every update hands
   `estimate_noise_scale` one window for free.
 - runs of accumulated training until the full-data loss reaches a target, the sweep over K and the
-  learning-rate grid: `widgets.lessons.researcher_3.critical_race`; here `fit_tradeoff` fits (S/S_min - 1)(E/E_min - 1) = 1, i.e. S = S_min + E_min / B, and
-  B_crit = E_min / S_min.
+  learning-rate grid: `widgets.lessons.researcher_3.critical_race`; here `fit_tradeoff` fits
+  (S/S_min - 1)(E/E_min - 1) = 1, i.e. S = S_min + E_min / B, and B_crit = E_min / S_min;
+  `leave_one_out`: how far B_crit moves without each measured batch.
 - `noise_scales_at`: B_simple and the Hessian-weighted B_noise, exactly, from every example's
   gradient and the closed-form Hessian.
 """
@@ -185,6 +186,21 @@ def fit_tradeoff(effective_batches: Sequence[float], steps: Sequence[float]) -> 
         raise ValueError(f"the points do not follow S = S_min + E_min / B (fit gave S_min = {s_min:.3g}, "
                          f"E_min = {e_min:.3g}); measure a wider range of effective batches")
     return Tradeoff(s_min, e_min)
+
+
+def leave_one_out(effective_batches: Sequence[float], steps: Sequence[float]) -> tuple[float, float]:
+    """How far B_crit moves when each measured batch in turn is left out of the fit: the (lowest,
+    highest) B_crit of those fits (a fit that fails, S_min or E_min not positive, is skipped)."""
+    fits = []
+    for i in range(len(steps)):
+        try:
+            fits.append(fit_tradeoff([B for j, B in enumerate(effective_batches) if j != i],
+                                     [S for j, S in enumerate(steps) if j != i]).b_crit)
+        except ValueError:
+            continue
+    if not fits:
+        raise ValueError("no fit survives leaving one batch out: measure more effective batches")
+    return min(fits), max(fits)
 
 
 def same_update_any_split(problem: TeacherProblem, effective_batch_size: int, micro_batch_sizes: Sequence[int],

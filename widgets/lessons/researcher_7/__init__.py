@@ -16,6 +16,7 @@ _NAMES = {
     "stages_exercises": "widgets.lessons.researcher_7.exercises",
     "make_fsdp_mlp": "widgets.lessons.researcher_7.fsdp",
     "FSDPConfig": "widgets.lessons.researcher_7.fsdp",
+    "MODES": "widgets.lessons.researcher_7.fsdp",
     "process_bytes": "widgets.lessons.researcher_7.fsdp",
     "run_fsdp": "widgets.lessons.researcher_7.fsdp",
     "bubble_formula": "widgets.lessons.researcher_7.pipeline",

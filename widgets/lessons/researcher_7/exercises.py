@@ -95,7 +95,8 @@ def _check_zero(answer: object) -> Feedback:
         return incorrect(f"your bytes_per_rank({p:_}, {stage}, {n}) gave {value:.4g}; it should be {expected:.4g} "
                          "(2P weights, 2P gradients, 12P optimizer state, each sharded from its stage on)")
     return correct("stage 1 shards the 12 P of optimizer state, stage 2 the gradients too, stage 3 the weights as "
-                   "well: 16 P / N in all. Under no_sync the 2 P of gradients stay whole until the last micro-step.")
+                   "well: 16 P / N in all. Under FSDP's no_sync the gradients stay whole (2 P, 4 P in float32) until "
+                   "the last micro-step; DeepSpeed's ZeRO-2 and ZeRO-3 refuse no_sync and reduce at every micro-step.")
 
 
 def bytes_per_rank(parameters: int, stage: int, world_size: int) -> float:

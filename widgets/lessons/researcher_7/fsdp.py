@@ -1,8 +1,12 @@
 """FSDP2 (`torch.distributed.fsdp.fully_shard`) with gradient accumulation: two gloo processes on the CPU.
 
 `run_fsdp` spawns `world_size` workers that shard a small MLP layer by layer and run one update
-of K micro-steps twice: syncing (reduce-scattering) the gradient after every micro-step, and
-with `set_requires_gradient_sync(False)` on all but the last micro-step (FSDP2's `no_sync`).
+of K micro-steps in each of the MODES: syncing (reduce-scattering) the gradient after every
+micro-step; with `set_requires_gradient_sync(False)` on all but the last micro-step (FSDP2's
+`no_sync`); the same, keeping the gathered weights after backward (`set_reshard_after_backward(False)`),
+then after forward too (`set_reshard_after_forward(False)`); and `no_sync` on a second copy that
+computes in bfloat16 and reduces in float32 (`MixedPrecisionPolicy`), where FSDP2 keeps the
+unsharded gradient in its reduce dtype.
 Each worker measures, after every micro-step, the bytes its process holds above the start of the
 update (glibc's `mallinfo2`: every live allocation, so also FSDP's own unsharded gradient, which
 .grad does not show while the sync is off), and counts its all-gathers and reduce-scatters by
@@ -23,7 +27,17 @@ from widgets.core.accumulation import GRAD_ATOL, GRAD_RTOL, flat_grad  # GRAD_*:
 from widgets.core.config import check_float, check_int
 from widgets.research.ddp import INPUTS, OUTPUTS, make_data, rank_micro_batch, run_workers, check_gloo_run
 
-MODES = ("sync_every_micro_step", "no_sync")
+# mode -> how its update runs: the sync every micro-step or only on the last; the weights resharded (freed
+# on each rank) after backward and after forward, FSDP2's defaults, or kept gathered; bf16 compute
+MODES: dict[str, dict[str, bool]] = {
+    "sync_every_micro_step": dict(sync=True, reshard_after_backward=True, reshard_after_forward=True, bf16=False),
+    "no_sync": dict(sync=False, reshard_after_backward=True, reshard_after_forward=True, bf16=False),
+    "no_sync, kept after backward": dict(sync=False, reshard_after_backward=False, reshard_after_forward=True,
+                                         bf16=False),
+    "no_sync, kept throughout": dict(sync=False, reshard_after_backward=False, reshard_after_forward=False,
+                                     bf16=False),
+    "no_sync, bf16 compute": dict(sync=False, reshard_after_backward=True, reshard_after_forward=True, bf16=True),
+}
 # the collectives FSDP2 calls (torch 2.13: the *_single ones; older releases: *_into_tensor / *_tensor)
 GATHERS = ("all_gather_single", "all_gather_into_tensor")
 SCATTERS = ("reduce_scatter_single", "reduce_scatter_tensor")
@@ -104,7 +118,7 @@ class _Counted:
 
 def sharded_update(model, x, y, config: FSDPConfig, rank: int, sync_every_micro_step: bool, counts: dict) -> dict:
     """One update of K micro-steps on an FSDP2-sharded `model` (each worker runs it): the bytes this
-    process holds after each micro-step above the update's start, the collectives, the full gradient."""
+    process holds after each micro-step above the update's start, and the collectives it called."""
     K = config.accumulation_steps
     base = process_bytes()
     held = []
@@ -117,30 +131,58 @@ def sharded_update(model, x, y, config: FSDPConfig, rank: int, sync_every_micro_
         loss.backward()  # FSDP averages over the ranks when it reduce-scatters
         del loss
         held.append(None if base is None else process_bytes() - base)
-    collectives = dict(counts)
+    return {"held_bytes": held, **counts}
+
+
+def _gradient_after(model) -> dict:
+    """The update's gradient, read after it: every unit's weights back to shards (where .grad lives;
+    a unit told to keep them gathered has not freed them), then the shard's bytes and the full gradient."""
+    from torch.distributed.fsdp import FSDPModule
+    for module in model.modules():
+        if isinstance(module, FSDPModule):
+            module.reshard()
     shard_bytes = sum(p.grad.to_local().numel() * p.grad.element_size() for p in model.parameters())
-    gradient = torch.cat([p.grad.full_tensor().reshape(-1) for p in model.parameters()])  # gathered after counting
+    gradient = torch.cat([p.grad.full_tensor().float().reshape(-1) for p in model.parameters()])
     model.zero_grad(set_to_none=True)
-    return {"held_bytes": held, "sharded_grad_bytes": shard_bytes, "gradient": gradient.numpy().tobytes(), **collectives}
+    return {"sharded_grad_bytes": shard_bytes, "gradient": gradient.numpy().tobytes()}
 
 
-def _fsdp_job(config: FSDPConfig, rank: int) -> dict:
-    """What each FSDP worker runs (in its gloo group): shard the model, warm up, run both modes."""
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard
-    mesh = init_device_mesh("cpu", (config.world_size,))
+def _sharded_model(config: FSDPConfig, mesh, bf16: bool) -> torch.nn.Module:
+    """make_fsdp_mlp, every Linear its own FSDP2 unit; `bf16`: computes in bfloat16, reduces in float32."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    policy = MixedPrecisionPolicy()  # float32 throughout
+    if bf16:  # inputs cast to bf16, outputs back to float32 for the loss, gradients reduced in float32
+        policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32,
+                                      output_dtype=torch.float32)
     model = make_fsdp_mlp(config.hidden, config.seed)
     for layer in model:
         if isinstance(layer, torch.nn.Linear):
-            fully_shard(layer, mesh=mesh)  # one all-gather / reduce-scatter group per Linear
-    fully_shard(model, mesh=mesh)
+            fully_shard(layer, mesh=mesh, mp_policy=policy)  # one all-gather / reduce-scatter group per Linear
+    return fully_shard(model, mesh=mesh, mp_policy=policy)
+
+
+def _fsdp_job(config: FSDPConfig, rank: int) -> dict:
+    """What each FSDP worker runs (in its gloo group): shard the model, warm up, run every mode (each
+    update ends with the weights resharded, so the next starts as FSDP's defaults leave it)."""
+    from torch.distributed.device_mesh import init_device_mesh
+    mesh = init_device_mesh("cpu", (config.world_size,))
+    models = {bf16: _sharded_model(config, mesh, bf16) for bf16 in (False, True)}
     x, y = make_data(config.examples_per_update, config.seed)
     counts = {"all_gathers": 0, "reduce_scatters": 0}
     counted = [_Counted(GATHERS, counts, "all_gathers"), _Counted(SCATTERS, counts, "reduce_scatters")]
     try:
-        sharded_update(model, x, y, config, rank, True, counts)  # warm-up: FSDP's lazy set-up is not the gradient
-        return {mode: sharded_update(model, x, y, config, rank, mode == "sync_every_micro_step", counts)
-                for mode in MODES}
+        for model in models.values():  # warm-up: FSDP's lazy set-up is not the gradient
+            sharded_update(model, x, y, config, rank, True, counts)
+            _gradient_after(model)
+        reports = {}
+        for mode, how in MODES.items():
+            model = models[how["bf16"]]
+            model.set_reshard_after_backward(how["reshard_after_backward"])
+            model.set_reshard_after_forward(how["reshard_after_forward"])
+            reports[mode] = {**sharded_update(model, x, y, config, rank, how["sync"], counts), **_gradient_after(model)}
+            model.set_reshard_after_backward(True)
+            model.set_reshard_after_forward(True)
+        return reports
     finally:
         for c in counted:
             c.restore()
@@ -158,7 +200,14 @@ class FSDPResult:
     seconds: float
 
     def allclose_to_single_process(self, mode: str) -> bool:
+        """The lab's float32 allclose rule against one process (a bf16-compute mode is not float32)."""
         return all(torch.allclose(self.gradient(mode, rank), self.reference_gradient, rtol=GRAD_RTOL, atol=GRAD_ATOL)
+                   for rank in range(self.config.world_size))
+
+    def relative_error(self, mode: str) -> float:
+        """The largest |rank's gradient - one process's| / max |one process's|, over the ranks."""
+        scale = float(self.reference_gradient.abs().max())
+        return max(float((self.gradient(mode, rank) - self.reference_gradient).abs().max()) / scale
                    for rank in range(self.config.world_size))
 
     def gradient(self, mode: str, rank: int) -> torch.Tensor:
