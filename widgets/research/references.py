@@ -255,7 +255,7 @@ REFERENCES: dict[str, Reference] = {
     ),
     "bergsma2025": Reference(
         "Bergsma et al. (2025), Power Lines: Scaling Laws for Weight Decay and Batch Size in LLM "
-        "Pre-training, arXiv:2505.13738 (AdamW's timescale tau = B / (eta lambda D)).",
+        "Pre-training, arXiv:2505.13738 (AdamW's timescale tau = B / (eta lambda D), D the whole run's tokens).",
         {"arXiv:2505.13738": "https://arxiv.org/abs/2505.13738"},
     ),
     "merrill2025": Reference(
@@ -265,11 +265,9 @@ REFERENCES: dict[str, Reference] = {
         {"arXiv:2505.23971": "https://arxiv.org/abs/2505.23971"},
     ),
     "lightning_21491": Reference(
-        "Lightning-AI/pytorch-lightning issue #21491 (with GradientAccumulationScheduler changing K during "
-        "training, the step counting the schedulers read goes wrong).",
-        {
-            "Lightning-AI/pytorch-lightning issue #21491": "https://github.com/Lightning-AI/pytorch-lightning/issues/21491",
-        },
+        "Lightning-AI/pytorch-lightning issue #21491 (a feature request: when GradientAccumulationScheduler changes "
+        "K during training, schedule by the batches or tokens seen rather than by optimizer steps).",
+        {"Lightning-AI/pytorch-lightning issue #21491": "https://github.com/Lightning-AI/pytorch-lightning/issues/21491"},
     ),
     "lightning_1476": Reference(
         "Lightning-AI/pytorch-lightning issue #1476 (the LR scheduler stepped per forward pass: a 16000-step "

@@ -86,3 +86,18 @@ def test_bad_input():
         TinyMoE(top_k=5)
     with pytest.raises(ValueError, match="aux_mode"):
         step_gradient(TinyMoE(), make_domain_tokens(), 2, "per_token")
+
+
+def test_the_router_z_loss_accumulates_like_a_token_mean():
+    from widgets.core.accumulation import flat_grad
+    from widgets.lessons.researcher_8.moe import router_z_loss_sum
+    d, m = make_domain_tokens(seed=1), TinyMoE(seed=1)
+    (router_z_loss_sum(m, d.x) / len(d.y)).backward()
+    full = flat_grad(m)
+    for K in (2, 4, 8):
+        m.zero_grad(set_to_none=True)
+        for x, _ in d.micro_batches(K):
+            (router_z_loss_sum(m, x) / len(d.y)).backward()
+        assert torch.allclose(flat_grad(m), full, rtol=1e-9, atol=1e-12)
+    logits = m.router(d.x)
+    assert torch.allclose(router_z_loss_sum(m, d.x), (torch.logsumexp(logits, -1) ** 2).sum())

@@ -45,7 +45,7 @@ def test_rules_and_their_limits():
     assert scale_adam(BASE, 4, "unchanged") == BASE
     lr_only = scale_adam(BASE, 4, "lr_only")
     assert (lr_only.lr, lr_only.beta1, lr_only.beta2, lr_only.eps) == (pytest.approx(2e-3), 0.9, 0.999, 1e-8)
-    half = scale_adam(BASE, 16, "half_life")
+    half = scale_adam(BASE, 16, "half_life_betas")
     assert half.beta1 == pytest.approx(0.9**16) and half.eps == pytest.approx(1e-8 / 4)
     with pytest.raises(ValueError, match=r"k must be below 1 / \(1 - beta\) = 10"):
         scale_adam(BASE, 16, "malladi")
@@ -61,7 +61,7 @@ def test_rules_and_their_limits():
         AdamHyper(-1.0, 0.9, 0.999, 1e-8)
     with pytest.raises(ValueError, match="beta must be"):
         half_life_examples(1.0, 4)
-    assert set(RULES) == {"unchanged", "lr_only", "malladi", "half_life"}
+    assert set(RULES) == {"unchanged", "lr_only", "malladi", "half_life_betas"}
 
 
 def test_set_hyper_writes_every_group():

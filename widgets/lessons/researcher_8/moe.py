@@ -90,6 +90,12 @@ def aux_loss(probs: torch.Tensor, chosen: torch.Tensor) -> torch.Tensor:
     return E * (f * probs.mean(dim=0)).sum()
 
 
+def router_z_loss_sum(model: TinyMoE, x: torch.Tensor) -> torch.Tensor:
+    """The router z-loss of Zoph et al. (2022), summed over x's tokens: sum_t logsumexp(router logits_t)^2
+    (divided by the window's tokens it is the usual mean; a per-token loss, it accumulates like the task loss)."""
+    return torch.logsumexp(model.router(x), dim=-1).pow(2).sum()
+
+
 def full_batch_step(model: TinyMoE, x: torch.Tensor, y: torch.Tensor, aux_coef: float) -> float:
     """The oracle: one pass over the whole window, MSE mean + aux_coef * the window's aux loss; .grad filled."""
     out, probs, chosen = model(x)

@@ -3,9 +3,11 @@
 Growing K by a factor k multiplies the effective batch by k. For Adam, Malladi et al. (2022) derive
 the rule that keeps the same stochastic differential equation: lr x sqrt(k), 1 - beta1 and
 1 - beta2 x k, eps / sqrt(k). Scaling the learning rate alone is not that rule. Marek et al. (2025)
-keep each moving average's half-life fixed in *examples* instead: beta -> beta**k, the same to first
-order in 1 - beta and valid for any k. AdamW's weight decay has its own timescale, in epochs,
-tau = B / (lr * weight_decay * D) (Bergsma et al., 2025): change B through K and it moves.
+keep beta2's half-life fixed in tokens instead: beta2 -> beta2**k. The lab's 'half_life_betas' rule is
+a hybrid of the two: Malladi's lr x sqrt(k) and eps / sqrt(k), with both betas by half-life
+(beta -> beta**k, the same to first order in 1 - beta, and a beta in [0, 1) for any k). AdamW's weight
+decay has its own timescale, tau = B / (lr * weight_decay * D) (Wang and Aitchison, 2024: in epochs of
+D examples; Bergsma et al., 2025: with D the whole run's tokens): change B through K and it moves.
 
 The runs are on noisy linear regression with S seeds in one weight tensor of shape (S, dim): Adam
 acts element by element, so each row is its own run, and S seeds cost one. Every run goes through
@@ -23,7 +25,7 @@ from widgets.core.config import check_float, check_int
 from widgets.core.loop import train_loop
 from widgets.research.adam_rules import malladi_scaled, same_half_life
 
-RULES = ("unchanged", "lr_only", "malladi", "half_life")
+RULES = ("unchanged", "lr_only", "malladi", "half_life_betas")
 
 
 @dataclass(frozen=True)
@@ -56,7 +58,7 @@ def half_life_examples(beta: float, batch: int) -> float:
 def scale_adam(base: AdamHyper, k: float, rule: str) -> AdamHyper:
     """`base`'s hyperparameters for a batch k times larger, by one of RULES:
     'unchanged'; 'lr_only' (lr x sqrt(k), betas and eps kept); 'malladi' (`malladi_scaled`);
-    'half_life' (lr x sqrt(k), each beta -> beta**k, eps / sqrt(k))."""
+    'half_life_betas' (lr x sqrt(k) and eps / sqrt(k) as Malladi's, each beta -> beta**k)."""
     if not isinstance(base, AdamHyper):
         raise TypeError(f"base must be an AdamHyper, got {type(base).__name__}")
     k = check_float("k", k, 0.0, 1e6)
@@ -200,7 +202,7 @@ class RuleRuns:
 
 
 def compare_rules(problem: Regression, base: AdamHyper, micro_batch_size: int, ks: tuple[int, ...],
-                  rules: tuple[str, ...] = ("lr_only", "malladi", "half_life")) -> RuleRuns:
+                  rules: tuple[str, ...] = ("lr_only", "malladi", "half_life_betas")) -> RuleRuns:
     """Batch b (K = 1, `base`) against batch k*b (K = k, the same micro-batches) under each rule,
     compared every k*b examples. A rule the batch breaks (the Malladi rule once k (1 - beta) >= 1)
     is left out for that k. Every run sees the same examples: the same compute on one device."""

@@ -7,9 +7,11 @@ updates that a learning-rate schedule needs when K changes mid-run.
 - `train_k_schedule`: Adam on one seed of the noisy regression (`widgets.lessons.researcher_9.adam_k`), one
   `train_loop` call per update; a hook on the weight sees each micro-step's share of the pile (the
   loop is watched, never patched). When K changes, Adam's hyperparameters follow the half-life
-  rule (`scale_adam(..., "half_life")`), which holds for any k.
-- `scheduler_positions`: where an LR schedule stands after each update under three countings; only
-  counting optimizer updates survives a change of K (cf. Lightning-AI/pytorch-lightning #21491).
+  betas rule (`scale_adam(..., "half_life_betas")`), which holds for any k.
+- `scheduler_positions`: where an LR schedule stands after each update under three countings: the
+  optimizer updates (a schedule written in updates), the micro-steps (one written in what the run has
+  seen, examples or tokens; Lightning-AI/pytorch-lightning #21491 asks for that convention), and the
+  micro-steps divided by the K now in use, which belongs to neither and jumps back when K grows.
 """
 from __future__ import annotations
 
@@ -33,8 +35,10 @@ def next_k(b_simple: float, micro_batch_size: int, k_now: int, k_max: int) -> in
     """K for the next update: the measured noise scale B_simple (examples) in micro-batches of b,
     never below the K in use (a warm-up only grows) and never above k_max.
 
-    An effective batch near B_simple buys nearly all the progress per update that a larger one
-    would (McCandlish et al., 2018), at no waste of examples; B_simple grows as the loss falls.
+    McCandlish et al. (2018): near the noise scale a step makes about half the progress an
+    infinite batch would, and at the critical batch a run spends twice the fewest examples to take
+    twice the fewest steps. Aiming K·b at B_simple trades examples for updates; it grows as the
+    loss falls.
     """
     if math.isnan(b_simple):
         return k_now
@@ -111,15 +115,17 @@ def train_k_schedule(problem: Regression, seed_index: int, base: AdamHyper, micr
         if warm_up and t >= settle:
             new_k = next_k(b_simple, b, K, k_max)
             if new_k != K:
-                set_hyper(optimizer, scale_adam(base, new_k / k0, "half_life"))  # Adam follows the batch
+                set_hyper(optimizer, scale_adam(base, new_k / k0, "half_life_betas"))  # Adam follows the batch
                 K = new_k
     return run
 
 
 def scheduler_positions(ks: list[int], counting: str) -> list[int]:
     """The position an LR schedule has reached after each update, when update u accumulates ks[u]
-    micro-steps: 'updates' (stepped once per optimizer update: right), 'micro_steps' (stepped per
-    micro-batch) or 'micro_steps // K' (derived from the micro-steps with the K now in use)."""
+    micro-steps: 'updates' (stepped once per optimizer update: right for a schedule written in
+    updates), 'micro_steps' (stepped per micro-batch: right for one written in examples seen, K times
+    too fast for one written in updates) or 'micro_steps // K' (derived from the micro-steps with the
+    K now in use: right for neither once K changes)."""
     if counting not in COUNTINGS:
         raise ValueError(f"counting must be one of {COUNTINGS}, got {counting!r}")
     if not ks or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in ks):

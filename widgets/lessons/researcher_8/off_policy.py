@@ -1,0 +1,44 @@
+"""What changes after the first update on one generation: the PPO ratio leaves 1, clipping stops some
+tokens' gradients while the token count keeps them, and advantages belong to whole groups.
+
+- `group_advantages`: GRPO's advantages, each completion's reward minus the mean of its prompt's
+  completions, over their std (`scale`; Dr GRPO drops the division, TRL's `scale_rewards=False`):
+  statistics of whole groups, to be taken before a generation is cut into micro-batches.
+- `clipped_token_losses`: PPO's clipped per-token surrogate -min(r A, clip(r, 1 - eps, 1 + eps) A),
+  r = pi / pi_old, and which tokens took the clipped, constant term (their gradient is zero). At the
+  first update on fresh completions r = 1 and it is the -A log pi of `rl_losses.token_losses` to first
+  order; with `steps_per_generation` > K or `num_iterations` > 1 the later updates are off-policy.
+Float64, like the rest of this lesson.
+"""
+from __future__ import annotations
+
+import torch
+
+from widgets.core.config import check_float, check_int
+from widgets.lessons.researcher_8.rl_losses import Completions, TinyPolicy
+
+
+def group_advantages(rewards: torch.Tensor, completions_per_prompt: int, scale: bool = True) -> torch.Tensor:
+    """(G,) rewards, prompt by prompt, -> (G,) advantages: reward minus its group's mean, over the
+    group's std when `scale`."""
+    if not isinstance(rewards, torch.Tensor) or rewards.dim() != 1:
+        raise TypeError("rewards must be a 1-d tensor, one reward per completion")
+    n = check_int("completions_per_prompt", completions_per_prompt, 2, len(rewards))
+    if len(rewards) % n:
+        raise ValueError(f"completions_per_prompt must divide the {len(rewards)} rewards, got {n}")
+    groups = rewards.view(-1, n)
+    centred = groups - groups.mean(dim=1, keepdim=True)
+    return (centred / groups.std(dim=1, keepdim=True) if scale else centred).reshape(-1)
+
+
+def clipped_token_losses(policy: TinyPolicy, completions: Completions, old_log_probs: torch.Tensor,
+                         eps: float = 0.2) -> tuple[torch.Tensor, torch.Tensor]:
+    """(n, T) per-token losses -min(r A, clip(r, 1 - eps, 1 + eps) A) with r = exp(log pi - log pi_old),
+    and the (n, T) completion tokens where the min took the clipped term: no gradient flows there."""
+    if not isinstance(completions, Completions):
+        raise TypeError(f"completions must be Completions (from make_completions), got {type(completions).__name__}")
+    eps = check_float("eps", eps, 0.0, 1.0)
+    ratio = torch.exp(policy(completions.features, completions.actions) - old_log_probs)
+    advantages = completions.advantages[:, None]
+    unclipped, clipped = ratio * advantages, ratio.clamp(1 - eps, 1 + eps) * advantages
+    return -torch.minimum(unclipped, clipped), (clipped < unclipped) & (completions.mask > 0)
