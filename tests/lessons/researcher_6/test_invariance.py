@@ -94,3 +94,15 @@ def test_the_notebook_shows_the_loops_it_runs():
     for function in (per_rank_mean, all_reduce_count, sum_then_scale):
         source = inspect.getsource(function).rstrip("\n")
         assert sum(source in cell for cell in cells) == 1, function.__name__
+
+
+def test_a_grid_points_cosine_is_the_angle_to_the_truth():
+    import math
+
+    import torch
+
+    from widgets.lessons.researcher_6.invariance import GridPoint, compare
+    g = torch.tensor([3.0, 4.0, 0.5], dtype=torch.float64)
+    truth = torch.tensor([2.0, 5.0, -1.0], dtype=torch.float64)
+    point = GridPoint(2, 2, 1, *compare(g, truth))
+    assert math.isclose(point.cosine, float(g @ truth / (g.norm() * truth.norm())), rel_tol=1e-12)

@@ -8,6 +8,7 @@ _NAMES = {
     "flat_grad": "widgets.core.accumulation",
     "below": "widgets.core.floor",
     "machines_exercises": "widgets.lessons.researcher_5.exercises",
+    "cite": "widgets.research.references",
     "communication_per_update": "widgets.research.ddp",
     "DDPConfig": "widgets.research.ddp",
     "DDPError": "widgets.research.ddp",

@@ -235,6 +235,11 @@ class GridPoint:
     ratio: float  # <g, truth> / <truth, truth>: 0.25 is a quarter-size update
     rel_error: float  # |g - truth| / |truth|
 
+    @property
+    def cosine(self) -> float:
+        """cos(g, truth), from the two numbers above: |g|^2 / |truth|^2 = rel_error^2 + 2 ratio - 1."""
+        return self.ratio / math.sqrt(self.rel_error**2 + 2 * self.ratio - 1)
+
 
 def compare(grad: torch.Tensor, truth: torch.Tensor) -> tuple[bool, float, float]:
     """(allclose, ratio along the truth, relative error) of a gradient against the truth."""
