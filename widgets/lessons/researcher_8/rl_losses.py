@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from widgets.core.accumulation import flat_grad
+from widgets.core.accumulation import flat_grad, windows
 from widgets.core.budget import TENSOR_VIEW, check_memory
 from widgets.core.config import check_int
 
@@ -210,12 +210,12 @@ def generation_update_gradients(policy: TinyPolicy, completions: Completions, st
     parts = torch.arange(len(completions)).tensor_split(micro_batches)
     tokens = [float(completions.mask[p].sum()) for p in parts]
     grads = []
-    for start in range(0, len(parts), K):
+    for window in windows(len(parts), K):  # the micro-steps of each update (whole windows: lcm(S, K) of them)
         policy.zero_grad(set_to_none=True)
-        for m in range(start, start + K):
+        for m in window:
             generation = m // S
             count = sum(tokens[generation * S:(generation + 1) * S]) if normaliser == "generation" \
-                else sum(tokens[start:start + K])
+                else sum(tokens[i] for i in window)
             part = completions.part(parts[m])
             loss = micro_batch_loss(token_losses(policy, part), part.mask, "dapo", K, completions.max_len,
                                     window_tokens=count)
