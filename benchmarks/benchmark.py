@@ -72,24 +72,24 @@ def summary(seconds: list[float]) -> dict:
 
 
 SWEEP_PAUSE_S = 0.15  # between two arrow-key presses on one slider (the Chromium round trip alone is ~0.07 s)
-READ_PAUSE_S = 1.0  # after a jump, a bug or the optimizer switched: the learner reads the figure and readout
+READ_PAUSE_S = 1.0  # after a jump, a mistake or the optimizer switched: the learner reads the figure and readout
 
 
 def slider_script() -> list[tuple[str, object]]:
-    """A learner's session: arrow-key steps up and back down on both sliders, a bug switched
-    on and off, jumps, and the optimizer switched to AdamW and back. Every first visit of a
+    """A learner's session: arrow-key steps up and back down on both sliders, a mistake chosen
+    and dropped, jumps, and the optimizer switched to AdamW and back. Every first visit of a
     setting is cold (three regimes trained)."""
     steps: list[tuple[str, object]] = []
     steps += [("accumulation_steps", k) for k in range(5, 13)]  # 8 cold steps up
     steps += [("accumulation_steps", k) for k in range(11, 3, -1)]  # 8 revisits down
     steps += [("micro_batch_size", b) for b in range(9, 17)]  # 8 cold steps up
     steps += [("micro_batch_size", b) for b in range(15, 7, -1)]  # 8 revisits down
-    steps += [("loss_not_divided", True), ("loss_not_divided", False)]
+    steps += [("mistake", "loss_not_divided"), ("mistake", "")]
     steps += [("accumulation_steps", 16), ("micro_batch_size", 64), ("accumulation_steps", 1), ("micro_batch_size", 1)]
     steps += [("accumulation_steps", 4), ("micro_batch_size", 8)]
     # the optimizer dropdown: AdamW cold, a few steps under it, then back to SGD (cached)
-    steps += [("optimizer", "adamw"), ("accumulation_steps", 5), ("loss_not_divided", True),
-              ("loss_not_divided", False), ("accumulation_steps", 4), ("optimizer", "sgd")]
+    steps += [("optimizer", "adamw"), ("accumulation_steps", 5), ("mistake", "loss_not_divided"),
+              ("mistake", ""), ("accumulation_steps", 4), ("optimizer", "sgd")]
     return steps
 
 

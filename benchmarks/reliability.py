@@ -14,7 +14,7 @@
 
 The last four are benchmarks/shared_machine.py's (issue 31); its docstring says what each passes on.
 
-- leak: a random (seeded) walk of 500 changes over every slider, bug switch and setting of the
+- leak: a random (seeded) walk of 500 changes over every slider, the mistake and every setting of the
   explorer, cold values and cache evictions included, in an ipykernel started by jupyter_client.
   Passes if no change raised or printed an error, the open figures (pyplot and `Figure` objects)
   stay constant, and the kernel's RSS grows <= 30 MB after the first 50 changes (warm-up: caches,
@@ -59,7 +59,7 @@ import gc, json, random
 import psutil
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
-from widgets.lessons.beginner_2.controls import MAIN_BUGS, make_accumulation_explorer
+from widgets.lessons.beginner_2.controls import MAIN_MISTAKES, make_accumulation_explorer
 from widgets.core.shared import B_RANGE, K_RANGE
 
 box = make_accumulation_explorer()
@@ -73,16 +73,16 @@ def figures():
 
 def one_change():
     c = box.controls
-    kind = rng.choice(["accumulation_steps", "micro_batch_size", "learning_rate", "bug", "tail_micro_batches"])
+    kind = rng.choice(["accumulation_steps", "micro_batch_size", "learning_rate", "mistake", "tail_micro_batches"])
     if kind == "accumulation_steps":
         c[kind].value = rng.randint(*K_RANGE)
     elif kind == "micro_batch_size":
         c[kind].value = rng.randint(*B_RANGE)
     elif kind == "learning_rate":
         c[kind].value = rng.choice(LEARNING_RATES)
-    elif kind == "bug":
-        name = rng.choice(MAIN_BUGS)
-        c[name].value = not c[name].value
+    elif kind == "mistake":
+        name = rng.choice(MAIN_MISTAKES)
+        c[kind].value = "" if c[kind].value == name else name
     else:
         c[kind].value = rng.randint(0, c[kind].max)
 

@@ -50,7 +50,7 @@ MISCONCEPTIONS = [
     ("accumulating gradients only approximates a big batch", "with the loss divided by K it is exact, up to float rounding",
      r"allclose"),
     ("the loss does not need dividing by K", "without it the summed gradient is K times too big (`forgot-to-divide`)",
-     r"loss_not_divided|/ ?accumulation_steps|/ ?K\b"),
+     r"loss_not_divided|/ ?accumulation_steps|/ ?K\b|/ ?trips\b"),
     ("zero_grad belongs after every backward", "it clears the pile: only the last micro-batch survives",
      r"zero_grad_every_micro_step|zero_grad\("),
     ("optimizer.step() runs after every micro-batch", "then it is K small updates, not one big-batch update",
@@ -282,7 +282,7 @@ def write_room(classroom: dict, install: dict) -> str:
               "`wheelhouse/`); copy the checkout with `wheelhouse/` to each machine (USB stick); there, "
               "`make lab WHEELS=wheelhouse` installs with no network. Voila's page links icons from a CDN: offline "
               "they are missing, nothing else." + offline_measured(), "",
-              "**Projector**: `make present` (or `make present PRESET=forgot-to-divide`, or `STATE='GA1-…'` for a "
+              "**Projector**: `make present` (or `make present PRESET=forgot-to-divide`, or `STATE='GA2-…'` for a "
               "share code: passed without a shell, a bad one stops before anything starts) prints the page's URL with "
               "its token: open that URL; without the token the page is refused, and kernels no page is connected to "
               "are shut down after 30 s. Learners paste a share code into `make_accumulation_explorer(state=code)`.", ""]

@@ -1,7 +1,7 @@
 """`make present`: the projector view (Voila on present/explorer.ipynb), safe to leave running in a room.
 
     LAB_PRESET=forgot-to-divide python present/serve.py    # what `make present PRESET=...` runs
-    LAB_STATE=GA1-2002-NZ python present/serve.py           # ... and `make present STATE=<share code>`
+    LAB_STATE=GA2-2021-9 python present/serve.py           # ... and `make present STATE=<share code>`
 
 - A share code pasted from the chat reaches this script as an environment variable, never through
   a shell; it is checked here (widgets.lab.presets) before Voila starts, and a bad one stops here

@@ -36,7 +36,6 @@ SLOW = (
 # marked `rounding`, which `make test` runs a second time with ATen and MKL held to other code paths.
 ROUNDING = (
     "tests/lessons/researcher_1/test_precision.py::",
-    "tests/lessons/developer_1/test_exactness.py::",
     "tests/core/test_accumulation.py::",
     "tests/research/test_tokens.py::",
     "tests/audit/test_problems.py::test_a_factor_a_hair_off_a_simple_value",

@@ -2,7 +2,8 @@
 
 nbval proves the kernel side; this proves what a learner sees: every widget renders (no "Error
 displaying widget", no console error), the explorer answers the keyboard with a new figure and
-readout, and a bug switch flips its verdict. It also times key press -> new figure for the
+readout, and choosing a mistake flips its verdict. At a laptop's 1366×768, start-here's first
+widget and the first developer notebook's correct loop sit within the first two screens. It also times key press -> new figure for the
 explorer and for a bare one-slider widget (the round-trip floor), in the same page, and writes
 both to test-artifacts/browser_latency.json. Screenshots go to test-artifacts/ as well.
 """
@@ -42,9 +43,10 @@ FIXTURE = ROOT / "tests" / "browser" / "round_trip_floor.ipynb"
 NOTEBOOKS = widget_notebooks(ROOT / "notebooks")
 LATENCY_BUDGET = 1.3  # explorer / bare-slider round trip, first visits and revisits (issue: <= 1.3x)
 PRESSES = 24  # per widget for the latency medians (the issue asks for >= 20)
-# The accumulation explorer's signature on the page: its first bug switch (other widgets, e.g. the
-# bricks, have an accumulation_steps slider too).
-EXPLORER_BUG = "bug: loss not divided by K"
+# The accumulation explorer's signature on the page: its readout (other widgets, e.g. the bricks,
+# have an accumulation_steps slider too).
+EXPLORER_READOUT = ".explorer-readout"
+LAPTOP = {"width": 1366, "height": 768}
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +96,7 @@ def screenshot(lab: LabPage, path) -> None:
 
 
 class Explorer:
-    """Locators for one explorer on the page: its sliders, bug boxes, figure and readout."""
+    """Locators for one explorer on the page: its sliders, mistake menu, figure and readout."""
 
     def __init__(self, lab: LabPage, root):
         self.lab, self.root = lab, root
@@ -102,7 +104,7 @@ class Explorer:
         self.readout = root.locator(".explorer-readout .widget-html-content")
 
     def open_drawers(self) -> None:
-        """Open every collapsed section (e.g. "more bugs"), so that all its sliders can be reached."""
+        """Open every collapsed section (the settings some mistakes need), so all its sliders can be reached."""
         headers = self.root.locator(".jupyter-widget-Collapse-header")
         for i in range(headers.count()):
             if headers.nth(i).locator("xpath=following-sibling::*[1]").get_attribute("class").count("lm-mod-hidden"):
@@ -121,8 +123,15 @@ class Explorer:
         return float(self.handle(label).get_attribute("aria-valuenow"))
 
     def effective_batch_text(self) -> str:
+        """The readout's first line for the sliders' K and b, in the voice this explorer speaks."""
         K, b = int(self.value("accumulation_steps K")), int(self.value("micro_batch_size b"))
-        return f"effective_batch_size = K x b = {K} x {b} = {K * b}"
+        if "effective_batch_size" in self.readout.inner_text():
+            return f"effective_batch_size = K x b = {K} x {b} = {K * b}"
+        return f"each update: {K} micro-batches of {b} = {K * b} examples"
+
+    def mistake_menu(self):
+        return self.root.locator(".widget-dropdown", has=self.lab.page.locator("label", has_text="mistake")).locator(
+            "select")
 
     def press(self, label: str) -> None:
         """One notch on a slider (up, or down at its top): the value, the figure's bytes and the
@@ -138,7 +147,7 @@ class Explorer:
 
 
 def explorers(lab: LabPage) -> list[Explorer]:
-    roots = lab.top_level_widgets().filter(has=lab.page.locator("label.widget-label-basic", has_text=EXPLORER_BUG))
+    roots = lab.top_level_widgets().filter(has=lab.page.locator(EXPLORER_READOUT))
     return [Explorer(lab, roots.nth(i)) for i in range(roots.count())]
 
 
@@ -196,18 +205,17 @@ def time_presses(lab: LabPage, handle, image, presses: int) -> tuple[list[float]
 
 
 def test_explorer_answers_the_keyboard_and_is_timed_against_the_floor(lab):
-    """The fixture notebook: a bug box flips the verdict, the two latencies, then every slider."""
+    """The fixture notebook: choosing a mistake flips the verdict, the two latencies, then every slider."""
     since = len(lab.console)
     status = open_and_run_all(lab, FIXTURE)
     assert status["views"] == 2
     (explorer,) = explorers(lab)
     sync_api.expect(explorer.readout).to_contain_text("allclose: True")
 
-    # At the starting settings (no clipping: clipping to a small norm would hide this bug).
-    bug = explorer.root.locator("label.widget-label-basic", has_text=EXPLORER_BUG).locator("input")
-    bug.check()
+    # At the starting settings (no clipping: clipping to a small norm would hide this mistake).
+    explorer.mistake_menu().select_option("loss_not_divided")
     sync_api.expect(explorer.readout).to_contain_text("allclose: False")
-    bug.uncheck()
+    explorer.mistake_menu().select_option("")
     sync_api.expect(explorer.readout).to_contain_text("allclose: True")
 
     # Timed at the starting settings: K from 4 up to 16 and back down to 4.
@@ -276,3 +284,45 @@ def test_widget_notebook_renders_and_its_explorers_respond(lab, path):
         explorer.press("accumulation_steps K")
     assert lab.console_errors(since) == [], f"{path.name}: console errors"
 
+
+
+# The notebook's scroll area in JupyterLab 4 (windowed notebook), and where an element sits in it,
+# in screens (the scroll area's own height) from the notebook's top.
+_SCREENS_JS = """([element, selector]) => {
+    const area = element.closest(selector);
+    const box = element.getBoundingClientRect(), top = area.getBoundingClientRect().top;
+    const y = box.top - top + area.scrollTop;
+    return {top: y / area.clientHeight, bottom: (y + box.height) / area.clientHeight, screen: area.clientHeight};
+}"""
+SCROLL_AREA = ".jp-WindowedPanel-outer"
+
+
+def screens(lab: LabPage, element) -> dict:
+    """Where `element` sits, in screens from the top of the notebook (the page scrolled to the top first)."""
+    lab.page.evaluate("s => document.querySelectorAll(s).forEach(a => { a.scrollTop = 0; })", SCROLL_AREA)
+    return element.evaluate(_SCREENS_JS, SCROLL_AREA)
+
+
+@pytest.mark.parametrize("stem, what", [("00_start_here", "the first widget"),
+                                        ("developer_1_proving_equivalence", "the correct loop")])
+def test_the_first_thing_to_touch_sits_within_the_first_two_screens_of_a_laptop(lab, stem, what):
+    """At 1366x768, after Run All: start-here's first widget, the first developer notebook's loop."""
+    path = ROOT / "notebooks" / f"{stem}.ipynb"
+    lab.page.set_viewport_size(LAPTOP)
+    try:
+        if widget_output_count(path):
+            open_and_run_all(lab, path)
+        else:
+            lab.open(relative(path))
+            assert lab.run_all(), "\n".join(lab.error_outputs())
+            lab.wait_for_kernel_idle(path.name)
+        if what == "the first widget":
+            element = lab.top_level_widgets().first
+        else:
+            element = lab.panel().locator(".jp-CodeCell", has_text="def train(model, optimizer").first
+        element.wait_for(timeout=60_000)
+        where = screens(lab, element)
+        lab.page.screenshot(path=str(ARTIFACTS / f"{stem}_1366x768.png"))
+        assert where["bottom"] <= 2, f"{stem}: {what} ends {where['bottom']:.2f} screens down ({where})"
+    finally:
+        lab.page.set_viewport_size({"width": 1280, "height": 900})

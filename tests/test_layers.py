@@ -40,9 +40,9 @@ ROOT = PACKAGE_DIR.parent
 # lesson's roles, own folder means: the same lesson's files of the same role).
 LAYERS: dict[str, tuple[str, ...]] = {
     "core": ("torch",),
-    # torch-free at import, so that `widgets.doctor()` works where torch is broken: core's two
+    # torch-free at import, so that `widgets.doctor()` works where torch is broken: core's three
     # torch-free modules only (a module named here must stay light; the run-time pass checks it).
-    "lab": ("jupyter_core", "widgets.core.config", "widgets.core.shared"),
+    "lab": ("jupyter_core", "widgets.core.config", "widgets.core.mistakes", "widgets.core.shared"),
     "research": ("torch", "widgets.core"),
     "audit": ("torch", "widgets.core"),
     "exercises": ("torch", "widgets.core", "widgets.lab", "widgets.research", "widgets.audit"),

@@ -98,7 +98,7 @@ def open_page(browser, url: str):
 def test_the_page_renders_both_widgets_without_code_in_large_type(browser, voila):
     page, errors = open_page(browser, voila)
     try:
-        sync_api.expect(page.locator("text=bug: loss not divided by K")).to_be_visible(timeout=60_000)
+        sync_api.expect(page.locator("label.widget-label", has_text="mistake").first).to_be_visible(timeout=60_000)
         assert page.locator("img.widget-image").count() >= 2  # the explorer's figure and the bricks'
         assert page.locator(".jp-CodeCell .jp-InputArea-editor, .CodeMirror, .cm-editor").count() == 0
         assert "import" not in page.inner_text("body") and "make_accumulation_explorer" not in page.inner_text("body")
@@ -116,9 +116,8 @@ def test_a_preset_in_the_address_is_shown_and_a_key_press_changes_the_picture(br
     page, errors = open_page(browser, voila + "&preset=forgot-to-divide")
     try:
         sync_api.expect(page.locator(".projector-caption")).to_contain_text("forgot-to-divide")
-        box = page.locator("label.widget-label-basic", has_text="bug: loss not divided by K").locator("input")
-        assert box.is_checked()
-        sync_api.expect(page.locator(".widget-html-content").first).to_contain_text("allclose: False")
+        assert page.locator(".widget-dropdown select").first.input_value() == "loss_not_divided"
+        sync_api.expect(page.locator(".explorer-readout").first).to_contain_text("4× too big ✗")
         image = page.locator("img.widget-image").first
         before = image.get_attribute("src")
         slider = page.locator(".widget-slider", has=page.locator("label.widget-label", has_text="accumulation_steps K"))
@@ -137,10 +136,10 @@ def test_a_preset_in_the_address_is_shown_and_a_key_press_changes_the_picture(br
 
 @pytest.mark.browser
 def test_a_bad_code_shows_the_default_and_says_why(browser, voila):
-    page, errors = open_page(browser, voila + "&state=GA1-2004-WB")
+    page, errors = open_page(browser, voila + "&state=GA2-2004-WB")
     try:
         sync_api.expect(page.locator(".projector-caption")).to_contain_text("mistyped or cut short")
-        assert not page.locator("label.widget-label-basic", has_text="bug: loss not divided by K").locator("input").is_checked()
+        assert page.locator(".widget-dropdown select").first.input_value() == ""  # none: the correct loop
         assert errors == [], errors
     finally:
         page.close()
@@ -174,8 +173,8 @@ def test_doctor_says_all_good_in_a_kernel_started_by_jupyterlab(tmp_path, browse
 
 # --- without a browser: the launcher ----------------------------------------------------------------
 
-PAYLOADS = ['GA1"; touch {m}; echo "', "GA1'; touch {m}; echo '", "GA1`touch {m}`", "GA1$(touch {m})",
-            "$(shell touch {m})", "GA1\\\"; touch {m}; echo \\\""]
+PAYLOADS = ['GA2"; touch {m}; echo "', "GA2'; touch {m}; echo '", "GA2`touch {m}`", "GA2$(touch {m})",
+            "$(shell touch {m})", "GA2\\\"; touch {m}; echo \\\""]
 
 
 @pytest.mark.slow
@@ -255,7 +254,7 @@ def _end(process: subprocess.Popen, tree: list[psutil.Process]) -> None:
 
 @pytest.mark.slow
 def test_a_bad_code_stops_before_voila_starts(tmp_path):
-    process = _serve(tmp_path, LAB_STATE='GA1"; id; echo "')
+    process = _serve(tmp_path, LAB_STATE='GA2"; id; echo "')
     try:
         output, _ = process.communicate(timeout=60)
         assert process.returncode != 0

@@ -35,16 +35,11 @@ def test_the_readme_quotes_the_table():
         "README.md's readability table differs from `python benchmarks/readability.py --table`"
 
 
-REWRITING = pytest.mark.xfail(reason="issue 25 is rewriting these notebooks; the marks go when it lands", strict=False)
-
-
-@REWRITING
 @pytest.mark.parametrize("stem", list(readability.TARGETS))
 def test_targets_hold(stem):
     assert not readability.misses(stem, FRESH[stem]), readability.misses(stem, FRESH[stem])
 
 
-@REWRITING
 def test_every_notebook_ends_with_a_link_to_the_next():
     assert [stem for stem, m in FRESH.items() if not m["ends_with_link_to_next"]] == []
 

@@ -23,7 +23,7 @@ import torch  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from widgets.lessons.beginner_2 import controls as explorer  # noqa: E402
-from widgets.core import accumulation, config, loop, symptoms, training  # noqa: E402
+from widgets.core import accumulation, config, symptoms, training  # noqa: E402
 from widgets.draw import frames as figures, training_plots as plots  # noqa: E402
 from widgets.core.config import AccumulationConfig  # noqa: E402
 from widgets.research.ddp import DDPConfig  # noqa: E402
@@ -63,13 +63,14 @@ CASES: dict[str, list[Case]] = {
         Case("max_grad_norm text", lambda: AccumulationConfig(max_grad_norm="1"), TypeError, "max_grad_norm"),
         Case("warmup negative", lambda: AccumulationConfig(warmup_updates=-1), ValueError, "warmup_updates"),
         Case("warmup fractional", lambda: AccumulationConfig(warmup_updates=1.5), TypeError, "warmup_updates"),
-        Case("bug without its tail", lambda: AccumulationConfig(bugs={"forget_final_step"}), ValueError, "tail_micro_batches"),
+        Case("mistake without its tail", lambda: AccumulationConfig(mistake="forget_final_step"), ValueError,
+             "tail_micro_batches"),
         Case("num_updates too many", lambda: AccumulationConfig(num_updates=1001), ValueError, "num_updates"),
         Case("seed too big", lambda: AccumulationConfig(seed=2**31), ValueError, "seed"),
         Case("num_examples float", lambda: AccumulationConfig(num_examples=2.0), TypeError, "num_examples"),
         Case("learning_rate too big", lambda: AccumulationConfig(learning_rate=11), ValueError, "learning_rate"),
         Case("check_float bool", lambda: config.check_float("rate", True, 0, 1), TypeError, "rate"),
-        Case("unmet_bug_needs not a collection", lambda: config.unmet_bug_needs(5), TypeError, "bugs"),
+        Case("waiting for a set of mistakes", lambda: config.waiting({"loss_not_divided"}), TypeError, "mistake"),
     ],
     "accumulation": [
         Case("window_size K zero", lambda: accumulation.window_size(0, 0), ValueError, "accumulation_steps"),
@@ -95,13 +96,13 @@ CASES: dict[str, list[Case]] = {
         Case("flat_grad of a string", lambda: accumulation.flat_grad("model"), TypeError, "model"),
     ],
     "training": [
-        Case("train_loop of an unknown bug", lambda: loop.train_loop(None, None, None, [], 2, bugs={"no_such_bug"}), ValueError, "bugs"),
+        Case("a config of an unknown mistake", lambda: AccumulationConfig(mistake="no_such_mistake"), ValueError, "mistake"),
         Case("warmup float", lambda: training.linear_warmup(2.0), TypeError, "warmup_updates"),
         Case("clip text", lambda: training.clip_flat(torch.ones(3), "1"), TypeError, "max_norm"),
         Case("clip negative", lambda: training.clip_flat(torch.ones(3), -1.0), ValueError, "max_norm"),
         Case("clip nan", lambda: training.clip_flat(torch.ones(3), math.nan), ValueError, "max_norm"),
         Case("example_order of None", lambda: training.example_order(None), TypeError, "config"),
-        Case("bug_symptoms of a string", lambda: symptoms.bug_symptoms("record"), TypeError, "record"),
+        Case("mistake_symptoms of a string", lambda: symptoms.mistake_symptoms("record"), TypeError, "record"),
     ],
     "plots": [
         Case("pile on no axes", lambda: plots.draw_gradient_pile(_record(), None), TypeError, "ax"),
@@ -116,15 +117,15 @@ CASES: dict[str, list[Case]] = {
         Case("K not whole", lambda: explorer.make_accumulation_explorer(accumulation_steps=2.5), TypeError, "accumulation_steps"),
         Case("b zero", lambda: explorer.make_accumulation_explorer(micro_batch_size=0), ValueError, "micro_batch_size"),
         Case("learning_rate text", lambda: explorer.make_accumulation_explorer(learning_rate="0.1"), TypeError, "learning_rate"),
-        Case("bugs a number", lambda: explorer.make_accumulation_explorer(bugs=5), TypeError, "bugs"),
+        Case("mistake a number", lambda: explorer.make_accumulation_explorer(mistake=5), TypeError, "mistake"),
         Case("clip off the slider", lambda: explorer.make_accumulation_explorer(max_grad_norm=0.3), ValueError, "max_grad_norm"),
         Case("warmup longer than the run", lambda: explorer.make_accumulation_explorer(warmup_updates=9), ValueError, "warmup_updates"),
         Case("num_updates zero", lambda: explorer.make_accumulation_explorer(num_updates=0), ValueError, "num_updates"),
         Case("num_updates float", lambda: explorer.make_accumulation_explorer(num_updates=2.5), TypeError, "num_updates"),
         Case("seed negative", lambda: explorer.make_accumulation_explorer(seed=-1), ValueError, "seed"),
         Case("tail as long as K", lambda: explorer.make_accumulation_explorer(tail_micro_batches=4), ValueError, "tail_micro_batches"),
-        Case("bug without its tail", lambda: explorer.make_accumulation_explorer(bugs=("forget_final_step",)), ValueError,
-             "tail_micro_batches"),
+        Case("mistake without its tail", lambda: explorer.make_accumulation_explorer(mistake="forget_final_step"),
+             ValueError, "tail_micro_batches"),
         Case("readout of a string", lambda: explorer.readout_lines("record"), TypeError, "record"),
     ],
     "progress": [
@@ -132,7 +133,7 @@ CASES: dict[str, list[Case]] = {
         Case("progress reset as text", lambda: progress.progress(reset="yes"), TypeError, "reset"),
     ],
     "presets": [
-        Case("share code of 10 MB", lambda: presets.decode_state("GA1-" + "0" * 10**7), ValueError, "share code"),
+        Case("share code of 10 MB", lambda: presets.decode_state("GA2-" + "0" * 10**7), ValueError, "share code"),
     ],
 }
 
@@ -225,10 +226,10 @@ def test_100_slider_changes_leak_no_figure_and_little_memory():
 # --- NaN / inf during a run ---------------------------------------------------------------------
 
 def test_a_diverging_run_is_reported_in_the_readout_not_raised():
-    box = explorer.make_accumulation_explorer(accumulation_steps=8, micro_batch_size=8, num_updates=6)
+    box = explorer.make_accumulation_explorer(accumulation_steps=8, micro_batch_size=8, num_updates=6, readout="detailed")
     slider = box.controls["learning_rate"]
     slider.value = slider.base ** slider.max  # the top of the (log) slider: 10
-    box.controls["loss_not_divided"].value = True
+    box.controls["mistake"].value = "loss_not_divided"
     assert box.errors.outputs == (), box.errors.outputs
     record = box.record
     assert record.diverged_at["accumulated"] is not None
@@ -236,7 +237,7 @@ def test_a_diverging_run_is_reported_in_the_readout_not_raised():
     assert not math.isfinite(last) or last > training.DIVERGED_LOSS_FACTOR * record.initial_eval_loss
     assert "diverged" in box.readout.value and "allclose: True" not in box.readout.value
     assert box.image.value  # the figure was still drawn
-    box.controls["loss_not_divided"].value = False
+    box.controls["mistake"].value = ""
     box.controls["learning_rate"].value = 0.1
     assert "gradients allclose: True" in box.readout.value  # and it recovers
 

@@ -15,7 +15,7 @@ What each role may import, besides the standard library and its own folder (`LAY
 tests/test_layers.py, quoted; the tests check every import against it, lazy ones included):
 
     core/             torch
-    lab/              jupyter_core, core.config, core.shared
+    lab/              jupyter_core, core.config, core.mistakes, core.shared
     research/         torch, core
     audit/            torch, core
     exercises/        torch, core, lab, research, audit

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from widgets.audit.auditor import AUDIT_MISTAKES, audit_training_loop
-from widgets.core.config import BUGS
+from widgets.core.mistakes import MISTAKES
 
 
 def example_share(batches, i, K):
@@ -196,7 +196,7 @@ def test_each_gallery_bug_is_named_for_another_k(loop, options, mistake):
 def test_every_name_the_auditor_uses_is_documented():
     names = {m for _, _, m in GALLERY}
     assert names <= set(AUDIT_MISTAKES)
-    assert set(BUGS) <= set(AUDIT_MISTAKES)
+    assert set(MISTAKES) <= set(AUDIT_MISTAKES)
 
 
 def test_ratios_say_k_times_and_one_over_k():

@@ -4,13 +4,11 @@ import math
 import pytest
 
 from widgets.core.config import (
-    BUG_NEEDS,
-    BUGS,
     AccumulationConfig,
-    check_bugs,
     check_float,
     check_int,
-    unmet_bug_needs,
+    config_without_waiting_mistake,
+    waiting,
 )
 
 BAD_CONFIGS = [
@@ -34,8 +32,9 @@ BAD_CONFIGS = [
     (dict(tail_micro_batches=-1), ValueError, "tail_micro_batches"),
     (dict(num_examples=0), ValueError, "num_examples"),
     (dict(seed=-1), ValueError, "seed"),
-    (dict(bugs={"no_such_bug"}), ValueError, "bugs"),
-    (dict(bugs=42), TypeError, "bugs"),
+    (dict(mistake="no_such_mistake"), ValueError, "mistake"),
+    (dict(mistake=42), TypeError, "mistake"),
+    (dict(mistake={"loss_not_divided"}), TypeError, "one mistake"),
 ]
 
 
@@ -61,18 +60,17 @@ def test_tail_adds_one_update():
 
 
 def test_config_is_frozen_and_hashable():
-    config = AccumulationConfig(bugs=["loss_not_divided"])
-    assert config.bugs == frozenset({"loss_not_divided"})
+    config = AccumulationConfig(mistake="loss_not_divided")
+    assert config.mistake == "loss_not_divided"
     with pytest.raises(AttributeError):
         config.accumulation_steps = 2  # type: ignore[misc]
-    assert hash(config) == hash(AccumulationConfig(bugs=("loss_not_divided",)))
+    assert hash(config) == hash(AccumulationConfig(mistake="loss_not_divided"))
 
 
 def test_checkers_accept_good_values():
     assert check_int("n", 3, 1, 5) == 3
     assert check_float("lr", 1, 0, 10) == 1.0
-    assert check_bugs("loss_not_divided") == frozenset({"loss_not_divided"})
-    assert set(BUGS) >= {"loss_not_divided", "zero_grad_every_micro_step", "step_every_micro_step"}
+    assert AccumulationConfig().mistake is None
 
 
 @pytest.mark.parametrize(
@@ -91,7 +89,7 @@ def test_bad_clipping_and_warmup_are_refused(kwargs, error, word):
 
 
 @pytest.mark.parametrize(
-    "bug, setting",
+    "mistake, setting",
     [
         ("forget_final_step", "tail_micro_batches"),
         ("tail_divided_by_k", "tail_micro_batches"),
@@ -99,26 +97,24 @@ def test_bad_clipping_and_warmup_are_refused(kwargs, error, word):
         ("scheduler_every_micro_step", "warmup_updates"),
     ],
 )
-def test_a_bug_without_the_setting_it_needs_says_which_setting(bug, setting):
-    with pytest.raises(ValueError, match=f"{bug} needs .*{setting}"):
-        AccumulationConfig(bugs={bug})
-    assert set(unmet_bug_needs(frozenset({bug}))) == {bug}
+def test_a_mistake_without_the_setting_it_needs_says_which_setting(mistake, setting):
+    with pytest.raises(ValueError, match=f"{mistake} needs .*{setting}"):
+        AccumulationConfig(mistake=mistake)
+    assert set(waiting(mistake)) == {setting}
+    config, unmet = config_without_waiting_mistake(mistake=mistake)
+    assert config.mistake is None and set(unmet) == {setting}
 
 
-def test_a_one_update_warmup_is_not_enough_for_the_scheduler_bug():
+def test_a_one_update_warmup_is_not_enough_for_the_scheduler_mistake():
     # update 0 runs at the schedule's first value however the scheduler is stepped
     with pytest.raises(ValueError, match="warmup_updates >= 2"):
-        AccumulationConfig(bugs={"scheduler_every_micro_step"}, warmup_updates=1)
-    assert AccumulationConfig(bugs={"scheduler_every_micro_step"}, warmup_updates=2).warmup_updates == 2
+        AccumulationConfig(mistake="scheduler_every_micro_step", warmup_updates=1)
+    assert AccumulationConfig(mistake="scheduler_every_micro_step", warmup_updates=2).warmup_updates == 2
 
 
-def test_every_bug_has_a_description_and_needs_name_real_bugs():
-    assert len(BUGS) == 9 and all(BUGS.values())
-    assert set(BUG_NEEDS) <= set(BUGS)
-
-
-def test_unmet_bug_needs_checks_its_bugs():
-    with pytest.raises(TypeError, match="bugs"):
-        unmet_bug_needs(5)
-    with pytest.raises(ValueError, match="bugs"):
-        unmet_bug_needs({"no_such_bug"})
+def test_waiting_checks_its_mistake():
+    with pytest.raises(TypeError, match="mistake"):
+        waiting(5)
+    with pytest.raises(ValueError, match="mistake"):
+        waiting("no_such_mistake")
+    assert waiting(None) == {} and waiting("loss_not_divided") == {}

@@ -1,30 +1,17 @@
-"""`train_loop`, the lab's one correct loop: the notebook shows its exact source; against plain
-big-batch autograd it is exact (tail, K, optimizer, clip, schedule, tokens, a global count, a
-GradScaler); each bug switch changes exactly what its comment says."""
+"""`train_loop`, the lab's general loop: against plain big-batch autograd it is exact (a short last
+window, K, optimizer, clip, schedule, tokens, a global count, a GradScaler). The classic mistakes
+are their own loops (tests/core/test_loops.py)."""
 import copy
-import functools
-import inspect
-import json
-from pathlib import Path
 
 import pytest
 import torch
 
 from widgets.core.accumulation import make_model, make_regression_data
-from widgets.core.config import BUGS
-from widgets.core.loop import bug_lines, train_loop
+from widgets.core.loop import train_loop
 from widgets.core.shared import IGNORE_INDEX, real_tokens
 
-NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "developer_2_training_loop.ipynb"
 mse = torch.nn.functional.mse_loss
 X, Y = make_regression_data(200, seed=4)
-
-
-def test_the_notebook_cell_is_the_package_source():
-    cells = json.loads(NOTEBOOK.read_text())["cells"]
-    sources = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
-    defining = [s for s in sources if "def train_loop(" in s]
-    assert defining == [inspect.getsource(train_loop).rstrip("\n")]
 
 
 def _micro_batches(n: int, b: int) -> list:
@@ -137,111 +124,3 @@ def test_a_grad_scaler_on_cpu_gives_the_same_updates_as_none():
     scaled, scaled_logged = _trained("loop", "sgd", K=4, clip=0.3, scaler=scaler)
     assert torch.allclose(plain, scaled, rtol=1e-6, atol=1e-7) and scaled_logged == pytest.approx(logged, rel=1e-6)
     assert scaler.get_scale() == 2.0**10  # updated once per update, never halved
-
-
-# --- each bug switch does what its comment says ---------------------------------------------------
-
-def _run(bugs=(), *, K=4, n=80, b=8, clip=None, warmup=0):
-    """Train with `bugs`; returns the gradients the steps used, the steps, the rates, the log."""
-    model = make_model(seed=2)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda u: min(1.0, (u + 1) / (warmup + 1)))
-    used, rates = _applied(optimizer), []
-    optimizer.register_step_pre_hook(lambda opt, args, kwargs: rates.append(opt.param_groups[0]["lr"]))
-    with pytest.warns(UserWarning) if "scheduler_every_micro_step" in bugs else _nothing():
-        logged = train_loop(model, optimizer, mse, _micro_batches(n, b), K, scheduler, max_grad_norm=clip, bugs=bugs)
-    return used, rates, logged
-
-
-class _nothing:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
-def test_loss_not_divided_applies_k_times_the_mean():
-    (right, *_), _, _ = _run()
-    (wrong, *_), _, _ = _run({"loss_not_divided"})
-    assert torch.allclose(wrong, 4 * right, rtol=1e-5, atol=1e-6)
-
-
-def test_loss_divided_twice_applies_one_over_k():
-    (right, *_), _, _ = _run()
-    (wrong, *_), _, _ = _run({"loss_divided_twice"})
-    assert torch.allclose(wrong, right / 4, rtol=1e-5, atol=1e-7)
-
-
-def test_tail_divided_by_k_weighs_the_tail_m_over_k():
-    right, _, _ = _run(n=80)  # 10 micro-batches: two full windows and a tail of 2
-    wrong, _, _ = _run({"tail_divided_by_k"}, n=80)
-    assert all(torch.allclose(w, r, rtol=1e-5, atol=1e-7) for w, r in zip(wrong[:2], right[:2]))
-    assert torch.allclose(wrong[2], right[2] * 2 / 4, rtol=1e-5, atol=1e-7)
-
-
-def test_zero_grad_every_micro_step_keeps_only_the_last_micro_batch():
-    (wrong, *_), _, _ = _run({"zero_grad_every_micro_step"})
-    model = make_model(seed=2)
-    inputs, targets = _micro_batches(80, 8)[3]
-    last = torch.cat([g.reshape(-1) for g in torch.autograd.grad(mse(model(inputs), targets) / 4, list(model.parameters()))])
-    assert torch.allclose(wrong, last, rtol=1e-5, atol=1e-7)
-
-
-def test_step_every_micro_step_steps_k_times_per_update():
-    right, _, _ = _run(n=64)
-    wrong, _, _ = _run({"step_every_micro_step"}, n=64)
-    assert (len(right), len(wrong)) == (2, 8)
-
-
-def test_forget_final_step_never_steps_the_tail():
-    right, _, logged_right = _run(n=80)
-    wrong, _, logged_wrong = _run({"forget_final_step"}, n=80)
-    assert (len(right), len(wrong), len(logged_wrong)) == (3, 2, 2)
-
-
-def test_log_divided_loss_logs_k_times_too_small_and_trains_the_same():
-    right, _, logged_right = _run(n=80)
-    wrong, _, logged_wrong = _run({"log_divided_loss"}, n=80)
-    assert all(torch.equal(w, r) for w, r in zip(wrong, right))
-    assert logged_wrong == pytest.approx([logged_right[0] / 4, logged_right[1] / 4, logged_right[2] / 2], rel=1e-6)
-
-
-def test_clip_every_micro_step_clips_the_half_built_pile():
-    (right, *_), _, _ = _run(clip=0.2)
-    (wrong, *_), _, _ = _run({"clip_every_micro_step"}, clip=0.2)
-    assert float(wrong.norm()) <= 0.2 + 1e-6 and float(right.norm()) == pytest.approx(0.2, rel=1e-4)
-    assert not torch.allclose(wrong, right, rtol=1e-3, atol=1e-4)  # same length, another direction
-
-
-def test_scheduler_every_micro_step_advances_the_warmup_k_times_per_update():
-    _, right, _ = _run(warmup=8, n=96)
-    _, wrong, _ = _run({"scheduler_every_micro_step"}, warmup=8, n=96)
-    assert right == pytest.approx([0.1 * (u + 1) / 9 for u in range(3)])
-    assert wrong == pytest.approx([0.1 * min(1, 4 * (u + 1) / 9) for u in range(3)])  # K - 1 extra steps before each update
-
-
-def test_every_bug_has_its_if_in_train_loop():
-    for name in BUGS:
-        lines = bug_lines(name)
-        assert lines.startswith(f'if "{name}" in bugs') and "# BUG" in lines, name
-    assert "once, the completed pile" in bug_lines("clip_every_micro_step")  # the update's clip it turns off
-
-
-def test_bug_names_are_checked():
-    with pytest.raises(ValueError, match="bugs"):
-        bug_lines("no_such_bug")
-    with pytest.raises(TypeError, match="name"):
-        bug_lines(["loss_not_divided"])
-    with pytest.raises(ValueError, match="bugs"):
-        train_loop(make_model(), None, mse, [], 2, bugs={"no_such_bug"})
-
-
-def test_a_partial_train_loop_with_a_bug_is_a_loop_the_auditor_can_call():
-    loop = functools.partial(train_loop, bugs={"loss_not_divided"})
-    (wrong, *_), _, _ = _run({"loss_not_divided"})
-    model = make_model(seed=2)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    used = _applied(optimizer)
-    loop(model, optimizer, mse, _micro_batches(80, 8), 4)
-    assert torch.equal(used[0], wrong)

@@ -1,4 +1,4 @@
-"""The three regimes: accumulated matches big batch exactly; each bug switch breaks that."""
+"""The three regimes: accumulated matches big batch exactly; each mistake's loop breaks that."""
 import math
 
 import pytest
@@ -6,7 +6,7 @@ import torch
 
 from widgets.core.accumulation import make_model
 from widgets.core.config import AccumulationConfig
-from widgets.core.symptoms import bug_symptoms
+from widgets.core.symptoms import mistake_symptoms
 from widgets.core.training import PLOTTED_ENTRIES, REGIMES, clip_flat, example_order, linear_warmup, run_regimes
 
 
@@ -22,19 +22,19 @@ def test_accumulated_run_matches_big_batch(K, b):
 @pytest.mark.parametrize("bug", ["loss_not_divided", "zero_grad_every_micro_step", "step_every_micro_step"])
 @pytest.mark.parametrize("K, b", [(2, 4), (4, 8), (16, 2)])
 def test_each_bug_leaves_the_big_batch_run(bug, K, b):
-    record = run_regimes(AccumulationConfig(accumulation_steps=K, micro_batch_size=b, num_updates=4, bugs={bug}))
+    record = run_regimes(AccumulationConfig(accumulation_steps=K, micro_batch_size=b, num_updates=4, mistake=bug))
     assert not record.grads_allclose and record.learning_rates_match
     assert record.eval_loss["accumulated"][-1] != pytest.approx(record.eval_loss["big_batch"][-1], rel=1e-3)
 
 
 @pytest.mark.parametrize("bug", ["loss_not_divided", "zero_grad_every_micro_step", "step_every_micro_step"])
 def test_bugs_change_nothing_when_k_is_one(bug):
-    record = run_regimes(AccumulationConfig(accumulation_steps=1, micro_batch_size=8, num_updates=3, bugs={bug}))
+    record = run_regimes(AccumulationConfig(accumulation_steps=1, micro_batch_size=8, num_updates=3, mistake=bug))
     assert record.matches_big_batch
 
 
 def test_loss_not_divided_gives_k_times_the_gradient():
-    record = run_regimes(AccumulationConfig(accumulation_steps=4, micro_batch_size=8, num_updates=1, bugs={"loss_not_divided"}))
+    record = run_regimes(AccumulationConfig(accumulation_steps=4, micro_batch_size=8, num_updates=1, mistake="loss_not_divided"))
     assert torch.allclose(record.first_pile.accumulated, 4 * record.first_target, rtol=1e-4, atol=1e-6)
 
 
@@ -63,12 +63,12 @@ def test_logged_loss_is_the_undivided_mean():
 
 
 def test_step_every_micro_step_counts_k_steps_per_update():
-    config = AccumulationConfig(accumulation_steps=4, micro_batch_size=8, num_updates=3, bugs={"step_every_micro_step"})
+    config = AccumulationConfig(accumulation_steps=4, micro_batch_size=8, num_updates=3, mistake="step_every_micro_step")
     assert run_regimes(config).optimizer_steps["accumulated"] == 12
 
 
 def test_divergence_is_recorded_not_raised():
-    config = AccumulationConfig(accumulation_steps=8, micro_batch_size=8, learning_rate=10.0, bugs={"loss_not_divided"})
+    config = AccumulationConfig(accumulation_steps=8, micro_batch_size=8, learning_rate=10.0, mistake="loss_not_divided")
     record = run_regimes(config)
     assert record.diverged_at["accumulated"] is not None
     assert not record.grads_allclose
@@ -93,7 +93,7 @@ NEW_BUGS = {
 @pytest.mark.parametrize("bug", sorted(NEW_BUGS))
 @pytest.mark.parametrize("K, b", [(4, 8), (8, 2)])
 def test_each_new_bug_leaves_the_big_batch_run(bug, K, b):
-    config = AccumulationConfig(accumulation_steps=K, micro_batch_size=b, num_updates=4, bugs={bug}, **NEW_BUGS[bug])
+    config = AccumulationConfig(accumulation_steps=K, micro_batch_size=b, num_updates=4, mistake=bug, **NEW_BUGS[bug])
     record = run_regimes(config)
     assert not record.matches_big_batch
     assert record.eval_loss["accumulated"][-1] != pytest.approx(record.eval_loss["big_batch"][-1], rel=1e-3)
@@ -134,7 +134,7 @@ def test_linear_warmup_ramps_over_w_updates():
 
 
 def test_loss_divided_twice_is_one_over_k_too_small():
-    config = AccumulationConfig(accumulation_steps=4, micro_batch_size=8, num_updates=1, bugs={"loss_divided_twice"})
+    config = AccumulationConfig(accumulation_steps=4, micro_batch_size=8, num_updates=1, mistake="loss_divided_twice")
     record = run_regimes(config)
     assert torch.allclose(record.first_pile.accumulated, record.first_target / 4, rtol=1e-4, atol=1e-7)
     assert record.grad_scale[0] == pytest.approx(0.25, rel=1e-5)
@@ -142,7 +142,7 @@ def test_loss_divided_twice_is_one_over_k_too_small():
 
 def test_forget_final_step_leaves_the_tail_unapplied():
     config = AccumulationConfig(accumulation_steps=4, micro_batch_size=4, num_updates=3, tail_micro_batches=2,
-                                bugs={"forget_final_step"})
+                                mistake="forget_final_step")
     record = run_regimes(config)
     assert record.optimizer_steps == {"accumulated": 3, "big_batch": 4, "small_batch": 4}
     assert record.update_flags[-1] is False and record.update_flags.count(True) == 3
@@ -152,7 +152,7 @@ def test_forget_final_step_leaves_the_tail_unapplied():
 
 def test_tail_divided_by_k_under_weights_the_tail_by_its_share():
     config = AccumulationConfig(accumulation_steps=4, micro_batch_size=4, num_updates=2, tail_micro_batches=1,
-                                bugs={"tail_divided_by_k"})
+                                mistake="tail_divided_by_k")
     record = run_regimes(config)
     assert record.grads_match == [True, True, False]
     assert record.grad_scale[-1] == pytest.approx(1 / 4, rel=1e-5)
@@ -161,7 +161,7 @@ def test_tail_divided_by_k_under_weights_the_tail_by_its_share():
 def test_log_divided_loss_changes_only_the_log():
     """The verdicts are about the training (gradients, learning rates), so they stay True; the log is off by K."""
     config = AccumulationConfig(accumulation_steps=4, micro_batch_size=8, num_updates=3, tail_micro_batches=2,
-                                bugs={"log_divided_loss"})
+                                mistake="log_divided_loss")
     record = run_regimes(config)
     clean = run_regimes(AccumulationConfig(accumulation_steps=4, micro_batch_size=8, num_updates=3,
                                            tail_micro_batches=2))
@@ -169,13 +169,13 @@ def test_log_divided_loss_changes_only_the_log():
     assert record.eval_loss == clean.eval_loss
     assert record.true_train_loss == pytest.approx(clean.train_loss["accumulated"], rel=1e-6)  # float32 sum vs float64
     ratios = [t / logged for t, logged in zip(record.true_train_loss, record.train_loss["accumulated"])]
-    assert ratios == pytest.approx([4, 4, 4, 2])  # K for a full window; the tail's 2 micro-batches for the tail
+    assert ratios == pytest.approx([4, 4, 4, 4])  # divided by K once more, the short last window too
     assert clean.log_matches
 
 
 def test_scheduler_every_micro_step_ends_the_warmup_k_times_sooner():
     config = AccumulationConfig(accumulation_steps=4, micro_batch_size=8, num_updates=4, warmup_updates=8,
-                                bugs={"scheduler_every_micro_step"})
+                                mistake="scheduler_every_micro_step")
     record = run_regimes(config)
     assert all(record.grads_match)  # each gradient is right; the learning rate it is applied with is not
     assert record.grads_allclose and not record.learning_rates_match and not record.matches_big_batch
@@ -185,7 +185,7 @@ def test_scheduler_every_micro_step_ends_the_warmup_k_times_sooner():
 
 def test_clip_every_micro_step_squashes_the_half_built_pile():
     config = AccumulationConfig(accumulation_steps=4, micro_batch_size=8, num_updates=2, max_grad_norm=0.1,
-                                bugs={"clip_every_micro_step"})
+                                mistake="clip_every_micro_step")
     record = run_regimes(config)
     clean = run_regimes(AccumulationConfig(accumulation_steps=4, micro_batch_size=8, num_updates=2, max_grad_norm=0.1))
     bug, right = record.first_pile.pile, clean.first_pile.pile
@@ -222,7 +222,7 @@ def test_plotted_parameters_are_found_by_name():
 
 def test_only_learning_rates_differing_is_its_own_verdict():
     config = AccumulationConfig(accumulation_steps=4, micro_batch_size=8, num_updates=3, warmup_updates=3,
-                                bugs={"scheduler_every_micro_step"})
+                                mistake="scheduler_every_micro_step")
     record = run_regimes(config)
     assert record.grads_allclose and record.max_grad_diff < 1e-6
     assert not record.learning_rates_match
@@ -245,11 +245,11 @@ def test_config_names_its_optimizer():
 @pytest.mark.parametrize("bug, bites", [("loss_not_divided", False), ("loss_divided_twice", False),
                                         ("zero_grad_every_micro_step", True), ("step_every_micro_step", True)])
 def test_under_adamw_a_constant_factor_nearly_cancels_and_the_rest_still_bite(bug, bites):
-    record = run_regimes(AccumulationConfig(optimizer="adamw", learning_rate=0.01, num_updates=6, bugs={bug}))
+    record = run_regimes(AccumulationConfig(optimizer="adamw", learning_rate=0.01, num_updates=6, mistake=bug))
     assert not record.grads_allclose  # .grad itself is still wrong
     assert (record.weight_gap > 0.05) is bites, record.weight_gap
     if not bites:
-        assert record.weight_gap < 1e-4 and any("nearly cancels" in line for line in bug_symptoms(record))
+        assert record.weight_gap < 1e-4 and any("nearly cancels" in line for line in mistake_symptoms(record))
 
 
 def test_adamw_without_bugs_matches_the_big_batch():
@@ -280,13 +280,13 @@ def test_one_run_validates_its_inputs_once_not_inside_its_loops(monkeypatch):
     import widgets.core.config as config_module
 
     calls = []
-    for name in ("check_int", "check_float", "check_bugs"):
+    for name in ("check_int", "check_float", "check_mistake"):
         original = getattr(config_module, name)
         monkeypatch.setattr(config_module, name, lambda *a, _f=original, **k: calls.append(1) or _f(*a, **k))
     counts = []
     for num_updates in (2, 8):
         config = AccumulationConfig(accumulation_steps=4, micro_batch_size=4, num_updates=num_updates, max_grad_norm=0.5,
-                                    warmup_updates=2, tail_micro_batches=1, bugs={"loss_not_divided"})
+                                    warmup_updates=2, tail_micro_batches=1, mistake="loss_not_divided")
         calls.clear()
         run_regimes(config)
         counts.append(len(calls))

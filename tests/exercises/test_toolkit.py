@@ -306,3 +306,13 @@ def test_a_check_runs_under_a_known_torch_state_and_gives_the_learners_back():
     finally:
         torch.set_default_dtype(dtype)
     assert seen == [(True, torch.float32)]
+
+
+def test_a_set_lists_kinds_only_when_every_exercise_has_one():
+    def ask(kind=None):
+        return Exercise(kind or "none", "Q", "?", lambda a: correct(), ["h"], "a = 1", kind=kind)
+    assert "you" in ExerciseSet("S", [ask("predict"), ask("code")])._repr_markdown_()
+    assert "write code" in repr(ExerciseSet("S", [ask("predict"), ask("code")]))
+    assert "you" not in ExerciseSet("S", [ask("predict"), ask()])._repr_markdown_()
+    with pytest.raises(ValueError, match="kind"):
+        ask("guess")

@@ -7,7 +7,7 @@ import pytest
 from widgets.core.config import AccumulationConfig
 from widgets.core.training import run_regimes
 from widgets.lab.presets import (
-    BUG_ORDER,
+    MISTAKE_ORDER,
     DEFAULTS,
     PRESETS,
     StateCodeError,
@@ -34,11 +34,11 @@ def test_presets_match_the_explorer_and_build_it():
     from widgets.lab import presets
 
     parameters = inspect.signature(explorer.make_accumulation_explorer).parameters
-    settings = {k: p.default for k, p in parameters.items() if k not in ("preset", "state")}  # how to start, not a setting
+    settings = {k: p.default for k, p in parameters.items() if k not in ("preset", "state", "readout")}  # not settings
     assert settings == DEFAULTS
     assert presets.DEFAULTS is DEFAULTS
     built = explorer.make_accumulation_explorer(**decode_state(encode_state(preset("forgot-to-divide"))))
-    assert built.controls["loss_not_divided"].value and not built.record.allclose
+    assert built.controls["mistake"].value == "loss_not_divided" and not built.record.allclose
 
 
 def test_unknown_preset_lists_the_known_ones():
@@ -52,7 +52,7 @@ def test_unknown_preset_lists_the_known_ones():
     {"accumulation_steps": 1, "micro_batch_size": 1, "learning_rate": 0.001},
     {"learning_rate": 10.0, "seed": 2**31 - 1, "num_updates": 1000, "warmup_updates": 1000},
     {"learning_rate": 0.0123, "max_grad_norm": 0.05, "tail_micro_batches": 3},
-    {"bugs": BUG_ORDER, "tail_micro_batches": 1, "max_grad_norm": 2.0, "warmup_updates": 2},
+    *({"mistake": name, "tail_micro_batches": 1, "max_grad_norm": 2.0, "warmup_updates": 2} for name in MISTAKE_ORDER),
     {"optimizer": "adamw", "accumulation_steps": 2},
 ])
 def test_codes_round_trip(kwargs):
@@ -66,7 +66,7 @@ def test_codes_round_trip(kwargs):
 def test_the_defaults_every_code_is_read_against_stay_as_they_were():
     """A code stores the settings that differ from DEFAULTS (the config's own defaults): a changed
     default would silently change the picture of every code already shared."""
-    assert DEFAULTS == {"accumulation_steps": 4, "micro_batch_size": 8, "learning_rate": 0.1, "bugs": (), "num_updates": 8,
+    assert DEFAULTS == {"accumulation_steps": 4, "micro_batch_size": 8, "learning_rate": 0.1, "mistake": None, "num_updates": 8,
                         "seed": 0, "tail_micro_batches": 0, "max_grad_norm": None, "warmup_updates": 0, "optimizer": "sgd"}
 
 
@@ -97,11 +97,12 @@ def test_every_single_character_typo_is_caught_or_harmless():
 @pytest.mark.parametrize("code, message", [
     ("", "not an explorer share code"),
     ("hello", "not an explorer share code"),
-    ("GA2-00F4", "another version of the lab"),
-    ("GA1-00F5", "mistyped or cut short"),
-    ("GA1-2004", "mistyped or cut short"),
-    ("GA1-20", "too short"),
-    ("GA1-20U4-WA", r"holds \['U'\]"),
+    ("GA1-2002-NZ", "another version of the lab"),  # a code from before one mistake at a time
+    ("GA3-00F4", "another version of the lab"),
+    ("GA2-00F5", "mistyped or cut short"),
+    ("GA2-2004", "mistyped or cut short"),
+    ("GA2-20", "too short"),
+    ("GA2-20U4-WA", r"holds \['U'\]"),
 ])
 def test_bad_codes_say_what_is_wrong(code, message):
     with pytest.raises(StateCodeError, match=message):
@@ -110,7 +111,7 @@ def test_bad_codes_say_what_is_wrong(code, message):
 
 def test_a_huge_paste_is_refused_in_a_short_message():
     """A 10 MB paste (a whole notebook, a log) is refused at once, quoting 20 characters of it, not 10 MB."""
-    for code in ("GA1-" + "0" * 10**7, "x" * 10**7, "GA1-" + "0" * 97):
+    for code in ("GA2-" + "0" * 10**7, "x" * 10**7, "GA2-" + "0" * 97):
         with pytest.raises(StateCodeError, match=f"at most 100 characters.*got {len(code):,} starting") as caught:
             decode_state(code)
         assert len(str(caught.value)) < 200
@@ -126,7 +127,7 @@ def test_a_code_this_explorer_cannot_show_is_called_stale():
     def forge(bits: str) -> str:
         bits += "0" * (-len(bits) % 5)
         body = "".join(presets._ALPHABET[int(bits[i:i + 5], 2)] for i in range(0, len(bits), 5))
-        return "GA1-" + body + presets._check_chars("GA1" + body)
+        return "GA2-" + body + presets._check_chars("GA2" + body)
 
     lr_past_the_top = "0010000000" + format(4000, "012b")
     with pytest.raises(StateCodeError, match="learning rate"):
@@ -142,8 +143,9 @@ def test_a_code_this_explorer_cannot_show_is_called_stale():
     ({"accumulation_steps": 17}, ValueError, "accumulation_steps must be a whole number from 1 to 16"),
     ({"learning_rate": 0}, ValueError, "learning_rate"),
     ({"max_grad_norm": 0.3}, ValueError, "max_grad_norm must be None or one of"),
-    ({"bugs": ("forget_final_step",)}, ValueError, "needs an uneven final window"),
-    ({"bugs": ("no_such_bug",)}, ValueError, "unknown name"),
+    ({"mistake": "forget_final_step"}, ValueError, "needs a short last window"),
+    ({"mistake": "no_such_mistake"}, ValueError, "unknown name"),
+    ({"mistake": ("loss_not_divided",)}, TypeError, "one mistake's name"),
     ({"K": 4}, ValueError, "unknown explorer setting"),
     ({"optimizer": "adam"}, ValueError, "optimizer must be one of"),
     ("K=4", TypeError, "dict"),
@@ -159,10 +161,10 @@ def test_projector_settings_read_the_address_then_the_environment():
     from widgets.lab.presets import projector_settings
 
     assert projector_settings("", {}) == (check_state({}), projector_settings("", {})[1])
-    assert projector_settings("preset=forgot-to-divide", {})[0]["bugs"] == ("loss_not_divided",)
+    assert projector_settings("preset=forgot-to-divide", {})[0]["mistake"] == "loss_not_divided"
     code = encode_state(preset("uneven-tail"))
     assert projector_settings(f"state={code}", {"LAB_PRESET": "forgot-to-divide"})[0] == preset("uneven-tail")
     assert projector_settings("", {"LAB_STATE": code})[0] == preset("uneven-tail")
-    kwargs, caption = projector_settings("state=GA1-2004-WB", {})
+    kwargs, caption = projector_settings("state=GA2-2004-WB", {})
     assert kwargs == check_state({}) and "mistyped or cut short" in caption
     assert "no preset named 'nope'" in projector_settings("preset=nope", {})[1]

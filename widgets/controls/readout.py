@@ -14,7 +14,8 @@ _MARKS = {": True": (OKABE_ITO[2], " ✓"), ": False": (OKABE_ITO[5], " ✗")}
 
 def verdict_list_html(lines: Iterable[str], verdicts: Iterable[str]) -> str:
     """`lines` as an HTML list; every "<verdict>: True" or "<verdict>: False" in them, for each of
-    `verdicts` (e.g. "gradients allclose"), in bold bluish green with ✓ or vermillion with ✗."""
+    `verdicts` (e.g. "gradients allclose"), in bold bluish green with ✓ or vermillion with ✗; a line that
+    ends on ✓ or ✗ (a plain readout's) has that mark coloured the same way."""
     verdicts = tuple(verdicts)
     items = []
     for line in lines:
@@ -23,5 +24,8 @@ def verdict_list_html(lines: Iterable[str], verdicts: Iterable[str]) -> str:
             for value, (colour, mark) in _MARKS.items():
                 said = html.escape(verdict + value)
                 text = text.replace(said, f"<b style='color:{colour}'>{said}{mark}</b>")
+        for mark, colour in ((" ✓", OKABE_ITO[2]), (" ✗", OKABE_ITO[5])):  # a plain line ends on its mark
+            if text.endswith(mark) and not text.endswith(f"{mark}</b>"):
+                text = f"{text[:-1]}<b style='color:{colour}'>{mark.strip()}</b>"
         items.append(f"<li>{text}</li>")
     return "<ul style='margin:0'>" + "".join(items) + "</ul>"

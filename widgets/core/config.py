@@ -7,38 +7,16 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-# The names of the classic accumulation bugs a run can switch on, with what each one does.
-BUGS: dict[str, str] = {
-    "loss_not_divided": "each micro-batch loss is not divided by accumulation_steps",
-    "zero_grad_every_micro_step": "optimizer.zero_grad() runs after every micro-step",
-    "step_every_micro_step": "optimizer.step() runs after every micro-step",
-    # Divided by K twice. Dividing by K a loss that already sums over examples (reduction="sum")
-    # is the same family, a wrong scale on every micro-batch; the auditor calls it loss_sum_reduction.
-    "loss_divided_twice": "each micro-batch loss is divided by accumulation_steps twice",
-    "forget_final_step": "the uneven final window never gets its optimizer.step()",
-    "tail_divided_by_k": "the final window's losses are divided by K instead of by its own size",
-    "log_divided_loss": "the logged train_loss is the divided loss (gradients are unaffected)",
-    "clip_every_micro_step": "gradient clipping runs on the half-built pile after every micro-step",
-    "scheduler_every_micro_step": "the learning-rate warmup is stepped every micro-step, not every update",
-}
+from widgets.core.mistakes import MISTAKES, check_mistake
 
 # The optimizers a run can use: its name in a config -> the torch.optim class it builds
 # (widgets.core.training.make_optimizer), which is also its label on the explorer. A share code
 # stores an optimizer by its index here: a new one is appended.
 OPTIMIZERS: dict[str, str] = {"sgd": "SGD", "adamw": "AdamW"}
 OPTIMIZER_NAMES: tuple[str, ...] = tuple(OPTIMIZERS)
-
-# What a bug needs in the config before it can change anything, as a hint for the learner.
-BUG_NEEDS: dict[str, str] = {
-    "forget_final_step": "an uneven final window: set tail_micro_batches > 0 (which needs K >= 2)",
-    "tail_divided_by_k": "an uneven final window: set tail_micro_batches > 0 (which needs K >= 2)",
-    "clip_every_micro_step": "gradient clipping: set max_grad_norm",
-    "scheduler_every_micro_step": "a warmup of at least 2 updates: set warmup_updates >= 2",
-}
-
 
 def check_int(name: str, value: object, low: int, high: int | None = None) -> int:
     """Return `value` if it is a whole number in [low, high]; else raise naming `name`."""
@@ -63,40 +41,14 @@ def check_float(name: str, value: object, low: float, high: float, *, low_inclus
     return value
 
 
-def check_bugs(bugs: object, known: dict[str, str] = BUGS) -> frozenset[str]:
-    """Return `bugs` as a frozenset of known bug names; an unknown name raises and lists the known ones."""
-    if isinstance(bugs, str):
-        bugs = (bugs,)
-    try:
-        names = frozenset(bugs)  # type: ignore[arg-type]
-    except TypeError:
-        raise TypeError(f"bugs must be a collection of bug names, got {bugs!r}") from None
-    unknown = sorted(str(n) for n in names - set(known))
-    if unknown:
-        raise ValueError(f"bugs: unknown name(s) {unknown}; allowed: {sorted(known)}")
-    return names
-
-
-def unmet_bug_needs(
-    bugs: frozenset[str], *, tail_micro_batches: int = 0, max_grad_norm: float | None = None, warmup_updates: int = 0
-) -> dict[str, str]:
-    """The bugs in `bugs` that these settings leave without effect, each with what it needs."""
-    return _unmet(check_bugs(bugs), tail_micro_batches=tail_micro_batches, max_grad_norm=max_grad_norm,
-                  warmup_updates=warmup_updates)
-
-
-def _unmet(bugs: frozenset[str], *, tail_micro_batches: int, max_grad_norm: float | None,
-           warmup_updates: int) -> dict[str, str]:
-    """`unmet_bug_needs` for bug names already checked."""
-    has = {
-        "forget_final_step": tail_micro_batches > 0,
-        "tail_divided_by_k": tail_micro_batches > 0,
-        "clip_every_micro_step": max_grad_norm is not None,
-        # a warmup of one update is the same whichever way it is stepped: the first update
-        # always uses the schedule's first value
-        "scheduler_every_micro_step": warmup_updates >= 2,
-    }
-    return {name: BUG_NEEDS[name] for name in sorted(bugs) if not has.get(name, True)}
+def waiting(mistake: str | None, *, tail_micro_batches: int = 0, max_grad_norm: float | None = None,
+            warmup_updates: int = 0) -> dict[str, str]:
+    """{setting: what to set} for each setting `mistake` needs that these settings lack ({} for none:
+    it acts). A mistake that waits changes nothing; `AccumulationConfig` refuses it."""
+    if check_mistake(mistake) is None:
+        return {}
+    return MISTAKES[mistake].waits_for(tail_micro_batches=tail_micro_batches, max_grad_norm=max_grad_norm,
+                                       warmup_updates=warmup_updates)
 
 
 @dataclass(frozen=True)
@@ -108,7 +60,9 @@ class AccumulationConfig:
     per update (None: no clipping); `warmup_updates` ramps the learning rate linearly over that
     many updates (0: constant). Every regime gets both, per update, so they stay comparable.
     `optimizer` is one of `OPTIMIZER_NAMES` ("sgd" or "adamw"), the same for every regime.
-    A bug that needs one of these (see `BUG_NEEDS`) raises a ValueError when it is missing.
+    `mistake` (None, or a name of `widgets.core.mistakes.MISTAKES`) runs the accumulated regime with
+    that mistake's loop; one that needs a setting (a tail, clipping, a warmup) raises a ValueError
+    when it is missing.
     """
 
     accumulation_steps: int = 4
@@ -118,7 +72,7 @@ class AccumulationConfig:
     tail_micro_batches: int = 0
     num_examples: int = 1024
     seed: int = 0
-    bugs: frozenset[str] = field(default_factory=frozenset)
+    mistake: str | None = None
     max_grad_norm: float | None = None
     warmup_updates: int = 0
     optimizer: str = "sgd"
@@ -131,18 +85,16 @@ class AccumulationConfig:
         check_int("num_updates", self.num_updates, 1, 1000)
         check_int("tail_micro_batches", self.tail_micro_batches, 0, self.accumulation_steps - 1)
         check_int("seed", self.seed, 0, 2**31 - 1)
-        object.__setattr__(self, "bugs", check_bugs(self.bugs))
+        check_mistake(self.mistake)
         if self.max_grad_norm is not None:
             object.__setattr__(self, "max_grad_norm", check_float("max_grad_norm", self.max_grad_norm, 0.0, 1e6))
         check_int("warmup_updates", self.warmup_updates, 0, 1000)
         if self.optimizer not in OPTIMIZER_NAMES:
             raise ValueError(f"optimizer must be one of {OPTIMIZER_NAMES}, got {self.optimizer!r}")
-        unmet = _unmet(
-            self.bugs, tail_micro_batches=self.tail_micro_batches, max_grad_norm=self.max_grad_norm,
-            warmup_updates=self.warmup_updates,
-        )
+        unmet = waiting(self.mistake, tail_micro_batches=self.tail_micro_batches, max_grad_norm=self.max_grad_norm,
+                        warmup_updates=self.warmup_updates)
         if unmet:
-            raise ValueError("bugs: " + "; ".join(f"{name} needs {need}" for name, need in unmet.items()))
+            raise ValueError(f"mistake: {self.mistake} needs " + "; ".join(unmet.values()))
         if self.effective_batch_size > self.num_examples:
             raise ValueError(
                 f"accumulation_steps x micro_batch_size = {self.accumulation_steps} x "
@@ -166,16 +118,15 @@ class AccumulationConfig:
         return self.num_updates + (1 if self.tail_micro_batches else 0)
 
 
-def config_without_waiting_bugs(**settings: Any) -> tuple[AccumulationConfig, dict[str, str]]:
-    """The config these settings describe, leaving out each bug that waits for a setting, and those
-    bugs with what each needs: what a control panel calls once per change (instead of
-    `unmet_bug_needs` and then `AccumulationConfig`, which would raise on a waiting bug).
+def config_without_waiting_mistake(**settings: Any) -> tuple[AccumulationConfig, dict[str, str]]:
+    """The config these settings describe, leaving out the mistake if it waits for a setting, and
+    what it waits for: what a control panel calls once per change (the config itself would raise).
     Every setting is checked once, by the config itself."""
-    bugs = check_bugs(settings.pop("bugs", frozenset()))
+    mistake = check_mistake(settings.pop("mistake", None))
     defaults = AccumulationConfig.__dataclass_fields__
     needs = {key: settings.get(key, defaults[key].default) for key in ("tail_micro_batches", "max_grad_norm", "warmup_updates")}
-    waiting = _unmet(bugs, **needs)
-    return AccumulationConfig(bugs=bugs - set(waiting), **settings), waiting
+    unmet = waiting(mistake, **needs)
+    return AccumulationConfig(mistake=None if unmet else mistake, **settings), unmet
 
 
 def check_config(config: object, name: str = "config") -> AccumulationConfig:

@@ -4,9 +4,10 @@
 - big_batch:   the same K*b examples in one pass, one step (what accumulation imitates);
 - small_batch: only the first micro-batch of each window, one step each (no accumulation).
 
-Every regime is the lab's one loop, `widgets.core.loop.train_loop` (the big and small batch with
-K = 1); the accumulated one gets the config's bugs, so the explorer's checkbox for a bug runs the
-very `if` developer_3 shows. All three clip once per update (`max_grad_norm`) and step the warmup
+Every regime is the lab's correct loop, `widgets.core.loops.train` (the big and small batch with
+K = 1); the accumulated one runs the config's mistake's own loop instead, if it names one (one of
+`widgets.core.mistakes.MISTAKES`), so the explorer's choice of a mistake runs the
+very loop developer_3 shows as a diff. All three clip once per update (`max_grad_norm`) and step the warmup
 once per update (`warmup_updates`). What a `RunRecord` holds is measured from outside the loop,
 by the loss function handed to it (`mse`, noted as the loop computes it) and hooks on the
 parameters and the optimizer (`_Watch`), which never change `.grad` or the weights.
@@ -33,7 +34,8 @@ from widgets.core.accumulation import (
     windows,
 )
 from widgets.core.config import OPTIMIZERS, AccumulationConfig, check_config, check_float, check_int
-from widgets.core.loop import train_loop
+from widgets.core.loops import train
+from widgets.core.mistakes import MISTAKES
 from widgets.core.torch_state import known_torch_state
 
 REGIMES = ("accumulated", "big_batch", "small_batch")
@@ -83,7 +85,7 @@ def _flat(tensors) -> torch.Tensor:
 class RegimeRun:
     """One regime's run, one entry per update (up to the update where it diverged, if it did)."""
 
-    train_loss: list[float]  # the loss the loop logged (train_loop's return), for each update it made
+    train_loss: list[float]  # the loss the loop logged (its return value), for each update it made
     eval_loss: list[float]  # the loss on all examples after each update
     grad_norm: list[float]  # the norm of the completed gradient, before clipping
     learning_rates: list[float]  # the rate each update used
@@ -104,7 +106,7 @@ class RegimeRun:
 # --- the watch: measurements taken from outside the loop ----------------------------------------------
 
 class _Watch:
-    """Measures one `train_loop` run from outside: the loss function it hands the loop, and hooks on
+    """Measures one loop's run from outside: the loss function it hands the loop, and hooks on
     the parameters and the optimizer.
 
     `loss` (the loop's `loss_fn`: `mse`, noted as the loop computes it) counts micro-steps and takes
@@ -233,10 +235,15 @@ def make_optimizer(name: str, parameters, learning_rate: float) -> torch.optim.O
     return getattr(torch.optim, OPTIMIZERS[name])(parameters, lr=learning_rate)
 
 
+def _loop(mistake: str | None) -> Callable:
+    """The loop the accumulated regime runs: the mistake's own, or the correct `train`."""
+    return train if mistake is None else MISTAKES[mistake].loop
+
+
 def _train(config: AccumulationConfig, start_loss: float, batches: list, accumulation_steps: int,
-           x: torch.Tensor, y: torch.Tensor, *, bugs: frozenset[str] = frozenset(),
+           x: torch.Tensor, y: torch.Tensor, *, loop: Callable = train,
            references: list | None = None) -> RegimeRun:
-    """One regime: `train_loop` from the seeded weights (`start_loss` on all examples) with the config's
+    """One regime: `loop` (the correct `train`, or a mistake's) from the seeded weights (`start_loss` on all examples) with the config's
     optimizer, warmup and clip, watched from outside."""
     model = make_model(config.seed)
     optimizer = make_optimizer(config.optimizer, model.parameters(), config.learning_rate)
@@ -244,8 +251,8 @@ def _train(config: AccumulationConfig, start_loss: float, batches: list, accumul
     watch = _Watch(model, optimizer, batches, accumulation_steps, x, y, config.max_grad_norm, start_loss, references)
     with warnings.catch_warnings():  # scheduler_every_micro_step steps the warmup before the first
         warnings.filterwarnings("ignore", "Detected call of `lr_scheduler.step", UserWarning)  # update: the bug
-        logged = train_loop(model, optimizer, watch.loss, batches, accumulation_steps, scheduler,
-                            max_grad_norm=config.max_grad_norm, bugs=bugs)
+        logged = loop(model, optimizer, watch.loss, batches, accumulation_steps, scheduler,
+                      max_norm=config.max_grad_norm)
     return watch.finish(logged)
 
 
@@ -255,8 +262,8 @@ def _train(config: AccumulationConfig, start_loss: float, batches: list, accumul
 class RunRecord:
     """What one `run_regimes` call measured; lists hold one entry per update.
 
-    `train_loss` is the loss each run logged (`train_loop`'s return value) for each update it made:
-    the mean loss over the examples behind it, except with the `log_divided_loss` bug, where the
+    `train_loss` is the loss each run logged (its loop's return value) for each update it made:
+    the mean loss over the examples behind it, except with the `log_divided_loss` mistake, where the
     accumulated run logs the divided loss (K x too small; n x for a tail of n micro-batches), and
     `forget_final_step`, whose loop logs nothing for the update it never made. `true_train_loss` is the accumulated
     run's real mean, whatever it logged. `eval_loss` is the loss on all examples after the update.
@@ -387,7 +394,7 @@ def _run_regimes(config: AccumulationConfig) -> RunRecord:
     with torch.no_grad():
         start_loss = mse(make_model(config.seed)(x), y).item()  # every regime starts there: measured once
     runs: dict[str, RegimeRun] = {
-        "accumulated": _train(config, start_loss, micro, K, x, y, bugs=config.bugs, references=big),
+        "accumulated": _train(config, start_loss, micro, K, x, y, loop=_loop(config.mistake), references=big),
         "big_batch": _train(config, start_loss, big, 1, x, y),
         "small_batch": _train(config, start_loss, micro[::K], 1, x, y),  # the first micro-batch of each update
     }

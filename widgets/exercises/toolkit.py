@@ -39,6 +39,9 @@ _COLOUR = {Status.CORRECT: "#009E73", Status.INCORRECT: "#D55E00", Status.NOT_AT
            Status.RUN_EARLIER_CELLS: "#0072B2"}
 PLACEHOLDER_MESSAGE = "replace the `...` with your answer, then run the cell again"
 RUN_ALL_ABOVE = "Run > Run All Above Selected Cell runs every cell above this one"
+# What an exercise asks of the learner: foresee what a picture or a model will do, work a number
+# out, or write code. The beginner tier keeps arithmetic to at most two questions a notebook.
+KINDS = {"predict": "predict", "compute": "work it out", "code": "write code"}
 
 
 @dataclass(frozen=True)
@@ -167,7 +170,8 @@ class Exercise:
     the package (directly, partially applied, bound or wrapped), or that calls one of them while
     checked, is rejected (`widgets.exercises.provenance`); source pasted into a cell is the
     learner's own and is judged on what it computes. `solution()` shows the worked answer only after a checked
-    attempt (Correct or Incorrect), or when asked with `anyway=True`.
+    attempt (Correct or Incorrect), or when asked with `anyway=True`. `kind`, one of `KINDS`, says
+    what the question asks (a set whose every exercise has one lists it).
     """
 
     def __init__(
@@ -180,9 +184,13 @@ class Exercise:
         solution: str | Callable,
         explanation: str = "",
         references: Sequence[Callable] = (),
+        kind: str | None = None,
     ):
         if not hints:
             raise ValueError(f"exercise {name!r}: hints must hold at least one hint")
+        if kind is not None and kind not in KINDS:
+            raise ValueError(f"exercise {name!r}: kind must be one of {sorted(KINDS)} or None, got {kind!r}")
+        self.kind = kind
         self.name, self.title, self.prompt = name, title, prompt
         self._checker = checker
         self.hints = tuple(hints)
@@ -280,14 +288,22 @@ class ExerciseSet:
     def __dir__(self):
         return [*super().__dir__(), *self._exercises]
 
+    def _kinds(self) -> bool:
+        return all(e.kind for e in self)
+
     def __repr__(self) -> str:
         lines = [f"{self.title}: {len(self)} exercises"]
-        lines += [f"  ex.{e.name}: {e.title}" for e in self]
+        lines += [f"  ex.{e.name}: {e.title}" + (f" ({KINDS[e.kind]})" if self._kinds() else "") for e in self]
         return "\n".join(lines)
 
     def _repr_markdown_(self) -> str:
-        rows = "\n".join(f"| `ex.{e.name}` | {html.escape(e.title)} |" for e in self)
-        return f"**{html.escape(self.title)}**: {len(self)} exercises\n\n| call | exercise |\n|---|---|\n{rows}"
+        if self._kinds():
+            rows = "\n".join(f"| `ex.{e.name}` | {html.escape(e.title)} | {KINDS[e.kind]} |" for e in self)
+            head = "| call | exercise | you |\n|---|---|---|"
+        else:
+            rows = "\n".join(f"| `ex.{e.name}` | {html.escape(e.title)} |" for e in self)
+            head = "| call | exercise |\n|---|---|"
+        return f"**{html.escape(self.title)}**: {len(self)} exercises\n\n{head}\n{rows}"
 
 
 def as_number(value: object, name: str = "answer") -> float:

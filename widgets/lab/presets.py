@@ -1,10 +1,10 @@
 """Named explorer settings for the classic demos, and short codes that carry any setting.
 
     PRESETS["forgot-to-divide"].kwargs   # -> make_accumulation_explorer(**kwargs)
-    code = encode_state(kwargs)          # e.g. 'GA1-2002-NZ': paste it into the chat
+    code = encode_state(kwargs)          # e.g. 'GA2-2021-9': paste it into the chat
     decode_state(code)                   # -> the same kwargs, checked; a bad or stale code says why
 
-A code is the version (`GA1`), the settings that differ from the explorer's defaults packed into
+A code is the version (`GA2`), the settings that differ from the explorer's defaults packed into
 bits (a map of which settings follow, one bit per setting, then each one in a fixed width), and two check
 characters (CRC-32 of the rest, 10 bits), in Crockford's base 32: no I, L, O or U, so a code read
 aloud or retyped is forgiving (`o` reads as 0, `l` as 1; dashes, spaces and case are ignored),
@@ -19,21 +19,22 @@ import zlib
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from widgets.core.config import BUGS, OPTIMIZER_NAMES, AccumulationConfig, check_float, check_int
+from widgets.core.config import OPTIMIZER_NAMES, AccumulationConfig, check_float, check_int
+from widgets.core.mistakes import MISTAKES, check_mistake
 from widgets.core.shared import B_RANGE, CLIP_OPTIONS, K_RANGE, LR_RANGE  # the explorer's ranges and options
 
-VERSION = "1"
+VERSION = "2"  # 2: one mistake at a time (1 carried a set of bug switches)
 PREFIX = f"GA{VERSION}"
-# Bit i of the bug mask is BUG_ORDER[i], and an optimizer is its index in OPTIMIZER_NAMES, a clip
-# its index in CLIP_OPTIONS: a new one is appended to each (same version).
-BUG_ORDER = tuple(BUGS)
+# A mistake is 0 for none or 1 + its index in MISTAKE_ORDER, an optimizer its index in OPTIMIZER_NAMES,
+# a clip its index in CLIP_OPTIONS: a new one is appended to each (same version).
+MISTAKE_ORDER = tuple(MISTAKES)
 WIDTHS = {  # bits per setting, in code order
-    "accumulation_steps": 4, "micro_batch_size": 6, "learning_rate": 12, "bugs": len(BUG_ORDER),
+    "accumulation_steps": 4, "micro_batch_size": 6, "learning_rate": 12, "mistake": 4,
     "num_updates": 10, "seed": 31, "tail_micro_batches": 4, "max_grad_norm": 3, "warmup_updates": 10, "optimizer": 2,
 }
-# make_accumulation_explorer's defaults: the config's own, the bugs as the tuple a code decodes to.
-# A code stores what differs from these, so changing one changes what every code means.
-DEFAULTS: dict[str, object] = {name: getattr(AccumulationConfig(), name) for name in WIDTHS} | {"bugs": ()}
+# make_accumulation_explorer's defaults: the config's own. A code stores what differs from these, so
+# changing one changes what every code means.
+DEFAULTS: dict[str, object] = {name: getattr(AccumulationConfig(), name) for name in WIDTHS}
 _ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"  # Crockford's base 32
 _READS_AS = {"O": "0", "I": "1", "L": "1"}
 
@@ -64,29 +65,29 @@ PRESETS: dict[str, Preset] = {
         {"accumulation_steps": 8, "micro_batch_size": 2},
         "8 micro-batches of 2 train exactly like one batch of 16 (memory of 2, time of 8 passes)"),
     "forgot-to-divide": Preset(
-        {"bugs": ("loss_not_divided",)}, "the pile grows K times too tall: the step is K times too big", False),
+        {"mistake": "loss_not_divided"}, "the pile grows K times too tall: the step is K times too big", False),
     "divided-twice": Preset(
-        {"bugs": ("loss_divided_twice",)}, "the pile is K times too short: training crawls", False),
+        {"mistake": "loss_divided_twice"}, "the pile is K times too short: training crawls", False),
     "zero-grad-every-micro-step": Preset(
-        {"bugs": ("zero_grad_every_micro_step",)}, "only the last micro-batch survives: the pile never builds", False),
+        {"mistake": "zero_grad_every_micro_step"}, "only the last micro-batch survives: the pile never builds", False),
     "step-every-micro-step": Preset(
-        {"bugs": ("step_every_micro_step",)}, "K small updates instead of one: not the big-batch run", False),
+        {"mistake": "step_every_micro_step"}, "K small updates instead of one: not the big-batch run", False),
     "uneven-tail": Preset(
         {"tail_micro_batches": 2}, "a last window of 2 micro-batches, weighted by its own size: still exact"),
     "uneven-tail-forgotten": Preset(
-        {"tail_micro_batches": 2, "bugs": ("forget_final_step",)},
+        {"tail_micro_batches": 2, "mistake": "forget_final_step"},
         "the last, shorter window never gets its optimizer step", False),
     "tail-divided-by-k": Preset(
-        {"tail_micro_batches": 2, "bugs": ("tail_divided_by_k",)},
+        {"tail_micro_batches": 2, "mistake": "tail_divided_by_k"},
         "the last window of 2 is divided by K = 4: its update is half as big as it should be", False),
     "clip-every-micro-step": Preset(
-        {"max_grad_norm": 0.5, "bugs": ("clip_every_micro_step",)},
+        {"max_grad_norm": 0.5, "mistake": "clip_every_micro_step"},
         "clipping the half-built pile after each micro-step: the sum of clipped parts is not the clipped sum", False),
     "warmup-every-micro-step": Preset(
-        {"warmup_updates": 4, "bugs": ("scheduler_every_micro_step",)},
+        {"warmup_updates": 4, "mistake": "scheduler_every_micro_step"},
         "the warmup is stepped K times per update: it ends K times too early", False),
     "logged-divided-loss": Preset(
-        {"bugs": ("log_divided_loss",)},
+        {"mistake": "log_divided_loss"},
         "the logged loss is K times too small, the gradients are right: a logging bug only"),
 }
 
@@ -121,14 +122,15 @@ def _checked(kwargs: dict) -> tuple[dict, AccumulationConfig]:
         raise ValueError(f"max_grad_norm must be None or one of {CLIP_OPTIONS}, got {state['max_grad_norm']!r}")
     if state["optimizer"] not in OPTIMIZER_NAMES:
         raise ValueError(f"optimizer must be one of {OPTIMIZER_NAMES}, got {state['optimizer']!r}")
-    bugs = (state["bugs"],) if isinstance(state["bugs"], str) else state["bugs"]
-    config = AccumulationConfig(  # checks the bug names, the tail (< K) and each bug's needs
+    check_mistake(state["mistake"])
+    config = AccumulationConfig(  # checks the mistake, the tail (< K) and what the mistake needs
         accumulation_steps=state["accumulation_steps"], micro_batch_size=state["micro_batch_size"],
-        learning_rate=state["learning_rate"], num_updates=state["num_updates"], seed=state["seed"], bugs=bugs,
+        learning_rate=state["learning_rate"], num_updates=state["num_updates"], seed=state["seed"],
+        mistake=state["mistake"],
         tail_micro_batches=state["tail_micro_batches"], max_grad_norm=state["max_grad_norm"],
         warmup_updates=state["warmup_updates"], optimizer=state["optimizer"],
     )
-    state["bugs"] = tuple(sorted(config.bugs, key=BUG_ORDER.index))
+    state["mistake"] = config.mistake
     return state, config
 
 
@@ -164,8 +166,8 @@ def _to_int(name: str, value: object) -> int:
         return int(value) - 1
     if name == "learning_rate":
         return _lr_index(float(value))
-    if name == "bugs":
-        return sum(1 << BUG_ORDER.index(b) for b in value)
+    if name == "mistake":
+        return 0 if value is None else MISTAKE_ORDER.index(value) + 1
     if name == "max_grad_norm":
         return 0 if value is None else CLIP_OPTIONS.index(value) + 1
     if name == "optimizer":
@@ -180,8 +182,10 @@ def _from_int(name: str, number: int) -> object:
         if number > 4 * 900:
             raise StateCodeError(f"the code's learning rate (index {number}) is outside {LR_RANGE}")
         return _lr_value(number)
-    if name == "bugs":
-        return tuple(b for i, b in enumerate(BUG_ORDER) if number >> i & 1)
+    if name == "mistake":
+        if number > len(MISTAKE_ORDER):
+            raise StateCodeError(f"the code's mistake {number} is not one this version knows: a newer code? ask for a new one")
+        return None if number == 0 else MISTAKE_ORDER[number - 1]
     if name == "max_grad_norm":
         if number > len(CLIP_OPTIONS):
             raise StateCodeError(f"the code's max_grad_norm choice {number} is not one of {CLIP_OPTIONS}")
@@ -219,7 +223,7 @@ def decode_state(code: str) -> dict:
     characters disagree), made by another version of the lab, or asking for a setting this
     explorer does not allow."""
     if not isinstance(code, str):
-        raise StateCodeError(f"a share code is a string like 'GA1-2002-NZ', got {type(code).__name__}")
+        raise StateCodeError(f"a share code is a string like 'GA2-2021-9', got {type(code).__name__}")
     code = code.strip()  # a pasted code often brings a newline
     if len(code) > MAX_CODE_CHARS:  # checked first: the messages below quote the code, and a paste may be huge
         raise StateCodeError(f"a share code is at most {MAX_CODE_CHARS} characters (about 32 with dashes), got "

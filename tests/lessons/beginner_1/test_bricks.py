@@ -11,6 +11,7 @@ from widgets.lessons.beginner_1.bricks import (
     bricks_states,
     count,
     describe,
+    trips_table,
     midway,
     update_rule,
 )
@@ -36,10 +37,10 @@ def test_each_brick_remembers_its_trip():
 
 def test_describe_uses_both_vocabularies_and_the_numbers():
     before, after = describe(BricksState(5, 4, 2)), describe(BricksState(5, 4, 4))
-    assert "2 x 5 = 10 bricks" in before and "No wall yet" in before and "micro_steps done: 2" in before
+    assert "2 x 5 = 10 bricks" in before and "No wall yet" in before and "Trip 2 of 4" in before
     assert "4 x 5 = 20 bricks" in after and "ONE wall" in after and "effective_batch_size" in after
     assert "update" in after and "zero_grad" in after
-    assert "carry 1 brick (" in describe(BricksState(1, 2, 0))
+    assert "carries 1 brick (" in describe(BricksState(1, 2, 0))
 
 
 def test_the_pile_is_a_sum_and_the_update_divides_it_by_k():
@@ -57,23 +58,27 @@ def test_the_pile_is_a_sum_and_the_update_divides_it_by_k():
 
 def test_describe_reconciles_the_sum_with_the_average():
     """One reading: the wall always uses every brick; the pile's blame is a sum, the push is the
-    pile ÷ K (in code already in .grad, each loss divided before it lands); the bug uses the sum as
-    one armful's worth, K times too strong under SGD only."""
+    pile ÷ K; the bug uses the sum as it is, K times too strong. No optimizer is named (beginner tier)."""
     right, bug = describe(BricksState(5, 4, 4)), describe(BricksState(5, 4, 4, divided=False))
     for text in (right, bug):
         assert "ONE wall is built from all 20 bricks" in text  # never a wall of 20 ÷ 4 bricks
         assert "wall is built from the pile" not in text
     assert "a sum of 4 armfuls" in right and "pile ÷ 4" in right and "single batch of 20" in right
-    assert "before it lands, so .grad already holds it" in right  # the notebook's code divides each loss
     assert "BUG" in bug and "4 times too strong" in bug and "never divided" in bug
-    assert "as if they were one armful's worth" in bug
-    assert "with plain SGD" in bug and "AdamW nearly cancels" in bug  # the factor is SGD's
+    assert not any(word in text for text in (right, bug) for word in ("SGD", "AdamW", "optimizer "))
     assert "a sum" in describe(BricksState(5, 4, 2))
+
+
+def test_the_trips_table_follows_the_pile_and_builds_one_wall():
+    table = trips_table(5, 4)
+    assert [row[1] for row in table.rows] == [0, 5, 10, 15, 20]
+    assert [row[3] for row in table.rows] == ["not yet"] * 4 + [20]
+    assert all(row[1] + row[2] == 20 for row in table.rows)
 
 
 def test_one_trip_is_an_ordinary_small_batch_not_the_big_wall_at_once():
     text = describe(BricksState(5, 1, 1))
-    assert "a batch of b = 5" in text and "smaller wall" in text and "nothing is accumulated" in text
+    assert "a batch of b = 5" in text and "smaller wall" in text and "Nothing is accumulated" in text
     assert BricksState(5, 1, 1).wall == 5  # b unchanged: the wall shrinks from 20 to 5
 
 

@@ -50,11 +50,9 @@ def test_helpers_name_the_bad_parameter(args, word):
 @pytest.mark.parametrize(
     "name, right, wrongs",
     [
-        ("pile", [9, 9.0, torch.tensor(9.0), 8.9999999], {3: "replaced", 6: "two", 27: "multiplied", 12: "adds"}),
         ("trips", [4, 4.0, torch.tensor(4)], {144: "divided by b", 18: "subtraction", 30: "addition",
                                                0.25: "upside down", 3: "3 x 6"}),
         ("divide_by", [4, 4.0], {1: "classic bug", 3: "already divided", 12: "3 times too small", 6: "one mean per trip"}),
-        ("one_trip", [3, 3.0], {18: "wall shrinks", 6: "number of trips", 1: "how many bricks", 5: "trips x"}),
     ],
 )
 def test_counting_questions_accept_the_right_number_and_say_why_a_wrong_one_is_wrong(ex, name, right, wrongs):
@@ -65,9 +63,36 @@ def test_counting_questions_accept_the_right_number_and_say_why_a_wrong_one_is_w
         assert_incorrect(exercise.check(answer), word)
 
 
-@pytest.mark.parametrize("name", ["pile", "trips", "divide_by", "one_trip", "three_trips"])
+@pytest.mark.parametrize("name", ["trips", "divide_by", "three_trips"])
 def test_a_non_number_is_incorrect_and_says_a_number_is_needed(ex, name):
     assert_incorrect(getattr(ex, name).check("four"), "must be a number")
+
+
+@pytest.mark.parametrize(
+    "name, right, wrongs",
+    [
+        ("one_trip", ["B", "b", " B "], {"A": "20 bricks at once", "C": "still builds a wall"}),
+        ("four_trips", ["C", "c"], {"A": "without averaging", "B": "count the trips", "D": "bigger"}),
+    ],
+)
+def test_predictions_accept_the_letter_and_name_the_misconception_behind_each_other_one(ex, name, right, wrongs):
+    exercise = getattr(ex, name)
+    for answer in right:
+        assert exercise.check(answer).correct, (answer, exercise.check(answer))
+    for answer, word in wrongs.items():
+        assert_incorrect(exercise.check(answer), word)
+    for answer in ("E", 3, "BC"):
+        assert_incorrect(exercise.check(answer), "one of the letters")
+
+
+def test_the_four_trips_answer_is_what_the_knob_model_does():
+    assert knob_pile(4, 4, divide=False) == pytest.approx(4 * knob_pile(4, 1))
+
+
+def test_every_question_has_a_kind_and_at_most_two_are_arithmetic(ex):
+    kinds = [e.kind for e in ex]
+    assert None not in kinds
+    assert kinds.count("compute") <= 2 and kinds.count("predict") >= 2 and "code" in kinds
 
 
 def _three_trips(divide=True, clear_inside=False, runs=1, divisor=3):

@@ -24,7 +24,7 @@ from widgets.core.training import example_order, mse, run_regimes  # noqa: E402
 
 @pytest.fixture(scope="module")
 def shared_explorer():
-    return make_accumulation_explorer(accumulation_steps=4, micro_batch_size=8)
+    return make_accumulation_explorer(accumulation_steps=4, micro_batch_size=8, readout="detailed")
 
 
 @pytest.fixture
@@ -62,12 +62,12 @@ def test_moving_b_changes_the_small_batch_run_and_readout(explorer):
     assert "= 4 x 3 = 12" in explorer.readout.value
 
 
-def test_bug_switch_flips_the_gradient_verdict(explorer):
+def test_choosing_a_mistake_flips_the_gradient_verdict(explorer):
     assert "gradients allclose: True" in explorer.readout.value
-    explorer.controls["loss_not_divided"].value = True
+    explorer.controls["mistake"].value = "loss_not_divided"
     assert not explorer.record.grads_allclose
     assert "gradients allclose: False" in explorer.readout.value
-    explorer.controls["loss_not_divided"].value = False
+    explorer.controls["mistake"].value = ""
     assert "gradients allclose: True" in explorer.readout.value
 
 
@@ -121,7 +121,7 @@ def test_a_blitted_frame_has_the_pixels_of_a_full_redraw(explorer):
         (dict(micro_batch_size=2.0), "micro_batch_size"),
         (dict(learning_rate=0.0), "learning_rate"),
         (dict(learning_rate=11), "learning_rate"),
-        (dict(bugs=("loss_not_divide",)), "bugs"),
+        (dict(mistake="loss_not_divide"), "mistake"),
     ],
 )
 def test_bad_starting_values_are_refused(kwargs, word):
@@ -166,28 +166,28 @@ def test_every_setting_draws_a_prefix_of_one_permutation():
 def test_readout_turns_the_record_verdicts_into_words():
     good = run_regimes(AccumulationConfig(accumulation_steps=3, micro_batch_size=5, num_updates=2))
     bad = run_regimes(AccumulationConfig(accumulation_steps=3, micro_batch_size=5, num_updates=2,
-                                         bugs={"loss_not_divided"}))
-    assert good.grads_allclose and "gradients allclose: True" in readout_text(good)
-    assert not bad.grads_allclose and "gradients allclose: False" in readout_text(bad)
+                                         mistake="loss_not_divided"))
+    assert good.grads_allclose and "gradients allclose: True" in readout_text(good, kind="detailed")
+    assert not bad.grads_allclose and "gradients allclose: False" in readout_text(bad, kind="detailed")
     assert torch.allclose(bad.first_pile.accumulated, 3 * bad.first_target, rtol=1e-4, atol=1e-6)
 
 
 def test_only_learning_rates_differing_is_said_as_such():
     """The warmup stepped every micro-step: the gradients are exact, the learning rates are not.
     The readout must not call a 1e-7 gradient difference "allclose: False"."""
-    explorer = make_accumulation_explorer(bugs=("scheduler_every_micro_step",), warmup_updates=6, num_updates=6)
-    text = readout_text(explorer.record)
+    explorer = make_accumulation_explorer(mistake="scheduler_every_micro_step", warmup_updates=6, num_updates=6)
+    text = readout_text(explorer.record, kind="detailed")
     assert explorer.record.grads_allclose and not explorer.record.learning_rates_match
     assert "gradients allclose: True" in text and "allclose: False" not in text
     assert "learning rates match: False (update 0: accumulated 0.0571, big batch 0.0143)" in text
-    explorer.controls["scheduler_every_micro_step"].value = False
-    assert "learning rates match: True" in readout_text(explorer.record)
+    explorer.controls["mistake"].value = ""
+    assert "learning rates match: True" in readout_text(explorer.record, kind="detailed")
 
 
 def test_both_runs_blowing_up_is_said_not_called_allclose():
     """At learning rate 10, K = 16, b = 64 both runs pass 1e30; their gradients stay relatively close."""
     explorer = make_accumulation_explorer(accumulation_steps=16, micro_batch_size=64, learning_rate=10.0)
-    text = readout_text(explorer.record)
+    text = readout_text(explorer.record, kind="detailed")
     assert "allclose: True" not in text and "no verdict: both runs diverged" in text
     assert "the accumulated run diverged at update 0" in text
 
@@ -197,5 +197,5 @@ def test_the_optimizer_dropdown_switches_the_runs(explorer):
     assert explorer.record.config.optimizer == "adamw" and explorer.errors.outputs == ()
     assert "gradients allclose: True" in explorer.readout.value and "AdamW" in explorer.readout.value
     explorer.controls["learning_rate"].value = 0.01
-    explorer.controls["loss_not_divided"].value = True
-    assert "nearly cancels: at the end |w_accumulated - w_big_batch|" in readout_text(explorer.record)
+    explorer.controls["mistake"].value = "loss_not_divided"
+    assert "nearly cancels: at the end |w_accumulated - w_big_batch|" in readout_text(explorer.record, kind="detailed")

@@ -13,8 +13,8 @@ def _pixels(png: bytes) -> np.ndarray:
 
 def test_every_frame_of_a_session_equals_a_full_redraw():
     explorer = make_accumulation_explorer()
-    moves = [("loss_not_divided", True), ("accumulation_steps", 16), ("micro_batch_size", 64),
-             ("loss_not_divided", False), ("accumulation_steps", 1), ("optimizer", "adamw")]
+    moves = [("mistake", "loss_not_divided"), ("accumulation_steps", 16), ("micro_batch_size", 64),
+             ("mistake", ""), ("accumulation_steps", 1), ("optimizer", "adamw")]
     for name, value in moves:
         explorer.controls[name].value = value
         frame = _pixels(explorer.image.value)

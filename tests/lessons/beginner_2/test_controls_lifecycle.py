@@ -42,7 +42,7 @@ def test_the_next_notch_is_trained_ahead_and_then_only_redrawn(explorer, monkeyp
     kept = explorer.trained_settings()
     for K, b in ((6, 8), (5, 9), (5, 7), (1, 8), (16, 8)):
         assert _settings(K, b) in kept, (K, b)
-    assert _settings(5, 8, bugs={"loss_not_divided"}) in kept
+    assert _settings(5, 8, mistake="loss_not_divided") in kept
     assert _settings(5, 8, optimizer="adamw") in kept
     explorer.render()  # training ahead left the shown figure as it was
     assert int(np.abs(_pixels(shown) - _pixels(explorer.image.value)).max()) == 0
@@ -50,7 +50,7 @@ def test_the_next_notch_is_trained_ahead_and_then_only_redrawn(explorer, monkeyp
     runs = []
     original = ahead_module.run_regimes
     monkeypatch.setattr(ahead_module, "run_regimes", lambda config: runs.append(config) or original(config))
-    for name, value in (("accumulation_steps", 6), ("loss_not_divided", True), ("loss_not_divided", False)):
+    for name, value in (("accumulation_steps", 6), ("mistake", "loss_not_divided"), ("mistake", "")):
         explorer.train_ahead()  # the learner's pause
         before = len(runs)
         explorer.controls[name].value = value
@@ -76,7 +76,6 @@ def test_a_revisit_checks_nothing_and_a_new_setting_is_checked_once(explorer, mo
     original = config_module.AccumulationConfig.__post_init__
     monkeypatch.setattr(config_module.AccumulationConfig, "__post_init__",
                         lambda config: calls.append(config) or original(config))
-    monkeypatch.setattr(config_module, "unmet_bug_needs", lambda *a, **k: pytest.fail("checked outside the config"))
     explorer.controls["accumulation_steps"].value = 5
     assert len(calls) == 1  # the config checks itself once; nothing else checks it on the slider's path
     explorer.controls["accumulation_steps"].value = 4
@@ -88,13 +87,14 @@ def test_the_verdicts_hold_after_a_learner_sets_float16_and_no_grad():
     torch.set_default_dtype(torch.float16)
     torch.set_grad_enabled(False)
     try:
-        explorer = make_accumulation_explorer(accumulation_steps=4, micro_batch_size=8, num_updates=3)
+        explorer = make_accumulation_explorer(accumulation_steps=4, micro_batch_size=8, num_updates=3,
+                                              readout="detailed")
         assert "gradients allclose: True" in explorer.readout.value
         explorer.controls["accumulation_steps"].value = 5
         explorer.train_ahead(max_steps=2)
-        explorer.controls["loss_not_divided"].value = True
+        explorer.controls["mistake"].value = "loss_not_divided"
         assert "gradients allclose: False" in explorer.readout.value
-        explorer.controls["loss_not_divided"].value = False
+        explorer.controls["mistake"].value = ""
         assert "gradients allclose: True" in explorer.readout.value, explorer.errors.outputs
         assert explorer.record.first_target.dtype == torch.float32
         assert torch.get_default_dtype() == torch.float16 and not torch.is_grad_enabled()  # given back

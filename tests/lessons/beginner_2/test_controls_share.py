@@ -12,13 +12,13 @@ def moved():
     explorer.controls["accumulation_steps"].value = 8
     explorer.controls["micro_batch_size"].value = 2
     explorer.controls["optimizer"].value = "adamw"
-    explorer.controls["loss_not_divided"].value = True
+    explorer.controls["mistake"].value = "loss_not_divided"
     return explorer
 
 
 def test_a_share_code_rebuilds_the_same_settings(moved):
     code = moved.share_code()
-    assert code.startswith("GA1-")
+    assert code.startswith("GA2-")
     again = make_accumulation_explorer(state=code)
     assert again.current_config() == moved.current_config()
     assert again.record.eval_loss == moved.record.eval_loss
@@ -29,6 +29,11 @@ def test_the_button_shows_the_code_to_paste(moved):
     assert moved.share_code() in moved.share_text.value and "state=" in moved.share_text.value
 
 
+def test_a_readout_is_kept_when_a_code_or_a_preset_rebuilds_the_explorer():
+    assert make_accumulation_explorer(preset="forgot-to-divide", readout="detailed").readout_kind == "detailed"
+    assert make_accumulation_explorer(preset="forgot-to-divide").readout_kind == "plain"
+
+
 @pytest.mark.parametrize("name", sorted(PRESETS))
 def test_every_preset_builds_with_its_verdict(name):
     explorer = make_accumulation_explorer(preset=name)
@@ -36,11 +41,12 @@ def test_every_preset_builds_with_its_verdict(name):
 
 
 @pytest.mark.parametrize("kwargs, words", [
-    (dict(state="GA1-XXXX-XX"), "mistyped or cut short"),
+    (dict(state="GA2-XXXX-XX"), "mistyped or cut short"),
     (dict(state="GA9-2002-NZ"), "another version"),
     (dict(state="hello"), "not an explorer share code"),
     (dict(preset="no-such-demo"), "no preset named"),
-    (dict(preset="healthy", state="GA1-2002-NZ"), "not both"),
+    (dict(preset="healthy", state="GA2-2021-9"), "not both"),
+    (dict(state="GA1-2002-NZ"), "another version"),  # a code from before one mistake at a time
 ])
 def test_bad_codes_and_names_say_what_is_wrong(kwargs, words):
     with pytest.raises(ValueError, match=words):

@@ -31,9 +31,9 @@ def test_the_explorers_small_batch_run_is_kept_beside_it():
     assert compare_at_equal_examples(config).small_first_micro_batch == run_regimes(config).eval_loss["small_batch"]
 
 
-def test_bugs_are_switched_off_for_the_race():
+def test_the_mistake_is_left_out_of_the_race():
     clean = AccumulationConfig(num_updates=3)
-    buggy = AccumulationConfig(num_updates=3, bugs={"loss_not_divided"})
+    buggy = AccumulationConfig(num_updates=3, mistake="loss_not_divided")
     assert compare_at_equal_examples(buggy) == compare_at_equal_examples(clean)
 
 

@@ -1,8 +1,8 @@
-"""The bug-by-optimizer table: a constant factor nearly cancels under AdamW, the structural bugs do not."""
+"""The mistake-by-optimizer table: a constant factor nearly cancels under AdamW, the structural mistakes do not."""
 import pytest
 
-from widgets.lessons.developer_3.bug_effects import BUG_SETTINGS, bug_effect_table
-from widgets.core.config import BUGS, unmet_bug_needs
+from widgets.core.mistakes import MISTAKES
+from widgets.lessons.developer_3.bug_effects import bug_effect_table
 
 
 @pytest.fixture(scope="module")
@@ -10,28 +10,31 @@ def table():
     return bug_effect_table()
 
 
-def test_one_row_per_bug_and_optimizer(table):
-    assert [(r.bug, r.optimizer) for r in table.rows] == [(b, o) for b in BUGS for o in ("sgd", "adamw")]
-    assert all(not unmet_bug_needs(frozenset({b}), **BUG_SETTINGS.get(b, {})) for b in BUGS)
+def test_one_row_per_mistake_and_optimizer_with_the_setting_it_needs(table):
+    assert [(r.mistake, r.optimizer) for r in table.rows] == [(m, o) for m in MISTAKES for o in ("sgd", "adamw")]
+    assert all(not m.waits_for(**m.setting) for m in MISTAKES.values())
 
 
-def test_scale_bugs_bite_under_sgd_and_nearly_vanish_under_adamw(table):
-    for bug in ("loss_not_divided", "loss_divided_twice"):
-        assert table.gap(bug, "sgd") > 0.1 and table.gap(bug, "adamw") < 1e-4, bug
+def test_scale_mistakes_bite_under_sgd_and_nearly_vanish_under_adamw(table):
+    for mistake in ("loss_not_divided", "loss_divided_twice"):
+        assert MISTAKES[mistake].scales
+        assert table.gap(mistake, "sgd") > 0.1 and table.gap(mistake, "adamw") < 1e-4, mistake
 
 
-def test_structural_bugs_bite_under_both(table):
-    for bug in ("zero_grad_every_micro_step", "step_every_micro_step", "forget_final_step"):
-        assert table.gap(bug, "sgd") > 0.05 and table.gap(bug, "adamw") > 0.05, bug
+def test_structural_mistakes_bite_under_both(table):
+    for mistake in ("zero_grad_every_micro_step", "step_every_micro_step", "forget_final_step"):
+        assert not MISTAKES[mistake].scales
+        assert table.gap(mistake, "sgd") > 0.05 and table.gap(mistake, "adamw") > 0.05, mistake
 
 
-def test_the_log_bug_changes_no_weights(table):
+def test_the_log_mistake_changes_no_weights(table):
     assert table.gap("log_divided_loss", "sgd") < 1e-5 and table.gap("log_divided_loss", "adamw") < 1e-5
 
 
-def test_text_has_a_line_per_bug(table):
-    text = table.as_text().splitlines()
-    assert len(text) == 1 + len(BUGS) and text[0].split() == ["bug", "sgd", "adamw"]
+def test_the_table_has_a_row_per_mistake_by_its_label(table):
+    shown = table.as_table()
+    assert shown.headers == ["mistake", "SGD", "AdamW"]
+    assert [row[0] for row in shown.rows] == [m.label for m in MISTAKES.values()]
 
 
 @pytest.mark.parametrize("optimizers", [(), "sgd", ("rmsprop",)])
@@ -44,7 +47,7 @@ def test_bad_optimizers_are_refused(optimizers):
 
 def test_rounding_sized_gaps_are_printed_as_a_bound_not_their_digits(table):
     # their last digits depend on the CPU's vector unit (ATEN_CPU_CAPABILITY), so nbval could not pin them
-    row = next(line for line in table.as_text().splitlines() if line.startswith("log_divided_loss"))
-    assert row.split()[1:] == ["<", "1e-05", "<", "1e-05"]
-    big = next(line for line in table.as_text().splitlines() if line.startswith("loss_not_divided"))
-    assert f"{table.gap('loss_not_divided', 'sgd'):.2g}" in big and "< 1e-05" in big
+    rows = {row[0]: row[1:] for row in table.as_table().rows}
+    assert rows[MISTAKES["log_divided_loss"].label] == ["< 1e-05", "< 1e-05"]
+    big = rows[MISTAKES["loss_not_divided"].label]
+    assert big == [f"{table.gap('loss_not_divided', 'sgd'):.2g}", "< 1e-05"]

@@ -9,7 +9,7 @@ from widgets.lessons.start_here.catalog import (
     NOTEBOOKS,
     RESULTS_PATH,
     TIERS,
-    catalog_text,
+    catalog_table,
     load_run_times,
     measurement_note,
     run_time_text,
@@ -40,6 +40,7 @@ def test_map_starts_here_and_follows_the_tiers_in_order():
     assert {"notebooks/developer_1_proving_equivalence.ipynb", "notebooks/developer_2_training_loop.ipynb",
             "notebooks/developer_3_bug_gallery.ipynb"} <= set(paths)
     assert all(e.title and e.description and "\n" not in e.description for e in NOTEBOOKS)
+    assert all(len(e.description) <= 100 for e in NOTEBOOKS)  # one line of a table, not a paragraph
 
 
 @pytest.mark.parametrize("path", OWN_NOTEBOOKS)
@@ -51,17 +52,18 @@ def test_own_notebooks_are_listed_and_exist(path):
 def test_without_a_results_file_nothing_is_measured(tmp_path):
     missing = tmp_path / "results.json"
     assert load_run_times(missing) == {}
-    text = catalog_text(missing)
-    assert text.count(f"[{NOT_MEASURED}]") == len(NOTEBOOKS)
-    assert "RESEARCHER" in text and "researcher_1_why_exact.ipynb" in text
-    assert "(planned, not written yet)" not in text  # every tier has notebooks now
+    table = catalog_table(missing)
+    assert [row[-1] for row in table.rows] == [NOT_MEASURED] * len(NOTEBOOKS)
+    assert "| Researcher | [Why it is exact](researcher_1_why_exact.ipynb) |" in table.markdown()
+    assert "(planned, not written yet)" not in table.markdown()  # every tier has notebooks now
+    assert table.note == ""
 
 
 def test_a_planned_tier_without_notebooks_says_so(tmp_path, monkeypatch):
     from widgets.lessons.start_here import catalog
 
     monkeypatch.setitem(catalog.TIERS, "future", catalog.Tier("Future", "nobody yet", planned=True))
-    assert "FUTURE  (nobody yet)\n  (planned, not written yet)" in catalog.catalog_text(tmp_path / "results.json")
+    assert "| Future | (planned, not written yet) | nobody yet |" in catalog.catalog_table(tmp_path / "results.json").markdown()
 
 
 def test_measured_times_are_read_and_the_rest_stay_unmeasured(tmp_path):
@@ -79,11 +81,11 @@ def test_measured_times_are_read_and_the_rest_stay_unmeasured(tmp_path):
     assert times == {"notebooks/00_start_here.ipynb": 4.26, "notebooks/beginner_1_carrying_bricks.ipynb": 12.0}
     assert run_time_text("notebooks/00_start_here.ipynb", times) == "4.3 s"
     assert run_time_text("notebooks/developer_3_bug_gallery.ipynb", times) == NOT_MEASURED
-    text = catalog_text(path)
-    assert "00_start_here.ipynb  [4.3 s]" in text and "beginner_1_carrying_bricks.ipynb  [12.0 s]" in text
-    assert text.count(f"[{NOT_MEASURED}]") == len(NOTEBOOKS) - 2
+    table = catalog_table(path)
+    assert [row[-1] for row in table.rows[:2]] == ["4.3 s", "12.0 s"]
+    assert [row[-1] for row in table.rows].count(NOT_MEASURED) == len(NOTEBOOKS) - 2
     note = "Run times measured from a fresh kernel on 2026-11-29, with 2 CPUs, by `python benchmarks/benchmark.py`."
-    assert measurement_note(path) == note and text.endswith(note)
+    assert measurement_note(path) == note and table.note == note and table.markdown().endswith(note)
 
 
 def test_the_note_is_empty_when_the_file_does_not_say(tmp_path):

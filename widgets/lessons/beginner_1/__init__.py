@@ -6,12 +6,10 @@ from widgets.core.surface import lazy_surface
 
 _NAMES = {
     "make_prediction": "widgets.controls.prediction",
-    "AccumulationConfig": "widgets.core.config",
-    "below": "widgets.core.floor",
-    "run_regimes": "widgets.core.training",
     "bricks_states": "widgets.lessons.beginner_1.bricks",
     "BricksState": "widgets.lessons.beginner_1.bricks",
     "describe": "widgets.lessons.beginner_1.bricks",
+    "trips_table": "widgets.lessons.beginner_1.bricks",
     "MAX_BRICKS_PER_TRIP": "widgets.lessons.beginner_1.bricks",
     "MAX_TRIPS": "widgets.lessons.beginner_1.bricks",
     "make_bricks_widget": "widgets.lessons.beginner_1.controls",

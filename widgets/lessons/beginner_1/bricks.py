@@ -10,15 +10,16 @@ blame of its b bricks (`.mean()`), and the pile adds K of them. The update pushe
 AVERAGE armful, the pile ÷ K, which is the average over all K·b bricks: what one batch of K·b
 gives. In code the division comes before each armful lands (each micro-batch loss divided by K),
 so `.grad` already holds the pile ÷ K when the update comes. The classic bug uses the sum of K
-armfuls as if it were one armful's worth: under plain SGD an update K times too strong (AdamW
-divides by the blame's own size and nearly cancels it). Pure Python: no torch, matplotlib or
-ipywidgets.
+armfuls as if it were one armful's worth: an update K times too strong (with plain SGD; the
+developer tier shows an optimizer that nearly cancels it). Pure Python: no torch, matplotlib or
+ipywidgets; `trips_table` renders as a Markdown table.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
 from widgets.core.config import check_int
+from widgets.core.views import Table
 
 # Slider ranges of the bricks widget: the picture is laid out to hold up to 8 x 8 = 64 bricks.
 MAX_BRICKS_PER_TRIP = 8
@@ -117,35 +118,28 @@ def describe(state: BricksState) -> str:
     b, K, t = state.micro_batch_size, state.accumulation_steps, state.trip
     everything, pile = count(state.effective_batch_size, "brick"), count(state.pile, "brick")
     if t == 0:
-        return (
-            f"Trip 0 of {K}: all {everything} are downstairs, the pile at the top is empty "
-            f"(.grad is clear). Each trip will carry {count(b, 'brick')} (micro_batch_size b = {b})."
-        )
+        return (f"Trip 0 of {K}: all {everything} are downstairs and the pile at the top is empty (.grad is "
+                f"clear). Each trip carries {count(b, 'brick')} (micro_batch_size b = {b}).")
     if not state.wall_built:
-        return (
-            f"Trip {t} of {K} (micro_steps done: {t}): the pile at the top holds {t} x {b} = {pile}, "
-            f"a sum (the accumulated gradient). No wall yet: the update waits for trip {K}."
-        )
+        return (f"Trip {t} of {K}: the pile at the top holds {t} x {b} = {pile}, a sum (the accumulated "
+                f"gradient). No wall yet: the update waits for trip {K}.")
     if K == 1:
-        return (
-            f"Trip 1 of 1 (micro_steps done: 1): one armful of {everything} is the whole wall. With one trip "
-            f"nothing is accumulated: this is ordinary training with a batch of b = {b}, a smaller wall; more "
-            f"trips of {count(b, 'brick')} would build a bigger one. Then the landing is cleared (zero_grad)."
-        )
+        return (f"Trip 1 of 1: one armful of {everything} is the whole wall. Nothing is accumulated: this is "
+                f"ordinary training with a batch of b = {b}, a smaller wall. Then the landing is cleared (zero_grad).")
     if state.divided:
-        built = (
-            f"The pile's blame is a sum of {K} armfuls; the update pushes with their average, the pile ÷ {K} "
-            f"(in code each trip's loss is divided by K = {K} before it lands, so .grad already holds it): "
-            f"the update a single batch of {K * b} would give."
-        )
+        built = (f"The pile is a sum of {K} armfuls; the update pushes with their average, the pile ÷ {K}: "
+                 f"what a single batch of {K * b} would give.")
     else:
-        built = (
-            f"BUG: the update pushes with the pile as it is, {K} armfuls added up and never divided by "
-            f"K = {K}, used as if they were one armful's worth: with plain SGD the update is {K} times too "
-            f"strong (forgot to divide; AdamW nearly cancels the factor)."
-        )
-    return (
-        f"Trip {t} of {K} (micro_steps done: {t}): all {K} x {b} = {everything} are up "
-        f"(effective_batch_size K·b), so ONE wall is built from all {everything}: the update "
-        f"(optimizer.step()). {built} Then the landing is cleared for the next wall (zero_grad)."
-    )
+        built = (f"BUG: the update pushes with the pile as it is, {K} armfuls never divided by {K}: "
+                 f"{K} times too strong (forgot to divide).")
+    return (f"Trip {K} of {K}: all {K} x {b} = {everything} are up (effective_batch_size K·b), and ONE wall is "
+            f"built from all {everything}: the update (optimizer.step()). {built} Then the landing is cleared "
+            "(zero_grad).")
+
+
+def trips_table(micro_batch_size: int, accumulation_steps: int) -> Table:
+    """Trip by trip, from nothing carried to the wall: the bricks in the pile and in the wall."""
+    rows = [[f"{s.trip} of {s.accumulation_steps}", s.pile, s.downstairs, s.wall or "not yet"]
+            for s in bricks_states(micro_batch_size, accumulation_steps)]
+    return Table(["trip", "bricks in the pile", "bricks downstairs", "bricks in the wall"], rows,
+                 right=frozenset({"bricks in the pile", "bricks downstairs", "bricks in the wall"}))

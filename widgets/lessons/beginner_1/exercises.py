@@ -66,6 +66,18 @@ def _number_checker(target: float, typical: dict[float, str], fallback: str, rig
     return check
 
 
+def _choice_checker(right: str, wrong: dict[str, str], right_message: str):
+    """A checker for one letter: Correct for `right`, else the misconception behind that letter."""
+    letters = sorted({right, *wrong})
+
+    def check(answer: object) -> Feedback:
+        letter = answer.strip().upper() if isinstance(answer, str) else None
+        if letter not in letters:
+            return incorrect(f"answer with one of the letters {', '.join(repr(x) for x in letters)}, got {answer!r}")
+        return correct(right_message) if letter == right else incorrect(wrong[letter])
+    return check
+
+
 def _check_three_trips(answer: object) -> Feedback:
     """The learner's `knob.grad` (or the knob itself, or a number) against the batch of 6."""
     if isinstance(answer, torch.Tensor) and answer.requires_grad and answer.grad is not None:
@@ -135,24 +147,7 @@ def beginner_predictions() -> dict[str, dict]:
 
 def beginner_exercises() -> ExerciseSet:
     """The checked questions of beginner notebook 1 (carrying bricks)."""
-    three = grad_after_backwards(3)
     return ExerciseSet("Carrying bricks", [
-        Exercise(
-            "pile", "The pile keeps growing",
-            "A fresh knob's blame for the loss `3 * knob` is 3. You run `(3 * knob).backward()` three times "
-            "in a row and never clear `knob.grad`. What number does `knob.grad` hold? "
-            "Check it with `ex.pile.check(your_number)`.",
-            _number_checker(three, {
-                grad_after_backwards(1): "3 is one backward's blame: that would be true only if PyTorch replaced "
-                                         "the old blame. It adds.",
-                grad_after_backwards(2): "that is the pile after two backward() calls; there were three.",
-                27.0: "27 = 3 x 3 x 3: the blames are added, not multiplied.",
-            }, "{value:g} is not it: each backward() adds its blame of 3 to what is already there.",
-                f"three blames of 3 added up: {three:g}. PyTorch adds into .grad until you clear it.", "your answer"),
-            ["Does backward() replace what is in .grad, or add to it? Section 3 printed the second time.",
-             "After one backward the box holds 3, after two it holds 6. One more adds another 3."],
-            f"answer = {three:g}  # 3 + 3 + 3: every backward() adds into .grad",
-        ),
         Exercise(
             "trips", "How many trips?",
             "A training recipe asks for 24 examples behind every update (effective_batch_size), and your "
@@ -168,6 +163,7 @@ def beginner_exercises() -> ExerciseSet:
             ["The wall has K x b bricks. You know the wall (24) and b (6).",
              "K = 24 / 6."],
             "K = 24 // 6  # 4 trips of 6 bricks make the wall of 24",
+            kind="compute",
         ),
         Exercise(
             "divide_by", "What to divide by",
@@ -185,22 +181,45 @@ def beginner_exercises() -> ExerciseSet:
             ["The pile adds one trip-mean per trip. How many trips are there?",
              "12 examples in trips of 3 is 4 trips; the pile is 4 means added up."],
             "number = 12 // 3  # the number of trips, K = 4 (each .mean() already divided by 3)",
+            kind="compute",
         ),
         Exercise(
-            "one_trip", "One trip, same armful",
-            "A wall is carried as 6 trips of 3 bricks. You set trips to 1 and leave 3 bricks per trip. How many "
-            "examples stand behind each update now? `ex.one_trip.check(number)`",
-            _number_checker(3.0, {
-                18.0: "18 was the wall of 6 trips. With 3 bricks per trip and 1 trip the wall shrinks: a batch of 18 "
-                      "in one trip would mean carrying 18 at once (and the memory for it).",
-                6.0: "6 was the number of trips; there is now 1 trip of 3 bricks.",
-                1.0: "1 is the number of trips now; how many bricks does that one trip carry?",
-            }, "{value:g} is not it: the wall is trips x bricks per trip.",
-                "1 x 3 = 3: ordinary training with a batch of 3, no accumulation, and a noisier update than the "
-                "wall of 18. The same wall in one trip needs 18 bricks per trip.", "number"),
-            ["The wall has (trips) x (bricks per trip) bricks.",
-             "1 trip x 3 bricks per trip."],
-            "number = 1 * 3  # one trip of 3: a smaller wall, not the wall of 18 carried at once",
+            "one_trip", "One trip: what does the wall become?",
+            "In the staircase above, set trips to 1 and leave 5 bricks per trip. Predict what the picture "
+            "shows, then check: `ex.one_trip.check('A')` (or 'B', 'C').\n\n"
+            "- **A**: the same wall as before, carried in one trip\n"
+            "- **B**: a smaller wall of 5 bricks: ordinary training with a small batch\n"
+            "- **C**: no wall at all: without accumulation nothing is built",
+            _choice_checker("B", {
+                "A": "the wall of 20 in one trip would mean carrying 20 bricks at once, and the memory for them; "
+                     "with 5 per trip and one trip the wall holds only 5.",
+                "C": "one trip still builds a wall: the update happens after the last trip, and with one trip that "
+                     "is the first. It is ordinary training, with a batch of 5.",
+            }, "one trip of 5 builds a wall of 5: ordinary training with a smaller, noisier batch, not the wall "
+               "of 20 carried at once. Move the slider and the picture agrees."),
+            ["The wall holds (trips) x (bricks per trip) bricks.",
+             "With one trip of 5 the wall holds 5 bricks. Is that the old wall?"],
+            "answer = 'B'  # 1 trip x 5 bricks: a wall of 5, a smaller batch, not the wall of 20",
+            kind="predict",
+        ),
+        Exercise(
+            "four_trips", "Forget to divide, in four trips",
+            "The knob model of section 3, its four examples now carried in 4 trips of 1, each trip's loss "
+            "**not** divided. Predict the pile, compared with the blame of the big batch, then check: "
+            "`ex.four_trips.check('A')` (or 'B', 'C', 'D').\n\n"
+            "- **A**: the same as the big batch's\n- **B**: twice as big\n- **C**: four times as big\n"
+            "- **D**: a quarter of it",
+            _choice_checker("C", {
+                "A": "the big batch averages its 4 examples; the undivided pile adds 4 trip-blames without "
+                     "averaging them.",
+                "B": "twice was the two trips of section 3. Each trip adds one undivided blame: count the trips.",
+                "D": "dividing makes the pile smaller; leaving the division out makes it bigger.",
+            }, "4 trips, 4 undivided blames added up: 4 times the big batch's blame. The pile grows with the "
+               "number of trips, which is why the loss is divided by it."),
+            ["Section 3: two trips without the division gave twice the big batch's blame.",
+             "Each trip adds its whole blame. With 4 trips, how many blames are added up?"],
+            "answer = 'C'  # 4 undivided trip-blames: 4 x the big batch's blame",
+            kind="predict",
         ),
         Exercise(
             "three_trips", "Carry six examples in three trips",
@@ -219,5 +238,6 @@ def beginner_exercises() -> ExerciseSet:
                 loss.backward()  # adds this trip's share to the pile
             """,
             "Each trip's mean divided by 3: the pile adds up to the blame of the batch of 6.",
+            kind="code",
         ),
     ])

@@ -1,4 +1,4 @@
-"""beginner_2, watch a model learn: the accumulation explorer, equal examples, equal time.
+"""beginner_2, watch a model learn: the accumulation explorer, one mistake, equal examples, the trade.
 
 The notebook's one import surface: every name it uses comes from here, each loaded on first use.
 """
@@ -10,13 +10,14 @@ _NAMES = {
     "make_regression_data": "widgets.core.accumulation",
     "AccumulationConfig": "widgets.core.config",
     "run_regimes": "widgets.core.training",
-    "readout_lines": "widgets.lessons.beginner_2.controls",
+    "make_accumulation_explorer": "widgets.lessons.beginner_2.controls",
     "compare_at_equal_examples": "widgets.lessons.beginner_2.equal_examples",
-    "race_at_equal_time": "widgets.lessons.beginner_2.wall_clock",
-    "anchor_block": "widgets.research.anchors",
-    "anchor_rows": "widgets.research.anchors",
-    "SOURCE": "widgets.research.anchors",
-    "SavedTensorCounter": "widgets.research.saved_bytes",
+    "explorer_predictions": "widgets.lessons.beginner_2.exercises",
+    "SPLITS": "widgets.lessons.beginner_2.exercises",
+    "loss_table": "widgets.lessons.beginner_2.readout",
+    "readout_lines": "widgets.lessons.beginner_2.readout",
+    "memory_share": "widgets.lessons.beginner_2.trade",
+    "Table": "widgets.core.views",
 }
 __all__ = sorted(_NAMES)
 __getattr__, __dir__ = lazy_surface(__name__, _NAMES)

@@ -1,4 +1,4 @@
-"""The accumulation explorer: sliders for K and b, bug switches, a live figure and a readout.
+"""The accumulation explorer: sliders for K and b, one mistake at a time, a live figure and a readout.
 
 The figure is a plain matplotlib `Figure` (never pyplot, so nothing leaks into the notebook)
 made once; each change moves its lines in place and sends a fresh PNG to an `Image` widget.
@@ -19,32 +19,21 @@ import ipywidgets as W
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from widgets.core.accumulation import GRAD_ATOL, GRAD_RTOL
 from widgets.core.shared import B_RANGE, CLIP_OPTIONS, K_RANGE, LR_RANGE  # the slider ranges, shared with share codes
-from widgets.core.config import OPTIMIZERS, AccumulationConfig, config_without_waiting_bugs
+from widgets.core.config import OPTIMIZERS, AccumulationConfig, config_without_waiting_mistake
+from widgets.core.mistakes import MISTAKES
 from widgets.lab import presets
 from widgets.controls.readout import verdict_list_html
 from widgets.draw.frames import FastCanvas, errors_shown_in, with_static_fallback
 from widgets.draw.training_plots import draw_gradient_pile, draw_loss_curves, update_gradient_pile, update_loss_curves
-from widgets.core.symptoms import bug_symptoms
-from widgets.core.torch_state import known_torch_state
-from widgets.core.training import DIVERGED_LOSS_FACTOR, RunRecord
+from widgets.core.training import RunRecord
 from widgets.lessons.beginner_2.controls_ahead import TrainsAhead
+from widgets.lessons.beginner_2.readout import READOUTS, readout_lines
 
-BUG_LABELS = {
-    "loss_not_divided": "loss not divided by K",
-    "zero_grad_every_micro_step": "zero_grad every micro-step",
-    "step_every_micro_step": "optimizer step every micro-step",
-    # the rest sit in the "more bugs" drawer, beside the settings they need
-    "loss_divided_twice": "loss divided by K twice",
-    "forget_final_step": "no step for the final uneven window",
-    "tail_divided_by_k": "final window divided by K",
-    "log_divided_loss": "log the divided loss",
-    "clip_every_micro_step": "clip every micro-step",
-    "scheduler_every_micro_step": "warmup stepped every micro-step",
-}
-MAIN_BUGS = ("loss_not_divided", "zero_grad_every_micro_step", "step_every_micro_step")
-SETTINGS = ("tail_micro_batches", "max_grad_norm", "warmup_updates")  # what some of those bugs need
+# The mistakes a learner switches most, first in the list: choosing one of them is one move ahead.
+MAIN_MISTAKES = ("loss_not_divided", "zero_grad_every_micro_step", "step_every_micro_step")
+NO_MISTAKE = "none: the correct loop"
+SETTINGS = ("tail_micro_batches", "max_grad_norm", "warmup_updates")  # what some mistakes need
 _SETTINGS_KEPT = 64  # combinations of control values checked, with their config (a revisit checks nothing)
 _LIVE: dict[str, weakref.ref] = {}  # the cell that built an explorer -> that explorer (see `_running_cell`)
 
@@ -53,8 +42,9 @@ class AccumulationExplorer(TrainsAhead, W.VBox):
     """Use `make_accumulation_explorer`; `controls`, `record`, `figure` and `readout` are public.
     `train_ahead` and `trained_settings` come from `TrainsAhead` (the records kept, the work ahead)."""
 
-    def __init__(self, config: AccumulationConfig):
-        self._start_ahead(MAIN_BUGS)
+    def __init__(self, config: AccumulationConfig, readout: str = "plain"):
+        self._start_ahead(MAIN_MISTAKES)
+        self.readout_kind = readout
         self._settings: OrderedDict[tuple, tuple[AccumulationConfig, list[str]]] = OrderedDict()
         self._base = config
         self.controls = {
@@ -76,8 +66,11 @@ class AccumulationExplorer(TrainsAhead, W.VBox):
             options=[(label, name) for name, label in OPTIMIZERS.items()], value=config.optimizer,
             description="optimizer", style={"description_width": "170px"}, layout=W.Layout(width="300px"),
         )
-        for name, label in BUG_LABELS.items():
-            self.controls[name] = W.Checkbox(value=name in config.bugs, description=f"bug: {label}", indent=False)
+        order = list(dict.fromkeys((*MAIN_MISTAKES, *MISTAKES)))
+        self.controls["mistake"] = W.Dropdown(
+            options=[(NO_MISTAKE, "")] + [(MISTAKES[n].label, n) for n in order], value=config.mistake or "",
+            description="mistake", style={"description_width": "170px"}, layout=W.Layout(width="420px"),
+        )
         self.controls.update(_setting_controls(config))
         self.notes: list[str] = []
         self._syncing = False
@@ -96,23 +89,24 @@ class AccumulationExplorer(TrainsAhead, W.VBox):
         self.canvas = FastCanvas(self.figure, moving)
         self.image = W.Image(format="png", layout=W.Layout(width="720px"))
         self.render()
-        self.readout.value = readout_html(self.record)
+        self.readout.value = readout_html(self.record, kind=readout)
         self._last_values = self._control_values()
         self._config_and_notes()  # the starting values, checked once like any other setting
         for control in self.controls.values():
             control.observe(self._on_change, names="value")
-        sliders = W.VBox([self.controls[n] for n in ("accumulation_steps", "micro_batch_size", "learning_rate", "optimizer")])
-        bugs = W.VBox([self.controls[n] for n in MAIN_BUGS])
+        shown = ("accumulation_steps", "micro_batch_size", "learning_rate", "mistake")
+        if readout == "detailed":  # optimizers are the developer tier's
+            shown += ("optimizer",)
+        sliders = W.VBox([self.controls[n] for n in shown])
         more = W.Accordion(
-            [W.HBox([W.VBox([self.controls[n] for n in BUG_LABELS if n not in MAIN_BUGS]),
-                     W.VBox([self.controls[n] for n in SETTINGS])])],
-            titles=("more bugs: the uneven final window, logging, clipping, the warmup",),
-            selected_index=0 if config.bugs - set(MAIN_BUGS) else None,
+            [W.VBox([self.controls[n] for n in SETTINGS])],
+            titles=("settings some mistakes need: a short last window, clipping, a warmup",),
+            selected_index=0 if config.mistake and MISTAKES[config.mistake].needs else None,
         )
         self.share = W.Button(description="share these settings", tooltip="a short code for make_accumulation_explorer(state=...)")
         self.share_text = W.HTML()
         self.share.on_click(self._show_share_code)
-        super().__init__([W.HBox([sliders, bugs]), more, self.image, self.readout,
+        super().__init__([sliders, more, self.image, self.readout,
                           W.HBox([self.share, self.share_text]), self.errors])
         self.closed = False  # `close()` sets it; until here there is nothing to close
         self._plan_ahead(config, self._last_values, self._last_values)  # the first move, too, is likely one notch away
@@ -129,7 +123,7 @@ class AccumulationExplorer(TrainsAhead, W.VBox):
         c = self.current_config()
         return presets.encode_state(dict(
             accumulation_steps=c.accumulation_steps, micro_batch_size=c.micro_batch_size,
-            learning_rate=c.learning_rate, bugs=tuple(c.bugs), num_updates=c.num_updates, seed=c.seed,
+            learning_rate=c.learning_rate, mistake=c.mistake, num_updates=c.num_updates, seed=c.seed,
             tail_micro_batches=c.tail_micro_batches, max_grad_norm=c.max_grad_norm,
             warmup_updates=c.warmup_updates, optimizer=c.optimizer,
         ))
@@ -146,28 +140,29 @@ class AccumulationExplorer(TrainsAhead, W.VBox):
         return tuple(control.value for control in self.controls.values())
 
     def _config_and_notes(self) -> tuple[AccumulationConfig, list[str]]:
-        """The config the controls describe, and a note per ticked bug left out because it waits for
-        a setting. Checked once per new combination of control values, by the config; a revisit
-        checks nothing."""
+        """The config the controls describe, and a note if the chosen mistake is left out because it
+        waits for a setting. Checked once per new combination of control values, by the config; a
+        revisit checks nothing."""
         values = self._control_values()
         if values in self._settings:
             self._settings.move_to_end(values)
             return self._settings[values]
         c = self.controls
-        config, waiting = config_without_waiting_bugs(
+        config, waiting = config_without_waiting_mistake(
             accumulation_steps=c["accumulation_steps"].value,
             micro_batch_size=c["micro_batch_size"].value,
             learning_rate=float(c["learning_rate"].value),
             num_updates=self._base.num_updates,
             num_examples=self._base.num_examples,
             seed=self._base.seed,
-            bugs=frozenset(n for n in BUG_LABELS if c[n].value),
+            mistake=c["mistake"].value or None,
             tail_micro_batches=c["tail_micro_batches"].value,
             max_grad_norm=c["max_grad_norm"].value or None,
             warmup_updates=c["warmup_updates"].value,
             optimizer=c["optimizer"].value,
         )
-        notes = [f"'{BUG_LABELS[n]}' is not applied yet: it needs {need}" for n, need in waiting.items()]
+        label = MISTAKES[c["mistake"].value].label if waiting else ""
+        notes = [f"'{label}' does nothing yet: it needs {need}" for need in waiting.values()]
         self._settings[values] = (config, notes)
         if len(self._settings) > _SETTINGS_KEPT:
             self._settings.popitem(last=False)
@@ -195,8 +190,8 @@ class AccumulationExplorer(TrainsAhead, W.VBox):
             return super().close()
         self.closed = True
         self._stop_ahead()
-        for child in self.children:
-            _close_tree(child)
+        for child in (*self.children, *self.controls.values()):  # a control not shown (the plain
+            _close_tree(child)  # readout hides the optimizer) is closed too
         if isinstance(self.layout, W.Widget):
             self.layout.close()
         self.figure = self.canvas = self._axes = self._pile_artists = self._loss_lines = None
@@ -209,7 +204,7 @@ class AccumulationExplorer(TrainsAhead, W.VBox):
         self.record = self._record_for(config)
         self._move_lines(self.record)
         self.render()
-        self.readout.value = readout_html(self.record, self.notes)
+        self.readout.value = readout_html(self.record, self.notes, kind=self.readout_kind)
 
     def _move_lines(self, record: RunRecord) -> None:
         update_gradient_pile(record, self._axes[0], self._pile_artists, max_steps=K_RANGE[1])
@@ -234,80 +229,22 @@ class AccumulationExplorer(TrainsAhead, W.VBox):
 
     def _repr_mimebundle_(self, **kwargs):
         """The live widget where a kernel runs; a static PNG and a one-line summary elsewhere."""
-        text = f"AccumulationExplorer: {readout_text(self.record, self.notes)}"
+        text = f"AccumulationExplorer: {readout_text(self.record, self.notes, self.readout_kind)}"
         return with_static_fallback(super()._repr_mimebundle_(**kwargs), self.image.value, text)
 
 
-def readout_lines(record: RunRecord, notes: list[str] | tuple[str, ...] = ()) -> list[str]:
-    """The explorer's readout as plain sentences, computed from `record`, then any `notes`."""
-    if not isinstance(record, RunRecord):
-        raise TypeError(f"record must be a RunRecord (from run_regimes), got {type(record).__name__}")
-    with known_torch_state(threads=None):  # the symptoms compute with torch: float32, grad on
-        return _readout_lines(record, notes)
-
-
-def _readout_lines(record: RunRecord, notes: list[str] | tuple[str, ...]) -> list[str]:
-    c = record.config
-    K, b = c.accumulation_steps, c.micro_batch_size
-    lines = [f"effective_batch_size = K x b = {K} x {b} = {c.effective_batch_size}", _gradient_line(record)]
-    if c.optimizer != "sgd":
-        lines.append(f"optimizer: {OPTIMIZERS[c.optimizer]}: each step divides by the gradient's running size, "
-                     "so a constant factor on every gradient nearly cancels")
-    if c.warmup_updates or not record.learning_rates_match:
-        lines.append(_learning_rate_line(record))
-    lines += [
-        f"forward/backward passes per update: accumulated {K}, big batch 1 (time grows with K)",
-        f"activation memory of the accumulated run: b / (K x b) = 1/{K} of the big batch (memory grows with b)",
-    ]
-    if c.bugs:
-        lines.append("bugs on: " + ", ".join(BUG_LABELS[n] for n in sorted(c.bugs)))
-        if K == 1:
-            lines.append("with K = 1 there is nothing to accumulate, so these bugs change nothing")
-        else:
-            lines += bug_symptoms(record)
-    for regime, update in record.diverged_at.items():
-        if update is not None:
-            lines.append(
-                f"the {regime.replace('_', ' ')} run diverged at update {update} (its loss was not finite or over "
-                f"{DIVERGED_LOSS_FACTOR:g} x where it started): lower the learning rate"
-            )
-    return lines + list(notes)
-
-
-def _gradient_line(record: RunRecord) -> str:
-    """The largest gradient difference and its verdict at the lab's tolerance; no verdict once both
-    runs blew up, since relative closeness of two exploding gradients says nothing about accumulation."""
-    said = f"max |accumulated - big-batch gradient| = {record.max_grad_diff:.2e} -> "
-    if record.both_diverged:
-        first = min(record.diverged_at["accumulated"], record.diverged_at["big_batch"])
-        return said + f"no verdict: both runs diverged (from update {first})"
-    if record.grads_allclose:  # rounding only: its last digits differ from one CPU to the next, so none are printed
-        return (f"max |accumulated - big-batch gradient|: rounding only, within the lab's tolerance (rtol {GRAD_RTOL:g}, "
-                f"atol {GRAD_ATOL:g}) -> gradients allclose: True")
-    return said + "gradients allclose: False"
-
-
-def _learning_rate_line(record: RunRecord) -> str:
-    """Whether both runs used the same learning rate at every update; the first update where not."""
-    if record.learning_rates_match:
-        return "learning rates match: True (the warmup gives both runs the same rate at every update)"
-    rates = record.learning_rates
-    u = next(u for u, (a, big) in enumerate(zip(rates["accumulated"], rates["big_batch"])) if a != big)
-    return (f"learning rates match: False (update {u}: accumulated {rates['accumulated'][u]:.3g}, "
-            f"big batch {rates['big_batch'][u]:.3g})")
-
-
-def readout_text(record: RunRecord, notes: list[str] | tuple[str, ...] = ()) -> str:
+def readout_text(record: RunRecord, notes: list[str] | tuple[str, ...] = (), kind: str = "plain") -> str:
     """The readout in one line."""
-    return "; ".join(readout_lines(record, notes))
+    return "; ".join(readout_lines(record, notes, kind))
 
 
 _VERDICTS = ("gradients allclose", "learning rates match")
 
 
-def readout_html(record: RunRecord, notes: list[str] | tuple[str, ...] = ()) -> str:
-    """The readout as HTML for the `HTML` widget; each verdict is coloured and also spelled out."""
-    return verdict_list_html(readout_lines(record, notes), _VERDICTS)
+def readout_html(record: RunRecord, notes: list[str] | tuple[str, ...] = (), kind: str = "plain") -> str:
+    """The readout as HTML for the `HTML` widget; each verdict is coloured and also spelled out
+    (a plain readout's line ends in ✓ or ✗, a detailed one says `True` or `False` and adds the mark)."""
+    return verdict_list_html(readout_lines(record, notes, kind), _VERDICTS)
 
 
 _DEFAULT = AccumulationConfig()  # the explorer starts from the config's defaults (as do share codes)
@@ -317,7 +254,7 @@ def make_accumulation_explorer(
     accumulation_steps: int = _DEFAULT.accumulation_steps,
     micro_batch_size: int = _DEFAULT.micro_batch_size,
     learning_rate: float = _DEFAULT.learning_rate,
-    bugs: tuple[str, ...] | frozenset[str] = (),
+    mistake: str | None = _DEFAULT.mistake,
     num_updates: int = _DEFAULT.num_updates,
     seed: int = _DEFAULT.seed,
     *,
@@ -325,27 +262,33 @@ def make_accumulation_explorer(
     max_grad_norm: float | None = _DEFAULT.max_grad_norm,
     warmup_updates: int = _DEFAULT.warmup_updates,
     optimizer: str = _DEFAULT.optimizer,
+    readout: str = "plain",
     preset: str | None = None,
     state: str | None = None,
 ) -> AccumulationExplorer:
     """Build (not display) the explorer. Bad starting values raise a ValueError naming the parameter;
-    so does a bug without the setting it needs (e.g. `forget_final_step` without a tail).
-    `optimizer` is "sgd" or "adamw" (a dropdown switches it live).
+    so does a mistake without the setting it needs (e.g. `forget_final_step` without a tail).
+    `mistake` is None (the correct loop) or one name of `widgets.core.mistakes.MISTAKES`: one at a
+    time, as a dropdown switches it live. `readout` is "plain" (each thing as people say it: the
+    beginner tier and the projector) or "detailed" (tolerances, the optimizer dropdown, the symptoms
+    with their numbers: the developer tier). `optimizer` is "sgd" or "adamw".
 
     In a classroom: `preset="forgot-to-divide"` starts from a named demo (`widgets.lab.presets.PRESETS`),
-    and `state="GA1-..."` from the code another explorer's `share_code()` gave; either replaces the
-    other arguments. A bad or stale code raises a ValueError saying what is wrong with it."""
+    and `state="GA2-..."` from the code another explorer's `share_code()` gave; either replaces the
+    other settings (not `readout`). A bad or stale code raises a ValueError saying what is wrong with it."""
+    if readout not in READOUTS:
+        raise ValueError(f"readout must be one of {READOUTS}, got {readout!r}")
     if preset is not None or state is not None:
         if preset is not None and state is not None:
             raise ValueError("pass preset or state, not both")
         settings = presets.preset(preset) if preset is not None else presets.decode_state(state)
-        return make_accumulation_explorer(**settings)
+        return make_accumulation_explorer(**settings, readout=readout)
     config = presets.explorer_config(dict(  # the explorer's ranges and options, checked as share codes are
         accumulation_steps=accumulation_steps, micro_batch_size=micro_batch_size, learning_rate=learning_rate,
-        bugs=bugs, num_updates=num_updates, seed=seed, tail_micro_batches=tail_micro_batches,
+        mistake=mistake, num_updates=num_updates, seed=seed, tail_micro_batches=tail_micro_batches,
         max_grad_norm=max_grad_norm, warmup_updates=warmup_updates, optimizer=optimizer,
     ))
-    return AccumulationExplorer(config)
+    return AccumulationExplorer(config, readout)
 
 
 def _running_cell() -> str | None:
@@ -382,7 +325,7 @@ def _slider_options(label_width: int = 170, width: int = 420) -> dict:
 
 
 def _setting_controls(config: AccumulationConfig) -> dict[str, W.Widget]:
-    """The settings some bugs need: the tail (at most K - 1), clipping (off by default), the warmup."""
+    """The settings some mistakes need: the tail (at most K - 1), clipping (off by default), the warmup."""
     clip = W.SelectionSlider(
         options=[("off", 0.0)] + [(f"{v:g}", v) for v in CLIP_OPTIONS], description="max_grad_norm",
         **_slider_options(130, 380),

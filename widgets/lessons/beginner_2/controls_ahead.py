@@ -3,7 +3,7 @@
 A setting is trained once and its record kept. Right after a slider moves a notch, the next notch
 the same way is trained in the kernel's idle time (a learner pressing an arrow key again finds it
 ready); once the learner pauses (`QUIET_S`), the other settings one move away (K and b a notch
-either way, a main bug or the optimizer switched, the sliders' ends) are trained too, one per
+either way, a main mistake chosen or dropped, the optimizer switched, the sliders' ends) are trained too, one per
 event-loop turn, with the backgrounds their axis limits need. Outside a kernel (a script, a test)
 nothing runs in the background: `train_ahead` does the same work on request.
 """
@@ -28,14 +28,14 @@ QUIET_S = 0.3  # no change for this long: the learner is reading, train the othe
 class TrainsAhead:
     """The explorer's records, kept, and its work ahead; a base class of `AccumulationExplorer`.
 
-    The explorer calls `_start_ahead(main_bugs)` before its first `_record_for(config)` (the record
+    The explorer calls `_start_ahead(main_mistakes)` before its first `_record_for(config)` (the record
     to show, trained or reused), `_plan_ahead(config, values, before)` after each change (values:
     its controls' values now and before the change) and `_stop_ahead()` when it closes. It provides
     `controls` (name -> widget, in the order of those values), `closed`, and `_prepare_frame(record)`,
     which draws the background showing `record` would need."""
 
-    def _start_ahead(self, main_bugs: tuple[str, ...]) -> None:
-        self._main_bugs = main_bugs  # the bugs with their own checkbox: switching one is one move
+    def _start_ahead(self, main_mistakes: tuple[str, ...]) -> None:
+        self._main_mistakes = main_mistakes  # first in the dropdown: choosing one (or none) is one move
         self._records: OrderedDict[AccumulationConfig, RunRecord] = OrderedDict()  # shown
         self._ahead_records: OrderedDict[AccumulationConfig, RunRecord] = OrderedDict()  # trained ahead
         self._ahead: list[AccumulationConfig] = []  # settings one move away, to train while idle
@@ -92,7 +92,7 @@ class TrainsAhead:
             self._plan = None
             kept = self.trained_settings()
             notch = _next_notch(config, values, before, list(self.controls))
-            self._ahead = [c for c in ([notch] if notch else []) + _moves_away(config, self._main_bugs) if c not in kept]
+            self._ahead = [c for c in ([notch] if notch else []) + _moves_away(config, self._main_mistakes) if c not in kept]
             self._ahead = list(dict.fromkeys(self._ahead))[:AHEAD_PER_CHANGE]
             self._notch = notch
         if next_notch_only:
@@ -141,13 +141,13 @@ def _next_notch(config: AccumulationConfig, values: tuple, before: tuple, names:
     return None
 
 
-def _moves_away(config: AccumulationConfig, main_bugs: tuple[str, ...]) -> list[AccumulationConfig]:
+def _moves_away(config: AccumulationConfig, main_mistakes: tuple[str, ...]) -> list[AccumulationConfig]:
     """The settings one move from `config`, likeliest first: K and b one notch either way; one of
-    `main_bugs` or the optimizer switched; K's and b's ends."""
+    `main_mistakes` chosen (or dropped, if chosen), the optimizer switched; K's and b's ends."""
     K, b = config.accumulation_steps, config.micro_batch_size
     steps = [{"accumulation_steps": K + 1}, {"accumulation_steps": K - 1},
              {"micro_batch_size": b + 1}, {"micro_batch_size": b - 1}]
-    steps += [{"bugs": config.bugs ^ {bug}} for bug in main_bugs]
+    steps += [{"mistake": None if config.mistake == m else m} for m in main_mistakes]
     steps += [{"optimizer": name} for name in OPTIMIZER_NAMES if name != config.optimizer]
     steps += [{"accumulation_steps": k} for k in K_RANGE] + [{"micro_batch_size": m} for m in B_RANGE]
     return _settings_from(config, steps)

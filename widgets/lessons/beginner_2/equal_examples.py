@@ -3,7 +3,7 @@
 The explorer compares the regimes at equal updates, where the small-batch run sees 1/K of the
 examples. Here the small batches use every micro-batch of the same draws, one step each, and both
 runs are read after the same number of examples (and so the same forward/backward passes).
-`widgets.lessons.beginner_2.wall_clock` runs the race at equal time.
+`widgets.lessons.developer_2.wall_clock` runs the race at equal time (the developer tier: timings).
 """
 from __future__ import annotations
 
@@ -28,14 +28,14 @@ class EqualExamples:
 
 
 def compare_at_equal_examples(config: AccumulationConfig) -> EqualExamples:
-    """Train `config` without its bugs, and small batches over every micro-batch of the same draws.
+    """Train `config` without its mistake, and small batches over every micro-batch of the same draws.
 
     The explorer's small-batch run sees only the first micro-batch of each window, 1/K of the
     examples: fair at equal updates, unfair at equal examples. This is the comparison at equal
     examples (and so equal forward/backward passes). A warmup is counted in examples too (K x W steps).
     """
     check_config(config)
-    clean = replace(config, bugs=frozenset())
+    clean = replace(config, mistake=None)
     record = run_regimes(clean)
     K, total = config.accumulation_steps, config.total_micro_steps
     every = run_regimes(replace(clean, accumulation_steps=1, num_updates=total, tail_micro_batches=0,

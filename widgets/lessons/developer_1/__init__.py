@@ -1,4 +1,4 @@
-"""developer_1, proving equivalence: accumulated against big-batch gradients, and where rounding enters.
+"""developer_1, the twenty-minute path: the correct loop, the classic mistakes, the auditor, the proof.
 
 The notebook's one import surface: every name it uses comes from here, each loaded on first use.
 """
@@ -7,12 +7,10 @@ from widgets.core.surface import lazy_surface
 _NAMES = {
     "accumulated_gradient": "widgets.core.accumulation",
     "big_batch_gradient": "widgets.core.accumulation",
-    "GRAD_ATOL": "widgets.core.accumulation",
-    "GRAD_RTOL": "widgets.core.accumulation",
+    "audit_training_loop": "widgets.audit.auditor",
     "below": "widgets.core.floor",
-    "division_round_trip": "widgets.lessons.developer_1.exactness",
-    "exactness_survey": "widgets.lessons.developer_1.exactness",
-    "FLOAT32_BINADE": "widgets.lessons.developer_1.exactness",
+    "mistakes_table": "widgets.core.mistakes",
+    "verdict": "widgets.exercises.verdicts",
     "proof_exercises": "widgets.lessons.developer_1.exercises",
 }
 __all__ = sorted(_NAMES)

@@ -191,6 +191,7 @@ def proof_exercises() -> ExerciseSet:
             ratio = undivided.weight.grad / big.weight.grad  # tensor([[4., 4., 4., 4.]])
             """,
             "The pile adds K means without dividing them, so it is K = 4 times the big-batch gradient.",
+            kind="predict",
         ),
         Exercise(
             "impersonate_16", "Make 2s impersonate 16",
@@ -209,5 +210,6 @@ def proof_exercises() -> ExerciseSet:
             "Sixteen examples in micro-batches of 2: each loss is weighted by its share 2/16 = 1/8 of the batch, "
             "which for equal micro-batches is dividing by their number, K = 8.",
             references=(accumulated_gradient, big_batch_gradient),  # the package's own: not an answer
+            kind="code",
         ),
     ])

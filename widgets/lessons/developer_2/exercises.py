@@ -332,6 +332,7 @@ def loop_exercises() -> ExerciseSet:
             is_boundary,
             "Every K-th micro-step ends an update, and so does the very last one.",
             references=(is_update_step,),
+            kind="code",
         ),
         Exercise(
             "tail_weights", "Weight the tail",
@@ -348,6 +349,7 @@ def loop_exercises() -> ExerciseSet:
             weights = micro_batch_weights([8, 8, 3])  # [8/19, 8/19, 3/19]
             """,
             "Weight each micro-batch by its share of the window's examples.",
+            kind="compute",
         ),
         Exercise(
             "update_loss", "Log the update's loss",
@@ -360,6 +362,7 @@ def loop_exercises() -> ExerciseSet:
              "Add up each micro-batch's share of the total loss, then divide by the number of examples in the update."],
             update_loss,
             "Weight each micro-batch's mean loss by its number of examples; with equal sizes this is the plain mean.",
+            kind="code",
         ),
         Exercise(
             "clip_position", "Where does the clip go?",
@@ -380,6 +383,7 @@ def loop_exercises() -> ExerciseSet:
                 optimizer.zero_grad(set_to_none=True)
             """,
             "(B): once per update, on the completed pile, before the step.",
+            kind="predict",
         ),
         Exercise(
             "warmup_end", "When does the warmup end?",
@@ -392,6 +396,7 @@ def loop_exercises() -> ExerciseSet:
              "So W = 100 scheduler steps are used up K = 4 at a time."],
             "warmup_end = 100 // 4  # 25 updates: the schedule runs K times too fast",
             "The scheduler runs K = 4 times per update, so W = 100 of its steps take 25 updates.",
+            kind="predict",
         ),
         Exercise(
             "amp_order", "Mixed precision, in order",
@@ -406,5 +411,6 @@ def loop_exercises() -> ExerciseSet:
             "calls = ['backward', 'backward', 'unscale', 'clip', 'step', 'update', 'zero_grad']\n"
             "# zero_grad may also come first (before the pile) or between step and update",
             "Build the pile at a fixed scale, then unscale once, clip, step, update the scale, clear.",
+            kind="predict",
         ),
     ])

@@ -1,14 +1,15 @@
-"""Developer notebook 3 (the bug gallery): its exercises, each checker saying what is wrong.
+"""Developer notebook 3 (the mistake gallery): its exercises, each checker saying what is wrong.
 
     from widgets.lessons.developer_3 import gallery_exercises
     ex = gallery_exercises()
-    ex.my_loop.check(my_loop)     # runs the loop auditor on it
+    ex.accumulate.check(my_loop)  # step 1: a plain loop made to accumulate
+    ex.my_loop.check(my_loop)     # step 2: the same loop with clipping and a scheduler
 
-`my_loop` is judged by the loop auditor (`widgets.audit.audit_training_loop`) in the two settings of
-`AUDITS`: the check turns its findings into Feedback, so the checker and the auditor cannot
-disagree. The worked answer `my_loop` lives here as real code: `solution()` shows its source after
-a first attempt; handed back, wrapped or partially applied it is rejected, and so is the lab's one
-correct loop, `widgets.core.loop.train_loop`, which the notebooks show.
+Both loops are judged by the loop auditor (`widgets.audit.audit_training_loop`) in the settings of
+`ACCUMULATE_AUDITS` and `AUDITS`: the check turns its findings into Feedback, so the checker and
+the auditor cannot disagree. The worked answers live here as real code: `solution()` shows their
+source after a first attempt; handed back, wrapped or partially applied they are rejected, and so
+are the lab's correct loops (`widgets.core.loops.train`, `widgets.core.loop.train_loop`).
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import torch
 
 from widgets.audit import audit_training_loop
 from widgets.core.loop import train_loop
+from widgets.core.loops import train
 from widgets.core.accumulation import is_update_step
 from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, as_number, close_to, correct, diagnose
 from widgets.exercises.toolkit import incorrect, needs_function, not_attempted
@@ -43,6 +45,8 @@ def _check_sum_reduction(answer: object) -> Feedback:
 # the number of micro-batches instead of weighting by n_i/n is caught there too.
 AUDITS = ({"accumulation_steps": 4, "clip_norm": 1.0},
           {"accumulation_steps": 3, "num_batches": 8, "with_scheduler": True, "clip_norm": 1.0})
+# Step 1 asks for accumulation alone: the same windows, no clipping, no scheduler.
+ACCUMULATE_AUDITS = ({"accumulation_steps": 4}, {"accumulation_steps": 3, "num_batches": 8})
 
 
 def _setting(options: dict) -> str:
@@ -50,32 +54,61 @@ def _setting(options: dict) -> str:
     return f"audit_training_loop(my_loop, {call})"
 
 
-def _check_my_loop(answer: object) -> Feedback:
-    wrong = needs_function(answer, "my_loop")
-    if wrong:
-        return wrong
-    reports = []
-    for options in AUDITS:
-        try:
-            report = audit_training_loop(answer, **options)
-        except (TypeError, ValueError) as error:  # the auditor could not call it: a wrong signature
-            return incorrect(f"the auditor could not run your loop: {error}")
-        yours = {name: mine for name, (mine, _) in report.counts.items()}
-        idle = not any(yours.get(name) for name in ("backward passes", "optimizer.step()", "zero_grad()"))
-        if idle and not report.mistakes & {"loop_raised", "time_limit"}:
-            return not_attempted("your loop never calls backward() or steps the optimizer: fill in its body")
-        if report.mistakes:
-            return incorrect(f"the auditor (`{_setting(options)}`) found: " + " ".join(report.findings))
-        if not report.log_checked:
-            return incorrect(f"the auditor (`{_setting(options)}`) found the updates right, but your loop returns nothing: the "
-                             "exercise asks it to return the mean loss of each update (a list, one number per update)")
-        reports.append(report)
-    runs = "; ".join(f"K = {r.accumulation_steps}, {r.num_batches} micro-batches of {r.micro_batch_size} examples"
-                     for r in reports)
-    return correct(f"the auditor ran your loop twice ({runs}; the last window uneven, clipping at 1.0, and a warmup "
-                   "scheduler in the second) and found it right in both: each update used the gradient of the mean "
-                   "loss over its examples (micro-batch i weighted by its share n_i/n), clipped once; the scheduler "
-                   "stepped once per update; and the log holds each update's mean loss.")
+def _audit_checker(audits: tuple[dict, ...], asked: str):
+    """A checker that runs the auditor on the learner's loop in each of `audits`; `asked` says, for a
+    right answer, what the loop was asked to do."""
+    def check(answer: object) -> Feedback:
+        wrong = needs_function(answer, "my_loop")
+        if wrong:
+            return wrong
+        reports = []
+        for options in audits:
+            try:
+                report = audit_training_loop(answer, **options)
+            except (TypeError, ValueError) as error:  # the auditor could not call it: a wrong signature
+                return incorrect(f"the auditor could not run your loop: {error}")
+            yours = {name: mine for name, (mine, _) in report.counts.items()}
+            idle = not any(yours.get(name) for name in ("backward passes", "optimizer.step()", "zero_grad()"))
+            if idle and not report.mistakes & {"loop_raised", "time_limit"}:
+                return not_attempted("your loop never calls backward() or steps the optimizer: fill in its body")
+            if report.mistakes:
+                return incorrect(f"the auditor (`{_setting(options)}`) found: " + " ".join(report.findings))
+            if not report.log_checked:
+                return incorrect(f"the auditor (`{_setting(options)}`) found the updates right, but your loop returns "
+                                 "nothing: the exercise asks it to return the mean loss of each update (a list, one "
+                                 "number per update)")
+            reports.append(report)
+        runs = "; ".join(f"K = {r.accumulation_steps}, {r.num_batches} micro-batches of {r.micro_batch_size} examples"
+                         for r in reports)
+        return correct(f"the auditor ran your loop {len(reports)} times ({runs}; the last window short) and found it "
+                       f"right each time: {asked}")
+    return check
+
+
+_check_accumulate = _audit_checker(
+    ACCUMULATE_AUDITS, "each update used the gradient of the mean loss over its examples (micro-batch i weighted "
+    "by its share n_i/n), one step per window, and the log holds each update's mean loss.")
+_check_my_loop = _audit_checker(
+    AUDITS, "each update used the gradient of the mean loss over its examples (micro-batch i weighted by its share "
+    "n_i/n), clipped once; the scheduler stepped once per update; and the log holds each update's mean loss.")
+
+
+def accumulating_loop(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None) -> list[float]:
+    """Worked answer to step 1: the plain loop made to accumulate, a short last window included."""
+    batches, K, logged = list(batches), accumulation_steps, []
+    for micro_step, (inputs, targets) in enumerate(batches):
+        if micro_step % K == 0:  # a window opens: count its examples (the last may hold fewer)
+            n = sum(len(t) for _, t in batches[micro_step : micro_step + K])
+            update_loss = 0.0
+        loss = loss_fn(model(inputs), targets)
+        share = len(targets) / n  # this micro-batch's share of the window's examples
+        (loss * share).backward()  # .grad adds up to the gradient of the window's mean loss
+        update_loss += loss.item() * share
+        if (micro_step + 1) % K == 0 or micro_step == len(batches) - 1:  # the window ends
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            logged.append(update_loss)
+    return logged
 
 
 def my_loop(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None) -> list[float]:
@@ -113,15 +146,34 @@ def gallery_exercises() -> ExerciseSet:
              "A summed loss is already the total over its examples; the pile must end as a mean over the update's."],
             "factor = 1 / (4 * 8)  # K x b: the update's examples",
             "A summed loss counts each example once; dividing by all K x b examples of the update makes it a mean.",
+            kind="compute",
         ),
         Exercise(
-            "my_loop", "Write your own loop",
-            "Write `my_loop(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None)`: accumulate "
-            "over `accumulation_steps` micro-batches per update, the uneven last window included; clip the gradient norm "
-            "to 1.0 once per update; step the scheduler (when given) once per update; return the mean loss of each "
-            "update over its examples. `ex.my_loop.check(my_loop)` runs the loop auditor on it twice, exactly "
-            "`audit_training_loop(my_loop, 4, clip_norm=1.0)` and `audit_training_loop(my_loop, 3, num_batches=8, "
-            "with_scheduler=True, clip_norm=1.0)`, each with an uneven last window, and says what the auditor found.",
+            "accumulate", "Step 1: make a plain loop accumulate",
+            "The loop in the cell below takes one step per micro-batch, as a loop without accumulation does. Change "
+            "it so that it makes one update per `accumulation_steps` micro-batches, the short last window included, "
+            "and returns the mean loss of each update over its examples. `ex.accumulate.check(my_loop)` runs the loop "
+            "auditor on it, exactly `audit_training_loop(my_loop, 4)` and `audit_training_loop(my_loop, 3, "
+            "num_batches=8)`, and says what it found.",
+            _check_accumulate,
+            ["backward() adds into .grad: keep it for every micro-batch, and step and clear only when a window ends.",
+             "A window ends on every K-th micro-step and on the last one; its micro-batches may be fewer, and the "
+             "last of them shorter.",
+             "Weight each micro-batch's mean loss by its share n_i/n of the window's examples, counted when the "
+             "window opens; log the same weighted sum."],
+            accumulating_loop,
+            "One `if` that asks whether the window ends; step and zero_grad inside it; each micro-batch weighted by "
+            "its share of the window's examples, for the gradient and for the log alike.",
+            references=(train_loop, train),  # the lab's correct loops: handed back, wrapped or partial, not yours
+            kind="code",
+        ),
+        Exercise(
+            "my_loop", "Step 2: clip and schedule",
+            "Step 2: take your loop of step 1 and add what a real run needs: clip the gradient norm to 1.0 once per "
+            "update, and step the scheduler (when given) once per update. `ex.my_loop.check(my_loop)` runs the loop "
+            "auditor on it twice, exactly `audit_training_loop(my_loop, 4, clip_norm=1.0)` and "
+            "`audit_training_loop(my_loop, 3, num_batches=8, with_scheduler=True, clip_norm=1.0)`, each with a short "
+            "last window, and says what the auditor found.",
             _check_my_loop,
             ["Each update's gradient must be that of the mean loss over the update's examples; each micro-batch "
              "counts by its share n_i/n of them (with equal sizes, 1 / the number of micro-batches).",
@@ -132,6 +184,7 @@ def gallery_exercises() -> ExerciseSet:
             my_loop,
             "One boundary test; every per-update action inside it; each micro-batch weighted by its share n_i/n of "
             "the update's examples, for the gradient and for the log alike.",
-            references=(train_loop,),  # the lab's one correct loop: handed back, wrapped or partial, it is not yours
+            references=(train_loop, train),  # the lab's correct loops: handed back, wrapped or partial, not yours
+            kind="code",
         ),
     ])

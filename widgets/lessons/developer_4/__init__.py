@@ -9,6 +9,9 @@ _NAMES = {
     "accelerate_items_loop": "widgets.lessons.developer_4.accelerate_adapter",
     "accelerate_loop": "widgets.lessons.developer_4.accelerate_adapter",
     "framework_versions": "widgets.lessons.developer_4.frameworks",
+    "Code": "widgets.core.views",
+    "Table": "widgets.core.views",
+    "verdict": "widgets.exercises.verdicts",
     "lightning_classes": "widgets.lessons.developer_4.lightning_adapter",
     "lightning_loop": "widgets.lessons.developer_4.lightning_adapter",
 }

@@ -23,6 +23,8 @@ import torch
 
 from widgets.core.config import check_float, check_int
 from widgets.core.loop import train_loop
+from widgets.core.loops import train
+from widgets.core.mistakes import MISTAKES
 from widgets.lessons.researcher_9.adam_k import (
     AdamHyper, Regression, SeedRows, scale_adam, seed_rows_items, seed_rows_mse, set_hyper,
 )
@@ -138,17 +140,17 @@ def scheduler_positions(ks: list[int], counting: str) -> list[int]:
 
 
 def scheduler_after_train_loop(ks: list[int], bug: bool = False) -> int:
-    """Run `train_loop` once per update with K = ks[u] on a tiny model and a real LambdaLR; return the
+    """Run the lab's loop `train` once per update with K = ks[u] on a tiny model and a real LambdaLR; return the
     scheduler's count (`last_epoch`). The lab's loop steps it once per update, so the count is
-    len(ks) for any K schedule; with the loop's 'scheduler_every_micro_step' bug it is sum(ks)."""
+    len(ks) for any K schedule; with the 'scheduler_every_micro_step' mistake's loop it is sum(ks)."""
     scheduler_positions(ks, "updates")  # the same check of ks
     model = torch.nn.Linear(1, 1)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
     data = [(torch.ones(1, 1), torch.zeros(1, 1))] * max(ks)
+    loop = MISTAKES["scheduler_every_micro_step"].loop if bug else train
     with warnings.catch_warnings():  # torch warns at the bug's first early scheduler step: the bug shown here
         warnings.simplefilter("ignore", UserWarning)
         for k in ks:
-            train_loop(model, optimizer, torch.nn.functional.mse_loss, data[:k], k, scheduler,
-                       bugs={"scheduler_every_micro_step"} if bug else frozenset())
+            loop(model, optimizer, torch.nn.functional.mse_loss, data[:k], k, scheduler, max_norm=None)
     return scheduler.last_epoch

@@ -7,7 +7,7 @@ from widgets.core.surface import lazy_surface
 _NAMES = {
     "AccumulationConfig": "widgets.core.config",
     "make_bricks_widget": "widgets.lessons.beginner_1.controls",
-    "catalog_text": "widgets.lessons.start_here.catalog",
+    "catalog_table": "widgets.lessons.start_here.catalog",
 }
 __all__ = sorted(_NAMES)
 __getattr__, __dir__ = lazy_surface(__name__, _NAMES)

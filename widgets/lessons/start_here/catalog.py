@@ -3,7 +3,7 @@
 Run times are not typed in by hand: they are read from `benchmarks/results.json`, which the
 benchmark script writes after executing each notebook from a fresh kernel (a lab installed with pip,
 without the checkout, reads the copy its wheel carries). Until a notebook has been measured, the map
-says "not measured yet". Pure Python: no torch, matplotlib or ipywidgets.
+says "not measured yet". Pure Python: no torch, matplotlib or ipywidgets; the table renders as Markdown.
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from widgets.core.shared import benchmark_results_path
+from widgets.core.views import Table
 
 RESULTS_PATH = benchmark_results_path()
 NOT_MEASURED = "not measured yet"
@@ -40,79 +41,75 @@ class NotebookEntry:
 
 TIERS: dict[str, Tier] = {
     "start": Tier("Start", "everyone"),
-    "beginner": Tier("Beginner", "anyone curious: no maths, plain English, pictures you can play with"),
-    "developer": Tier("Developer", "people who write training loops: the code, proofs by allclose, the classic bugs"),
-    "researcher": Tier(
-        "Researcher",
-        "why it is exact and where it breaks: batch norm, in-batch negatives, token-count "
-        "normalisation, gradient noise scale, memory and time, DDP no_sync",
-    ),
+    "beginner": Tier("Beginner", "anyone curious: plain words, pictures to play with"),
+    "developer": Tier("Developer", "people who write training loops"),
+    "researcher": Tier("Researcher", "why it is exact, and where it breaks"),
 }
 
 NOTEBOOKS: tuple[NotebookEntry, ...] = (
     NotebookEntry(
         "notebooks/00_start_here.ipynb", "start", "Start here",
-        "what the lab teaches, the tiers, this map, the glossary, how to use the widgets",
+        "the idea and bricks to touch, this map, the words the lab uses, the doctor",
     ),
     NotebookEntry(
         "notebooks/beginner_1_carrying_bricks.ipynb", "beginner", "Carrying bricks",
-        "why accumulation exists, the bricks analogy on a staircase you can play (the pile is a sum, the update divides it), .grad adding up in PyTorch, predictions and five checked questions",
+        "why accumulation exists, bricks on a staircase, .grad piling up in PyTorch, guesses you commit to",
     ),
     NotebookEntry(
         "notebooks/beginner_2_watch_a_model_learn.ipynb", "beginner", "Watch a model learn",
-        "the live explorer on a small real model: accumulated vs big batch vs small batch, a bug, SGD vs AdamW, fair races at equal examples and equal time, memory in bytes",
+        "a small model trained three ways, live; one mistake switched on; a fair race; what it costs",
     ),
     NotebookEntry(
-        "notebooks/developer_1_proving_equivalence.ipynb", "developer", "Proving the equivalence",
-        "four micro-batches of 2 against one batch of 8 with allclose; the missing division; what allclose tests; rounding over 100 seeds",
+        "notebooks/developer_1_proving_equivalence.ipynb", "developer", "The loop, its mistakes, the proof",
+        "the correct loop to copy, the classic mistakes in one table, the auditor, then the allclose proof",
     ),
     NotebookEntry(
-        "notebooks/developer_2_training_loop.ipynb", "developer", "The training loop",
-        "the boundary `if`, the uneven last window, a stream without a length, logging, clipping, schedules, mixed precision, each measured",
+        "notebooks/developer_2_training_loop.ipynb", "developer", "The training loop, line by line",
+        "the window's boundary, a short last window, a stream, logging, clipping, schedules, mixed precision",
     ),
     NotebookEntry(
-        "notebooks/developer_3_bug_gallery.ipynb", "developer", "The bug gallery",
-        "each classic accumulation mistake as a number and a picture, then its fix; the same bugs under AdamW; your own loop checked",
+        "notebooks/developer_3_bug_gallery.ipynb", "developer", "The mistake gallery",
+        "each classic mistake as a diff of the correct loop, its symptom, its fix; which ones AdamW hides",
     ),
     NotebookEntry(
         "notebooks/developer_4_frameworks.ipynb", "developer", "Your framework, audited",
-        "Accelerate's and Lightning's accumulation under the loop auditor: the final window, steps, clipping, logs",
+        "what Hugging Face Accelerate and PyTorch Lightning do with your accumulation, under the auditor",
     ),
     NotebookEntry(
         "notebooks/researcher_1_why_exact.ipynb", "researcher", "Why it is exact",
-        "the weights n_i/n derived and checked; token-count normalisation (the 2024 bug) and its fix; precision against K",
+        "the n_i/n weights derived; token-count normalisation (the 2024 bug) and its fix; precision against K",
     ),
     NotebookEntry(
         "notebooks/researcher_2_where_it_breaks.ipynb", "researcher", "Where it breaks",
-        "batch norm (ghost BN of size b), in-batch negatives and gradient caching, dropout, what runs once per update",
+        "batch norm, in-batch negatives and gradient caching, dropout, what runs once per update",
     ),
     NotebookEntry(
         "notebooks/researcher_3_noise_and_critical_batch.ipynb", "researcher", "Gradient noise and the critical batch",
-        "B_simple from the accumulation window, checked against the exact noise scale; the critical batch over seeds on a grid whose best LR is inside it; on one device time grows with examples; LR scaling and its limit",
+        "the noise scale read off the accumulation window, the critical batch, learning-rate scaling",
     ),
     NotebookEntry(
         "notebooks/researcher_4_memory_and_time.ipynb", "researcher", "Memory and time, measured",
-        "the four memory terms counted from the tensors, checkpointing's peak, a transformer formula checked, fp32 vs bf16 time, a (b, K) planner with ZeRO/FSDP columns",
+        "the four memory terms counted, checkpointing, float32 against bfloat16 time, a (b, K) planner",
     ),
     NotebookEntry(
         "notebooks/researcher_5_many_machines.ipynb", "researcher", "Many machines",
-        "a real two-process gloo DDP run with no_sync, all-reduces counted; ring traffic, ZeRO/FSDP, the uneven tail",
+        "a real two-process data-parallel run with no_sync, its all-reduces counted",
     ),
     NotebookEntry(
         "notebooks/researcher_6_across_ranks.ipynb", "researcher", "Across ranks: who divides by what",
-        "unequal token counts on two real gloo ranks and their two fixes; the invariance oracle over (b, K, ranks) against the division bugs of real trackers; the auditor across ranks",
+        "unequal token counts on two processes, two fixes, the division bugs of real trainers",
     ),
     NotebookEntry(
         "notebooks/researcher_7_shards_and_stages.ipynb", "researcher", "Shards and stages",
-        "FSDP2 on two CPU ranks with gradient sync on and off: gradients allclose, collectives counted, bytes held per rank measured; pipeline schedules (GPipe, 1F1B) and their bubble",
+        "sharded data parallelism with gradient sync on and off, pipeline schedules and their idle time",
     ),
     NotebookEntry(
         "notebooks/researcher_8_rl_and_moe_losses.ipynb", "researcher", "Losses that see the batch",
-        "RL normalisers (grpo, bnpo, dr_grpo, dapo) under K micro-batches, devices and steps_per_generation; the MoE balance loss counted per window; the forgotten /K",
+        "reinforcement-learning and mixture-of-experts losses under accumulation, and their normalisers",
     ),
     NotebookEntry(
-        "notebooks/researcher_9_adam_when_k_changes.ipynb", "researcher", "Adam when K changes, and K schedules",
-        "Malladi's sqrt rule vs half-life betas, AdamW's tau, an equal-compute race, K warmed up from B_simple, update counting when K changes",
+        "notebooks/researcher_9_adam_when_k_changes.ipynb", "researcher", "Adam when K changes",
+        "how to rescale Adam when the effective batch grows, and schedules of K itself",
     ),
 )
 
@@ -171,20 +168,16 @@ def run_time_text(notebook_path: str, times: dict[str, float]) -> str:
     return f"{times[notebook_path]:.1f} s" if notebook_path in times else NOT_MEASURED
 
 
-def catalog_text(results_path: str | Path = RESULTS_PATH) -> str:
-    """The map of the lab, tier by tier, one line per notebook with its measured run time."""
+def catalog_table(results_path: str | Path = RESULTS_PATH) -> Table:
+    """The map of the lab as a table: tier, the notebook (a link), what it gives, its measured run time."""
     times = load_run_times(results_path)
-    lines = []
+    rows = []
     for key, tier in TIERS.items():
-        lines.append(f"{tier.name.upper()}  ({tier.audience})")
         entries = [e for e in NOTEBOOKS if e.tier == key]
         for entry in entries:
             name = entry.path.removeprefix("notebooks/")
-            lines.append(f"  {name}  [{run_time_text(entry.path, times)}]")
-            lines.append(f"      {entry.title}: {entry.description}")
+            rows.append([tier.name, f"[{entry.title}]({name})", entry.description, run_time_text(entry.path, times)])
         if tier.planned and not entries:
-            lines.append("  (planned, not written yet)")
-        lines.append("")
-    if load_run_times(results_path):
-        lines.append(measurement_note(results_path))
-    return "\n".join(lines).rstrip()
+            rows.append([tier.name, "(planned, not written yet)", tier.audience, ""])
+    note = measurement_note(results_path) if times else ""
+    return Table(["tier", "notebook", "what you get", "runs in"], rows, right=frozenset({"runs in"}), note=note)

@@ -3,7 +3,7 @@ import pytest
 
 from widgets.core.config import AccumulationConfig
 from widgets.core.training import run_regimes
-from widgets.lessons.beginner_2.wall_clock import race_at_equal_time
+from widgets.lessons.developer_2.wall_clock import race_at_equal_time
 
 
 def test_the_timed_runs_train_like_the_exact_ones():

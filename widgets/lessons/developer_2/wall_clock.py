@@ -2,7 +2,7 @@
 
 Equal updates flatters accumulation (each of its updates costs K passes); equal examples is fair
 in arithmetic; equal time is what a person waiting for a run sees. Each regime trains from the
-same weights on the same draws with the lab's one loop, `train_loop`, and the clock stops while the
+same weights on the same draws with the lab's correct loop, `train`, and the clock stops while the
 loss on all examples is taken after each update. Timings depend on the
 machine and its load: callers should present them as measured here, not as facts.
 """
@@ -15,7 +15,7 @@ import torch
 
 from widgets.core.accumulation import make_model, make_regression_data
 from widgets.core.config import AccumulationConfig, check_config
-from widgets.core.loop import train_loop
+from widgets.core.loops import train
 from widgets.core.torch_state import known_torch_state
 from widgets.core.training import example_order, make_optimizer, mse
 
@@ -47,11 +47,11 @@ def race_at_equal_time(config: AccumulationConfig) -> WallClockRace:
     """Train accumulated (K micro-batches of b, one step), big batch (K·b at once, one step) and
     small batches (one step per micro-batch of b) over the same examples, timing only the training.
 
-    Each regime is `train_loop` (the big batch and the small batches with K = 1); an optimizer
+    Each regime is the lab's correct loop `train` (the big batch and the small batches with K = 1); an optimizer
     hook stops the clock after each update while the loss on all examples is taken.
     """
     check_config(config)
-    config = replace(config, bugs=frozenset())  # the race is about time, not about bugs
+    config = replace(config, mistake=None)  # the race is about time, not about mistakes
     x, y = make_regression_data(config.num_examples, config.seed)
     K, b = config.accumulation_steps, config.micro_batch_size
     order = example_order(config)[: config.num_updates * K * b]  # the full updates; no tail
@@ -78,6 +78,6 @@ def _timed(config: AccumulationConfig, x: torch.Tensor, y: torch.Tensor, batches
 
     handle = optimizer.register_step_post_hook(after_update)
     clock["since"] = time.perf_counter()
-    train_loop(model, optimizer, mse, batches, accumulation_steps)
+    train(model, optimizer, mse, batches, accumulation_steps, max_norm=None)
     handle.remove()
     return TimedRun(seconds, losses)
