@@ -5,7 +5,8 @@
 
 The shared parts a lesson uses are read from its files' imports (the surface's lazy ones
 included): a lesson that never imports `widgets.audit` does not wait for the auditor's tests.
-The rules over the whole tree (layers, notebook imports, shared constants, claims) always run.
+The rules over the whole tree (layers, notebook imports, shared constants, claims, readability,
+the notebook pages) always run.
 Tests marked `slow` or `browser` are left out, as `make check` leaves them out. Two pytest processes
 run side by side, one per core of a 2-core machine: the lesson's tests with the tree rules, and the
 shared parts' tests (without a lesson: the auditor's, the drawings' and the controls' beside the
@@ -23,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ("core", "lab", "exercises", "draw", "controls", "research", "audit")
 RULES = ("tests/test_layers.py", "tests/test_notebook_imports.py", "tests/test_shared_constants.py",
-         "tests/test_claims.py")
+         "tests/test_claims.py", "tests/test_readability.py", "tests/test_notebook_pages.py")
 
 
 def lessons() -> list[str]:
