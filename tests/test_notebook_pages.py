@@ -118,8 +118,8 @@ def test_grad_piles_up_within_the_first_third_of_beginner_1():
 def test_the_first_developer_notebook_opens_with_the_loop_the_mistakes_and_the_auditor():
     code = [c for c in _cells("developer_1_proving_equivalence") if c["cell_type"] == "code"]
     setup, loop, table, audit = code[:4]
-    assert not setup.get("outputs") and all(line.startswith(("import", "from", "")) for line in
-                                            _text(setup["source"]).splitlines())
+    assert not setup.get("outputs") and all(line.startswith(("import ", "from ")) for line in
+                                            _text(setup["source"]).splitlines() if line)
     assert _text(loop["source"]).startswith("import torch\n\n\ndef train(")
     assert len(inspect.getsource(loops.train).splitlines()) <= 20
     assert any("| mistake | what you see | the fix |" in s for s in _outputs(table))

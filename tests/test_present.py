@@ -116,7 +116,7 @@ def test_a_preset_in_the_address_is_shown_and_a_key_press_changes_the_picture(br
     page, errors = open_page(browser, voila + "&preset=forgot-to-divide")
     try:
         sync_api.expect(page.locator(".projector-caption")).to_contain_text("forgot-to-divide")
-        assert page.locator(".widget-dropdown select").first.input_value() == "loss_not_divided"
+        assert page.locator(".widget-dropdown select").first.input_value() == "loss not divided by K"
         sync_api.expect(page.locator(".explorer-readout").first).to_contain_text("4× too big ✗")
         image = page.locator("img.widget-image").first
         before = image.get_attribute("src")
@@ -139,7 +139,7 @@ def test_a_bad_code_shows_the_default_and_says_why(browser, voila):
     page, errors = open_page(browser, voila + "&state=GA2-2004-WB")
     try:
         sync_api.expect(page.locator(".projector-caption")).to_contain_text("mistyped or cut short")
-        assert page.locator(".widget-dropdown select").first.input_value() == ""  # none: the correct loop
+        assert page.locator(".widget-dropdown select").first.input_value() == "none: the correct loop"
         assert errors == [], errors
     finally:
         page.close()

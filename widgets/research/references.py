@@ -351,6 +351,22 @@ REFERENCES: dict[str, Reference] = {
         "and all-reduced over the data-parallel ranks, the expert bias moved once per update).",
         {"pytorch/torchtitan": "https://github.com/pytorch/torchtitan"},
     ),
+    # the works the beginner and developer notebooks link to (issue 25), each with its address
+    "accelerate_ga_guide": Reference(
+        "Hugging Face Accelerate, Performing gradient accumulation with Accelerate (usage guide: "
+        "accelerator.accumulate, sync_gradients, the num_items_in_batch recipe).",
+        {"Performing gradient accumulation with Accelerate":
+         "https://huggingface.co/docs/accelerate/usage_guides/gradient_accumulation"},
+    ),
+    "lightning_ga": Reference(
+        "PyTorch Lightning, Gradient accumulation (Trainer(accumulate_grad_batches=K)).",
+        {"Gradient accumulation": "https://lightning.ai/docs/pytorch/stable/common/gradient_accumulation.html"},
+    ),
+    "pytorch_forum_36889": Reference(
+        "PyTorch forums, Getting different values for single batch vs accumulating gradients (thread 36889).",
+        {"Getting different values for single batch vs accumulating gradients":
+         "https://discuss.pytorch.org/t/getting-different-values-for-single-batch-vs-accumulating-gradients/36889"},
+    ),
 }
 
 
