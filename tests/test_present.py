@@ -2,7 +2,7 @@
 
 It renders both widgets with no code on the page, in large type; a preset from the address is
 shown; a key press on a slider changes the picture; the console stays clean. And in JupyterLab,
-from a kernel that the lab's server started, `widgets.doctor()` says "all good".
+from a kernel that the lab's server started, `widgets.doctor()` says "all good" and names JupyterLab.
 
 Without a browser (marked slow): `make present` hands a pasted share code to no shell; a bad code
 stops present/serve.py before Voila starts; the page needs the token the printed URL carries; a
@@ -162,7 +162,7 @@ def test_doctor_says_all_good_in_a_kernel_started_by_jupyterlab(tmp_path, browse
                 assert lab.run_all()
                 lab.wait_for_kernel_idle("doctor_check.ipynb")
                 output = lab.panel().locator(".jp-OutputArea-output").first
-                sync_api.expect(output).to_contain_text("widgets.doctor: all good", timeout=120_000)
+                sync_api.expect(output).to_contain_text("widgets.doctor on JupyterLab: all good", timeout=120_000)
                 assert lab.console_errors() == []
                 lab.close_all()
             finally:

@@ -229,7 +229,9 @@ def _audit_ranks(loop, K, N, with_scheduler, streaming, time_limit_s, world_size
         for r in order:
             runs[r].log, runs[r].log_problem = None, None  # each rank logs its own share: not judged
             verdict = _judge_safely(runs[r], reference, problems[r])
-            findings += [f if "rank" in f.seen else Finding(f.name, f"on rank {r}: {f.seen}") for f in verdict.findings]
+            echoes = r in consequences and findings  # it raised only because a rank already judged stopped
+            findings += [f if "rank" in f.seen else Finding(f.name, f"on rank {r}: {f.seen}") for f in verdict.findings
+                         if not (echoes and f.name == "loop_raised")]
             notes += [n for n in verdict.notes if not n.startswith("logging not checked")]
         findings = outcome.first_of_each(findings)
         tapes = [run.tape for run in runs]
