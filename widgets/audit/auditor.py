@@ -16,8 +16,8 @@ update is wrong does it read the structure (which micro-batches went through bac
 steps fall, where the pile was emptied), then the numbers that structure allows
 (`widgets.audit.diagnosis`), so a loop with one mistake is told that one. The memory a loop holds
 (graphs kept alive, a window run in one pass), its log and its scheduler are judged either way
-(`widgets.audit.outcome`). Mistakes are named with the
-`widgets.core.config.BUGS` names where one applies; all are listed in `AUDIT_MISTAKES`. Float64
+(`widgets.audit.outcome`). Mistakes are named with the names of `widgets.core.mistakes.MISTAKES` (the
+registry of the classic mistakes) where one applies; all are listed in `AUDIT_MISTAKES`. Float64
 throughout, so every ratio is exact to ~1e-12.
 """
 from __future__ import annotations

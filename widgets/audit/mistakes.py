@@ -1,7 +1,7 @@
 """Every mistake the loop auditor can name: what is wrong and the fix, in words a learner reads.
 
-Names follow `widgets.core.config.BUGS` where one applies. A `Finding` is one mistake seen, with
-what was seen; `say` turns it into the sentence the report prints.
+Names follow the registry `widgets.core.mistakes.MISTAKES` where one applies. A `Finding` is one
+mistake seen, with what was seen; `say` turns it into the sentence the report prints.
 """
 from __future__ import annotations
 
