@@ -88,6 +88,7 @@ def test_gradients_leave_running_statistics_alone():
     (lambda: compare_norm("batch", 128), "accumulation_steps"),
     (lambda: compare_norm("batch", 3), "accumulation_steps must divide"),
     (lambda: compare_norm("batch", 64), "micro-batches of 1"),
+    (lambda: GhostBatchNorm1d(2**24, 4), "num_features must be a whole number from 1 to 4096"),
     (lambda: GhostBatchNorm1d(4, 0), "ghost_size"),
     (lambda: GhostBatchNorm1d(4, 3)(torch.zeros(8, 4)), "ghost_size"),
     (lambda: make_norm_data(1), "num_examples"),

@@ -30,7 +30,7 @@ class GhostBatchNorm1d(torch.nn.BatchNorm1d):
     """BatchNorm whose statistics come from consecutive groups of `ghost_size` examples, in one pass."""
 
     def __init__(self, num_features: int, ghost_size: int):
-        super().__init__(num_features)
+        super().__init__(check_int("num_features", num_features, 1, 4096))  # 16 bytes each, checked first
         self.ghost_size = check_int("ghost_size", ghost_size, 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
