@@ -19,6 +19,7 @@ from typing import Callable, Mapping, Sequence
 
 import ipywidgets as W
 
+from widgets.controls.compat import Displayed, set_tooltip
 from widgets.draw.frames import errors_shown_in
 from widgets.exercises.toolkit import close_to
 
@@ -54,7 +55,7 @@ def parse_number(text: object) -> float:
     return value
 
 
-class PredictionWidget(W.VBox):
+class PredictionWidget(Displayed, W.VBox):
     """Use `make_prediction`. Public: `guess` (None until committed), `correct`, `answer_shown`,
     `commit()`, and the parts `question`, `entry`, `button`, `message`, `reveal`, `errors`."""
 
@@ -78,8 +79,8 @@ class PredictionWidget(W.VBox):
         else:
             self.entry = W.Text(placeholder="your guess, e.g. 12", continuous_update=False,
                                 layout=W.Layout(width="180px"))
-        self.button = W.Button(description="Commit my guess", button_style="primary",
-                               tooltip="Lock in your guess; then the answer is shown")
+        self.button = set_tooltip(W.Button(description="Commit my guess", button_style="primary"),
+                                  "Lock in your guess; then the answer is shown")
         self.button.on_click(lambda _: self.commit())
         self.message = W.HTML()
         self.reveal = W.HTML()

@@ -17,13 +17,14 @@ from matplotlib.figure import Figure
 
 from widgets.lessons.beginner_1.bricks import MAX_BRICKS_PER_TRIP, MAX_TRIPS, BricksState, describe, midway
 from widgets.lessons.beginner_1.draw import draw_bricks, update_bricks
+from widgets.controls.compat import Displayed, set_tooltip
 from widgets.draw.frames import FastCanvas, errors_shown_in, with_static_fallback
 
 PLAY_INTERVAL_MS = 900  # one trip per 0.9 s: slow enough to read the labels
 _SLIDER = dict(continuous_update=True, style={"description_width": "250px"}, layout=W.Layout(width="520px"))
 
 
-class BricksWidget(W.VBox):
+class BricksWidget(Displayed, W.VBox):
     """Use `make_bricks_widget`; `controls`, `play`, `state`, `figure`, `readout`, `errors` are public."""
 
     def __init__(self, state: BricksState):
@@ -42,10 +43,10 @@ class BricksWidget(W.VBox):
                 description="trips done (micro_steps so far)", **_SLIDER,
             ),
         }
-        self.play = W.Play(
+        self.play = set_tooltip(W.Play(
             value=state.trip, min=0, max=state.accumulation_steps, step=1, interval=PLAY_INTERVAL_MS,
-            description="Play the trips", tooltip="Play the trips",
-        )
+            description="Play the trips",
+        ), "Play the trips")
         self.controls["divided"] = W.Checkbox(
             value=not state.divided, description="forget to divide the pile by K (the classic bug)", indent=False,
         )

@@ -24,6 +24,7 @@ from widgets.core.config import OPTIMIZERS, AccumulationConfig, config_without_w
 from widgets.core.mistakes import MISTAKES
 from widgets.lab import presets
 from widgets.controls.readout import verdict_list_html
+from widgets.controls.compat import Displayed, set_titles, set_tooltip
 from widgets.draw.frames import FastCanvas, errors_shown_in, with_static_fallback
 from widgets.draw.training_plots import draw_gradient_pile, draw_loss_curves, update_gradient_pile, update_loss_curves
 from widgets.core.training import RunRecord
@@ -38,7 +39,7 @@ _SETTINGS_KEPT = 64  # combinations of control values checked, with their config
 _LIVE: dict[str, weakref.ref] = {}  # the cell that built an explorer -> that explorer (see `_running_cell`)
 
 
-class AccumulationExplorer(TrainsAhead, W.VBox):
+class AccumulationExplorer(TrainsAhead, Displayed, W.VBox):
     """Use `make_accumulation_explorer`; `controls`, `record`, `figure` and `readout` are public.
     `train_ahead` and `trained_settings` come from `TrainsAhead` (the records kept, the work ahead)."""
 
@@ -98,12 +99,12 @@ class AccumulationExplorer(TrainsAhead, W.VBox):
         if readout == "detailed":  # optimizers are the developer tier's
             shown += ("optimizer",)
         sliders = W.VBox([self.controls[n] for n in shown])
-        more = W.Accordion(
+        more = set_titles(W.Accordion(
             [W.VBox([self.controls[n] for n in SETTINGS])],
-            titles=("settings some mistakes need: a short last window, clipping, a warmup",),
             selected_index=0 if config.mistake and MISTAKES[config.mistake].needs else None,
-        )
-        self.share = W.Button(description="share these settings", tooltip="a short code for make_accumulation_explorer(state=...)")
+        ), ["settings some mistakes need: a short last window, clipping, a warmup"])
+        self.share = set_tooltip(W.Button(description="share these settings"),
+                                 "a short code for make_accumulation_explorer(state=...)")
         self.share_text = W.HTML()
         self.share.on_click(self._show_share_code)
         super().__init__([sliders, more, self.image, self.readout,

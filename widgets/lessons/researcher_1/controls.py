@@ -18,6 +18,7 @@ from widgets.core.floor import below
 from widgets.core.shared import real_tokens
 from widgets.core.config import check_float, check_int
 from widgets.controls.readout import verdict_list_html
+from widgets.controls.compat import Displayed
 from widgets.draw.frames import OKABE_ITO, FastCanvas, errors_shown_in, with_static_fallback
 from widgets.lessons.researcher_1.draw import FLOOR, draw_spread_gap
 from widgets.research.tokens import (
@@ -65,7 +66,7 @@ def spread_readout_lines(length_spread: float, accumulation_steps: int, r: Mappi
     return lines
 
 
-class TokenSpreadWidget(W.VBox):
+class TokenSpreadWidget(Displayed, W.VBox):
     """Use `make_token_spread_widget`; `controls`, `figure`, `readout`, `errors`, `result` are public."""
 
     def __init__(self, length_spread: float, accumulation_steps: int, sweep: Mapping[str, Sequence[float]] | None):

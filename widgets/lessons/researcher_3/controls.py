@@ -7,6 +7,7 @@ import ipywidgets as W
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from widgets.controls.compat import Displayed
 from widgets.draw.frames import FastCanvas, errors_shown_in, with_static_fallback
 from widgets.lessons.researcher_3.draw import draw_tradeoff
 from widgets.lessons.researcher_3.critical_batch import Tradeoff
@@ -19,7 +20,7 @@ def tradeoff_line(fit: Tradeoff, effective_batch: float) -> str:
             f"E = {e:.0f} examples ({e / fit.e_min:.2f} x E_min); B_crit = {fit.b_crit:.0f}")
 
 
-class TradeoffWidget(W.VBox):
+class TradeoffWidget(Displayed, W.VBox):
     """Use `make_tradeoff_widget`."""
 
     def __init__(self, points, fit: Tradeoff, b_simple: float | None, start: float):

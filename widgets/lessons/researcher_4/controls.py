@@ -9,6 +9,7 @@ import ipywidgets as W
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from widgets.controls.compat import Displayed
 from widgets.draw.frames import errors_shown_in, with_static_fallback
 from widgets.lessons.researcher_4.draw import draw_plan
 from widgets.research.planner import PRESETS, ZERO_STAGES, PlannerModel, Sharding, best_plan, paper_planner_model
@@ -71,7 +72,7 @@ def zero_columns(model: PlannerModel, target: int, recompute: bool, sharding: Sh
             for b in range(1, target + 1) if target % b == 0}
 
 
-class PlannerWidget(W.VBox):
+class PlannerWidget(Displayed, W.VBox):
     """Use `make_planner_widget`."""
 
     def __init__(self, models: dict[str, PlannerModel], model: str, budget_gb: float, target: int, recompute: bool):

@@ -7,6 +7,7 @@ import ipywidgets as W
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from widgets.controls.compat import Displayed
 from widgets.draw.frames import errors_shown_in, with_static_fallback
 from widgets.lessons.researcher_7.draw import draw_in_flight, draw_timeline
 from widgets.lessons.researcher_7.pipeline import SCHEDULES, Timeline, bubble_formula, simulate
@@ -23,7 +24,7 @@ def pipeline_readout(gpipe: Timeline, one_f_one_b: Timeline) -> str:
             "under 1F1B")
 
 
-class PipelineExplorer(W.VBox):
+class PipelineExplorer(Displayed, W.VBox):
     """Use `make_pipeline_explorer`."""
 
     def __init__(self, stages: int, micro_batches: int, schedule: str):
