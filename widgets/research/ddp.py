@@ -284,15 +284,26 @@ def private_rendezvous() -> Iterator[str]:
             janitor.wait()
 
 
-def check_gloo_run(what: str, world_size: int, fail_on_rank: int | None, seconds_estimate: float) -> None:
-    """The checks before any worker starts: `fail_on_rank` names one of the ranks, the run fits the
-    lab's time ceiling (`check_time`), and this torch build has the gloo backend."""
+def prepare_gloo_run(function: str, config: object, config_type: type, timeout_s: float,
+                     fail_on_rank: int | None, port: int | None = None):
+    """The checks before any worker starts, for `run_ddp`, `run_across_ranks` and `run_fsdp`: `config`
+    (None: `config_type()`) is of its type, `timeout_s` in (0, 3600], `port` free (`usable_port`),
+    `fail_on_rank` one of the ranks, the run within the lab's time ceiling (`check_time`), and this torch
+    build has the gloo backend. Returns (config, timeout_s, port)."""
+    config = config if config is not None else config_type()
+    if not isinstance(config, config_type):
+        name = config_type.__name__  # "an FSDPConfig" (said eff-ess-dee-pee), "a DDPConfig", "a RanksConfig"
+        article = "an" if name[0] in ("AEFHILMNORSX" if name[:2].isupper() else "AEIOU") else "a"
+        raise TypeError(f"config must be {article} {name}, got {type(config).__name__}")
+    timeout_s = check_float("timeout_s", timeout_s, 0.0, 3600.0)
+    port = usable_port(port)
     if fail_on_rank is not None:
-        check_int("fail_on_rank", fail_on_rank, 0, world_size - 1)
-    check_time(what, seconds_estimate)
+        check_int("fail_on_rank", fail_on_rank, 0, config.world_size - 1)
+    check_time(f"{function} on {config}", config.seconds_estimate())
     import torch.distributed as dist
     if not dist.is_available() or not dist.is_gloo_available():
         raise DDPError("this torch build has no gloo backend (torch.distributed.is_gloo_available() is False)")
+    return config, timeout_s, port
 
 
 def run_workers(job: Callable, config: object, world_size: int, port: int | None, timeout_s: float,
@@ -370,12 +381,7 @@ def run_ddp(config: DDPConfig | None = None, timeout_s: float = 60.0, port: int 
 
     `port=None`: the private rendezvous; a port: a TCP store there (any local user can reach it);
     `fail_on_rank` makes that worker raise (to show the clean-up)."""
-    config = config if config is not None else DDPConfig()
-    if not isinstance(config, DDPConfig):
-        raise TypeError(f"config must be a DDPConfig, got {type(config).__name__}")
-    timeout_s = check_float("timeout_s", timeout_s, 0.0, 3600.0)
-    port = usable_port(port)
-    check_gloo_run(f"run_ddp on {config}", config.world_size, fail_on_rank, config.seconds_estimate())
+    config, timeout_s, port = prepare_gloo_run("run_ddp", config, DDPConfig, timeout_s, fail_on_rank, port)
     start = time.perf_counter()
     hint = "" if port is None else "Is the port taken, or were the processes killed? Try again with port=None."
     reports = run_workers(_ddp_job, config, config.world_size, port, timeout_s, fail_on_rank, "DDP worker",

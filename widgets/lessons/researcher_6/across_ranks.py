@@ -19,9 +19,9 @@ from typing import Sequence
 import torch
 
 from widgets.core.accumulation import flat_grad
-from widgets.core.config import check_float, check_int
+from widgets.core.config import check_int
 from widgets.core.threads import one_thread
-from widgets.research.ddp import check_gloo_run, run_workers, usable_port
+from widgets.research.ddp import prepare_gloo_run, run_workers
 from widgets.lessons.researcher_6.invariance import (
     VOCAB, all_reduce_count, compare, count_targets, make_window, one_process_gradient, per_rank_mean,
     split_ranks, sum_then_scale,
@@ -125,12 +125,7 @@ def token_weights(rank_counts: Sequence[int]) -> dict[str, list[float]]:
 def run_across_ranks(config: RanksConfig | None = None, timeout_s: float = 120.0, port: int | None = None,
                      fail_on_rank: int | None = None) -> RanksResult:
     """Spawn the workers, run every window, end every process; raise DDPError if anything fails."""
-    config = config if config is not None else RanksConfig()
-    if not isinstance(config, RanksConfig):
-        raise TypeError(f"config must be a RanksConfig, got {type(config).__name__}")
-    timeout_s = check_float("timeout_s", timeout_s, 0.0, 3600.0)
-    port = usable_port(port)
-    check_gloo_run(f"run_across_ranks on {config}", config.world_size, fail_on_rank, config.seconds_estimate())
+    config, timeout_s, port = prepare_gloo_run("run_across_ranks", config, RanksConfig, timeout_s, fail_on_rank, port)
     start = time.perf_counter()
     reports = run_workers(_train, config, config.world_size, port, timeout_s, fail_on_rank, "worker")
     W = config.world_size

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 import torch
 
 from widgets.core.accumulation import GRAD_ATOL, GRAD_RTOL, flat_grad  # GRAD_*: the lab's one allclose rule
-from widgets.core.config import check_float, check_int
-from widgets.research.ddp import INPUTS, OUTPUTS, make_data, rank_micro_batch, run_workers, check_gloo_run
+from widgets.core.config import check_int
+from widgets.research.ddp import INPUTS, OUTPUTS, make_data, prepare_gloo_run, rank_micro_batch, run_workers
 
 # mode -> how its update runs: the sync every micro-step or only on the last; the weights resharded (freed
 # on each rank) after backward and after forward, FSDP2's defaults, or kept gathered; bf16 compute
@@ -237,11 +237,7 @@ WORKER_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536"}
 
 def run_fsdp(config: FSDPConfig | None = None, timeout_s: float = 90.0, fail_on_rank: int | None = None) -> FSDPResult:
     """Spawn the workers, wait for both modes, end every process; raise DDPError if anything fails."""
-    config = config if config is not None else FSDPConfig()
-    if not isinstance(config, FSDPConfig):
-        raise TypeError(f"config must be an FSDPConfig, got {type(config).__name__}")
-    timeout_s = check_float("timeout_s", timeout_s, 0.0, 3600.0)
-    check_gloo_run(f"run_fsdp on {config}", config.world_size, fail_on_rank, config.seconds_estimate())
+    config, timeout_s, _ = prepare_gloo_run("run_fsdp", config, FSDPConfig, timeout_s, fail_on_rank)
     start = time.perf_counter()
     reports = run_workers(_fsdp_job, config, config.world_size, None, timeout_s, fail_on_rank, "FSDP worker",
                           env=WORKER_ENV)
