@@ -127,8 +127,10 @@ def next_notebook(stem: str, order: list[str]) -> str:
 
 
 def measure(path: Path, order: list[str]) -> dict:
-    """The readability of one notebook (see the module docstring)."""
-    cells = json.loads(path.read_text())["cells"]
+    """The readability of one notebook (see the module docstring). The badge row and the install cell
+    above every notebook (tools/install_cell.py) are the same everywhere, not the lesson: left out."""
+    cells = [c for c in json.loads(path.read_text())["cells"]
+             if not {"lab-badges", "lab-install"} & set(c.get("metadata", {}).get("tags", []))]
     markdown = [_text(c["source"]) for c in cells if c["cell_type"] == "markdown"]
     prose_words = sum(words(m) for m in markdown)
     before, seen_visual = 0, False

@@ -174,13 +174,13 @@ def test_a_wheel_carries_the_measured_results_for_a_lab_without_its_checkout(tmp
         assert archive.read("widgets/core/benchmark_results.json") == (ROOT / "benchmarks" / "results.json").read_bytes()
         archive.extractall(site)
     probe = ("import json, widgets; from widgets.lessons.start_here import catalog; from widgets.lab import doctor\n"
-             "print(json.dumps([widgets.__file__, str(catalog.RESULTS_PATH), catalog.catalog_text(), doctor._need_mb()]))")
+             "print(json.dumps([widgets.__file__, str(catalog.RESULTS_PATH), str(catalog.catalog_table()), doctor._need_mb()]))")
     done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, check=True,
                           env={**os.environ, "PYTHONPATH": str(site)}, timeout=300)
     package, results_path, text, need_mb = json.loads(done.stdout)
     assert package.startswith(str(site)) and results_path == str(site / "widgets" / "core" / "benchmark_results.json")
     measured = json.loads((ROOT / "benchmarks" / "results.json").read_text())
     seconds = measured["notebooks"]["notebooks/00_start_here.ipynb"]["seconds"]
-    assert f"00_start_here.ipynb  [{seconds:.1f} s]" in text and "not measured yet" not in text
+    assert "(00_start_here.ipynb) | the idea" in text and f"| {seconds:.1f} s |" in text and "not measured yet" not in text
     peaks = [nb.get("peak_resident_mb") or nb["peak_rss_mb"] for nb in measured["notebooks"].values()]
     assert need_mb == int(max(peaks) * 1.25)  # the doctor's memory check, sized from the packaged results

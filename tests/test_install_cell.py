@@ -1,9 +1,11 @@
-"""tools/install_cell.py puts the install cell first (after the badge row) in a copy of a real notebook,
-once, brings its repository and tag up to date, and --check tells which notebooks lack it."""
+"""tools/install_cell.py puts the badge row first and the install cell after it in a copy of a real notebook,
+once, brings their repository and tag up to date, and --check tells which notebooks lack them; every
+committed notebook has both, and its install cell never installs the runtime's own packages."""
 from __future__ import annotations
 
 import importlib.util
-import shutil
+import re
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -28,22 +30,25 @@ def tool(capsys):
 
 def test_the_cell_goes_first_once_and_follows_the_repository(tmp_path, tool):
     notebook = tmp_path / "start.ipynb"
-    shutil.copy2(ROOT / "notebooks" / "00_start_here.ipynb", notebook)
-    before = nbformat.read(notebook, as_version=4)
+    before = nbformat.read(ROOT / "notebooks" / "00_start_here.ipynb", as_version=4)
+    before.cells = [c for c in before.cells if not {"lab-badges", "lab-install"} & set(c.metadata.get("tags", []))]
+    nbformat.write(before, notebook)  # start-here as it was before the tool
     assert tool("--check", str(notebook)).returncode == 1
 
     assert tool(str(notebook)).returncode == 0
     assert tool(str(notebook)).stdout == ""  # a second run changes nothing
     after = nbformat.read(notebook, as_version=4)
-    assert len(after.cells) == len(before.cells) + 1
-    first = next(c for c in after.cells if c.cell_type == "code")
+    assert len(after.cells) == len(before.cells) + 2
+    badges, first = after.cells[0], next(c for c in after.cells if c.cell_type == "code")
+    assert badges.source == hosts.badge_source("start.ipynb") and badges.metadata.tags == ["lab-badges"]
     assert first.source == hosts.cell_source() and first.metadata.tags == ["lab-install"] and not first.outputs
-    assert after.cells.index(first) == 0 and [c.source for c in after.cells[1:]] == [c.source for c in before.cells]
+    assert after.cells.index(first) == 1 and [c.source for c in after.cells[2:]] == [c.source for c in before.cells]
     assert tool("--check", str(notebook)).returncode == 0
 
     assert tool("--repository", "ada/lab", "--tag", "v9", str(notebook)).returncode == 0
-    assert next(c for c in nbformat.read(notebook, as_version=4).cells if c.cell_type == "code").source == \
-        hosts.cell_source("ada/lab", "v9")
+    cells = nbformat.read(notebook, as_version=4).cells
+    assert cells[1].source == hosts.cell_source("ada/lab", "v9")
+    assert "github.com/ada/lab/blob/v9/notebooks/start.ipynb" in cells[0].source and len(cells) == len(after.cells)
     assert tool("--check", str(notebook)).returncode == 1  # not the default repository any more
 
 
@@ -56,3 +61,32 @@ def test_the_cell_follows_the_badge_row(tmp_path, tool):
     assert tool(str(path)).returncode == 0
     cells = nbformat.read(path, as_version=4).cells
     assert [c.metadata.get("tags", []) for c in cells] == [["lab-badges"], ["lab-install"], [], []]
+    assert cells[0].source == hosts.badge_source("x.ipynb")  # the row brought up to date
+
+
+def test_the_badges_open_this_notebook_on_each_host():
+    row = hosts.badge_source("beginner_1_carrying_bricks.ipynb", "ada/lab", "v2.0.0")
+    links = re.findall(r"\]\((https://[^)]+)\)\]\((https://[^)]+)\)", row)
+    assert [image.rsplit("/", 1)[1] for image, _ in links] == ["colab-badge.svg", "open-in-kaggle.svg", "badge_logo.svg"]
+    assert [link for _, link in links] == [
+        "https://colab.research.google.com/github/ada/lab/blob/v2.0.0/notebooks/beginner_1_carrying_bricks.ipynb",
+        "https://kaggle.com/kernels/welcome?src=https://github.com/ada/lab/blob/v2.0.0/notebooks/"
+        "beginner_1_carrying_bricks.ipynb",
+        "https://mybinder.org/v2/gh/ada/lab/v2.0.0?urlpath=lab/tree/notebooks/beginner_1_carrying_bricks.ipynb"]
+    with pytest.raises(ValueError, match="name must be a notebook's file name"):
+        hosts.badge_source("../x.ipynb)")
+
+
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_every_notebook_opens_with_the_badges_and_the_install_cell(path):
+    nb = nbformat.read(path, as_version=4)
+    assert install_cell.is_placed(nb, hosts.cell_source(), hosts.badge_source(path.name)), \
+        f"{path.name}: python tools/install_cell.py, then execute it again"
+    pips = [line.strip() for line in nb.cells[1].source.splitlines() if "pip install" in line]
+    assert len(pips) == 1 and "--no-deps" in pips[0].split()
+    named = {re.match(r"[A-Za-z0-9_.\-]+", word)[0].lower() for word in shlex.split(pips[0])[2:] if word[0] != "-"}
+    assert named == {hosts.DISTRIBUTION} and not named & set(hosts.NEVER)
+    assert [o.get("text") for o in nb.cells[1].outputs] == ["Not on Colab or Kaggle: nothing to install.\n"]

@@ -18,10 +18,11 @@ def lesson_of(notebook: Path) -> str:
 
 
 def widgets_imports(notebook: Path) -> dict[str, set[str]]:
-    """module -> the names taken from it, over every code cell (IPython magics and shell lines skipped)."""
+    """module -> the names taken from it, over every code cell (IPython magics and shell lines skipped) but the
+    install cell, which runs before the lab is installed, on Colab and Kaggle only (tests/test_install_cell.py)."""
     found: dict[str, set[str]] = {}
     for cell in nbformat.read(notebook, as_version=4).cells:
-        if cell.cell_type != "code":
+        if cell.cell_type != "code" or "lab-install" in cell.metadata.get("tags", []):
             continue
         source = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in cell.source.splitlines())
         for node in ast.walk(ast.parse(source)):

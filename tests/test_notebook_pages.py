@@ -39,6 +39,11 @@ def _cells(stem: str) -> list[dict]:
     return json.loads((NOTEBOOKS / f"{stem}.ipynb").read_text())["cells"]
 
 
+def _install(cell: dict) -> bool:
+    """The install cell above every notebook (tools/install_cell.py): it does nothing off Colab and Kaggle."""
+    return "lab-install" in cell.get("metadata", {}).get("tags", [])
+
+
 def _text(source: object) -> str:
     return "".join(source) if isinstance(source, list) else str(source or "")
 
@@ -61,7 +66,7 @@ LOOPS = {name: f for name, f in vars(loops).items() if inspect.isfunction(f) and
 @pytest.mark.parametrize("stem", OWNED)
 def test_a_loop_a_notebook_defines_is_the_function_the_lab_runs(stem):
     for cell in _cells(stem):
-        if cell["cell_type"] != "code":
+        if cell["cell_type"] != "code" or _install(cell):
             continue
         tree = ast.parse(_text(cell["source"]))
         for node in tree.body:
@@ -116,7 +121,7 @@ def test_grad_piles_up_within_the_first_third_of_beginner_1():
 # --- the first screens ---------------------------------------------------------------------------------
 
 def test_the_first_developer_notebook_opens_with_the_loop_the_mistakes_and_the_auditor():
-    code = [c for c in _cells("developer_1_proving_equivalence") if c["cell_type"] == "code"]
+    code = [c for c in _cells("developer_1_proving_equivalence") if c["cell_type"] == "code" and not _install(c)]
     setup, loop, table, audit = code[:4]
     assert not setup.get("outputs") and all(line.startswith(("import ", "from ")) for line in
                                             _text(setup["source"]).splitlines() if line)
@@ -129,7 +134,7 @@ def test_the_first_developer_notebook_opens_with_the_loop_the_mistakes_and_the_a
 
 def test_start_here_opens_with_something_to_touch_then_start_then_the_map():
     cells = _cells("00_start_here")
-    first_code = next(i for i, c in enumerate(cells) if c["cell_type"] == "code")
+    first_code = next(i for i, c in enumerate(cells) if c["cell_type"] == "code" and not _install(c))
     assert "make_bricks_widget" in _text(cells[first_code]["source"])
     after = _text(cells[first_code + 1]["source"])
     assert "[Start →](beginner_1_carrying_bricks.ipynb)" in after and "developer_1_proving_equivalence.ipynb" in after

@@ -1,7 +1,9 @@
 """The notebooks need no network: nothing is downloaded at run time (Binder, a train, a workshop).
 
 Two checks here, a cheap one over every notebook and a real one over one notebook:
-- no code cell contains a download (URLs, urllib/requests, pip/wget/curl, dataset fetchers);
+- no code cell contains a download (URLs, urllib/requests, pip/wget/curl, dataset fetchers), but for the
+  install cell (tagged `lab-install`), which installs only on Colab or Kaggle and elsewhere prints one
+  line (tests/test_install_cell.py holds its output to that line);
 - the explorer notebook runs top to bottom inside `unshare -n` (loopback only, no other interface) with an
   audit hook that records any non-loopback connection or DNS lookup — even one a cell swallows.
 The same run over every notebook is `python benchmarks/reliability.py offline`, recorded in
@@ -29,7 +31,7 @@ NETWORK = re.compile(
 
 def code_lines(path: Path):
     for i, cell in enumerate(nbformat.read(path, as_version=4).cells):
-        if cell.cell_type == "code":
+        if cell.cell_type == "code" and "lab-install" not in cell.metadata.get("tags", []):
             for line in cell.source.splitlines():
                 if not line.lstrip().startswith("#"):  # a reference in a comment downloads nothing
                     yield i, line

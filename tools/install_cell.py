@@ -1,14 +1,15 @@
-"""Put the install cell (widgets/lab/hosts.py, `cell_source`) at the top of notebooks, or check it is there.
+"""Put the badge row and the install cell (widgets/lab/hosts.py: `badge_source`, `cell_source`) at the top
+of notebooks, or check they are there.
 
     python tools/install_cell.py                          # every notebook: insert, or bring up to date
     python tools/install_cell.py --repository OWNER/NAME --tag v0.2.0   # after a fork or a release
     python tools/install_cell.py --check                  # exit status 1 if a notebook lacks it or differs
 
-The cell is the notebook's first code cell, tagged `lab-install`: it goes right after a markdown cell
-tagged `lab-badges` (the Open in Colab / Kaggle / Binder row) where there is one, else first. Run with
+The badge row (Open in Colab / Kaggle / Binder) is the notebook's first cell, a markdown cell tagged
+`lab-badges`; the install cell, tagged `lab-install`, follows it: the first code cell. Run with
 the lab's Python (.venv/bin/python). A notebook that gains the cell must be executed again
 (benchmarks/execute_notebooks.py): its cells' execution counts move. Changing only the repository or
-the tag changes no output (off Colab and Kaggle the cell prints the same line).
+the tag changes no output (off Colab and Kaggle the cell prints the same line); the badges are markdown.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import nbformat
 
-from widgets.lab.hosts import REPOSITORY, cell_source
+from widgets.lab.hosts import REPOSITORY, badge_source, cell_source
 
 ROOT = Path(__file__).resolve().parents[1]
 TAG, BADGES = "lab-install", "lab-badges"
@@ -28,24 +29,38 @@ def _tags(cell) -> list[str]:
     return cell.get("metadata", {}).get("tags", [])
 
 
-def place(nb: nbformat.NotebookNode, source: str) -> bool:
-    """Insert the install cell into `nb` or bring its source up to date; whether `nb` changed."""
-    current = [c for c in nb.cells if TAG in _tags(c)]
+def _put(nb: nbformat.NotebookNode, tag: str, cell: nbformat.NotebookNode, index: int) -> bool:
+    """The cell tagged `tag` at `index` with `cell`'s source: inserted, moved or brought up to date;
+    whether `nb` changed."""
+    current = [c for c in nb.cells if tag in _tags(c)]
+    if current and nb.cells.index(current[0]) == index and current[0].source == cell.source:
+        return False
     if current:
-        if current[0].source == source:
-            return False
-        current[0].source = source
-        return True
-    cell = nbformat.v4.new_code_cell(source, metadata={"tags": [TAG]})
-    badges = [i for i, c in enumerate(nb.cells) if BADGES in _tags(c)]
-    nb.cells.insert(badges[0] + 1 if badges else 0, cell)
+        nb.cells.remove(current[0])
+        current[0].source = cell.source
+        cell = current[0]  # keeps its outputs and id
+    nb.cells.insert(index, cell)
     return True
 
 
-def is_placed(nb: nbformat.NotebookNode, source: str) -> bool:
-    """The notebook's first code cell is the install cell, with this source."""
+def place(nb: nbformat.NotebookNode, source: str, badges: str | None = None) -> bool:
+    """Put the badge row (`badges`, when given) first and the install cell (`source`) right after it;
+    whether `nb` changed."""
+    changed = False
+    if badges is not None:
+        changed = _put(nb, BADGES, nbformat.v4.new_markdown_cell(badges, metadata={"tags": [BADGES]}), 0)
+    row = [i for i, c in enumerate(nb.cells) if BADGES in _tags(c)]
+    cell = nbformat.v4.new_code_cell(source, metadata={"tags": [TAG]})
+    return _put(nb, TAG, cell, row[0] + 1 if row else 0) or changed
+
+
+def is_placed(nb: nbformat.NotebookNode, source: str, badges: str | None = None) -> bool:
+    """The notebook's first code cell is the install cell, with this source; with `badges`, the first
+    cell is the badge row with that source and the install cell follows it."""
     first = next((c for c in nb.cells if c.cell_type == "code"), None)
-    return first is not None and TAG in _tags(first) and first.source == source
+    if first is None or TAG not in _tags(first) or first.source != source:
+        return False
+    return badges is None or (BADGES in _tags(nb.cells[0]) and nb.cells[0].source == badges and nb.cells[1] is first)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,14 +75,15 @@ def main(argv: list[str] | None = None) -> int:
     wrong = []
     for path in paths:
         nb = nbformat.read(path, as_version=4)
+        badges = badge_source(path.name, args.repository, args.tag)
         if args.check:
-            if not is_placed(nb, source):
+            if not is_placed(nb, source, badges):
                 wrong.append(path)
-        elif place(nb, source):
+        elif place(nb, source, badges):
             nbformat.write(nb, path)
-            print(f"{path}: install cell written (execute the notebook again if it is new there)")
+            print(f"{path}: badge row and install cell written (execute the notebook again if they are new there)")
     for path in wrong:
-        print(f"{path}: no install cell as its first code cell, or another source (python tools/install_cell.py)")
+        print(f"{path}: no badge row first and install cell after it, or other sources (python tools/install_cell.py)")
     return 1 if wrong else 0
 
 

@@ -155,3 +155,25 @@ def cell_source(repository: str = REPOSITORY, tag: str | None = None) -> str:
     """The install cell's source, installing the lab from `repository` at `tag`."""
     hosted = "{" + ", ".join(repr(v) for v in HOSTED) + "}"
     return CELL.format(hosted=hosted, requirement=lab_requirement(repository, tag))
+
+
+# The badge row above every notebook: the same notebook opened on Colab, Kaggle or Binder, from the
+# repository at the tag the install cell installs (the notebook and the package of one release).
+BADGES = (
+    ("Open In Colab", "https://colab.research.google.com/assets/colab-badge.svg",
+     "https://colab.research.google.com/github/{repository}/blob/{tag}/notebooks/{name}"),
+    ("Open In Kaggle", "https://kaggle.com/static/images/open-in-kaggle.svg",
+     "https://kaggle.com/kernels/welcome?src=https://github.com/{repository}/blob/{tag}/notebooks/{name}"),
+    ("Launch on Binder", "https://mybinder.org/badge_logo.svg",
+     "https://mybinder.org/v2/gh/{repository}/{tag}?urlpath=lab/tree/notebooks/{name}"),
+)
+
+
+def badge_source(name: str, repository: str = REPOSITORY, tag: str | None = None) -> str:
+    """The badge row (markdown) of the notebook `notebooks/<name>`, opening it from `repository` at `tag`."""
+    if not re.fullmatch(r"[A-Za-z0-9_.\-]+\.ipynb", name):
+        raise ValueError(f"name must be a notebook's file name, got {name!r}")
+    requirement = lab_requirement(repository, tag)  # checks both
+    tag = requirement.rsplit("@", 1)[1]
+    return " ".join(f"[![{alt}]({image})]({link.format(repository=repository, tag=tag, name=name)})"
+                    for alt, image, link in BADGES)
