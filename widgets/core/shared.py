@@ -29,3 +29,17 @@ def benchmark_results_path() -> Path:
     one a lab installed with pip has. Either may be missing: readers fall back gracefully."""
     checkout = Path(__file__).resolve().parents[2] / "benchmarks" / "results.json"
     return checkout if checkout.exists() else Path(__file__).with_name("benchmark_results.json")
+
+
+# The measurements a notebook reads (benchmarks/results/<name>), which a wheel carries too (setup.py).
+PACKAGED_RESULTS = ("planner_peak.json",)
+
+
+def results_path(name: str) -> Path:
+    """benchmarks/results/<name> of the checkout (an editable install), else the copy a wheel built from the
+    checkout carries (widgets/core/results/<name>, setup.py): what a lab installed with pip, on Colab or
+    Kaggle, has. `name` is one of PACKAGED_RESULTS."""
+    if name not in PACKAGED_RESULTS:
+        raise ValueError(f"name must be one of {list(PACKAGED_RESULTS)}, got {name!r}")
+    checkout = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / name
+    return checkout if checkout.exists() else Path(__file__).with_name("results") / name

@@ -31,6 +31,7 @@ _NAMES = {
     "ZERO_STAGES": "widgets.research.planner",
     "cite": "widgets.research.references",
     "allocator_peak": "widgets.research.saved_bytes",
+    "results_path": "widgets.core.shared",
 }
 __all__ = sorted(_NAMES)
 __getattr__, __dir__ = lazy_surface(__name__, _NAMES)
