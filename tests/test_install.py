@@ -77,6 +77,16 @@ def test_pyproject_declares_ranges_that_admit_the_pins():
         assert Version(oldest) <= Version(pin) <= Version(newest), f"{name}=={pin} is outside {oldest} to {newest}"
 
 
+def test_the_readme_states_the_tested_range_pyproject_admits():
+    """The README's "Tested range" names every declared package with its oldest and newest end, and no other."""
+    text = " ".join((ROOT / "README.md").read_text().split())
+    line = re.search(r"\*\*Tested range\*\* \([^)]*\): ([^.]*(?:\.\d[^.]*)*)\.(?:\s|$)", text)
+    assert line, "README.md: no '**Tested range** (...): name OLDEST to NEWEST, ...' sentence"
+    stated = {norm(name): (oldest, newest) for name, oldest, newest in
+              re.findall(r"([A-Za-z][\w\-]*) (\d[\w.]*) to (\d[\w.]*)", line[1])}
+    assert stated == declared()
+
+
 def test_the_oldest_end_of_each_range_is_the_colab_like_profile():
     """The oldest version declared is the one `make compat` installs in its Colab-like profile."""
     colab, _ = requirements(ROOT / "requirements-colab.txt")

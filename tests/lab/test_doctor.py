@@ -296,3 +296,56 @@ def test_a_kernel_on_colab_names_colab_and_its_widget_manager(tmp_path):
     assert "enable_custom_widget_manager()" in result.stdout
     assert "widget extension" not in result.stdout and "[python]" not in result.stdout
     assert "[packages]" not in result.stdout  # the lab's own set has what the install cell would add
+
+
+# --- classic Notebook 6: an nbextension, not JupyterLab's extension -------------------------------------
+
+def classic(**extension) -> doc.Facts:
+    """Colab's Notebook: notebook 6.5 with widgetsnbextension 3.6, a kernel with ipywidgets 7.7.1."""
+    facts = healthy(host="Jupyter Notebook", versions={**healthy().versions, "ipywidgets": "7.7.1"}, pins={},
+                    declared={"ipywidgets": ">=7.7.1,<=8.1.9"})  # a lab installed with pip: the ranges, no pins
+    page = {"version": "5.0.16", "jupyterlab_widgets": "3.0.16", "notebook": "6.5.7", "widgetsnbextension": "3.6.10",
+            "nbextension_enabled": True}
+    return dataclasses.replace(facts, extension={**page, **extension})
+
+
+def test_classic_notebook_6_is_named_and_its_nbextension_checked():
+    facts = classic()
+    assert repr(doc.Report(doc.diagnose(facts), facts)).startswith("widgets.doctor on Jupyter Notebook: all good")
+
+
+@pytest.mark.parametrize("extension, says", [
+    ({"widgetsnbextension": None}, 'not installed where the Notebook runs | fix: pip install "widgetsnbextension==3.*"'),
+    ({"nbextension_enabled": False}, "jupyter-js-widgets/extension) is disabled | fix: jupyter nbextension enable"),
+    ({"widgetsnbextension": "4.0.16"}, "needs widgetsnbextension 3.x, but the Notebook has 4.0.16"),
+])
+def test_each_classic_notebook_problem_is_found_with_its_fix(extension, says):
+    assert says in problems(classic(**extension))["widget extension"]
+
+
+def test_notebook_7_is_checked_like_jupyterlab():
+    facts = classic(notebook="7.5.0")  # built on JupyterLab's parts: its labextension (5.x here) counts
+    assert "needs the widget extension 3.x" in problems(facts)["widget extension"]
+
+
+def test_nbextension_facts_read_the_notebook_config_the_user_one_first(tmp_path):
+    user, env = tmp_path / "user", tmp_path / "env"
+    (env / "nbconfig" / "notebook.d").mkdir(parents=True)
+    (env / "nbconfig" / "notebook.d" / "widgetsnbextension.json").write_text(
+        json.dumps({"load_extensions": {"jupyter-js-widgets/extension": True}}))
+    assert doc.nbextension_facts([str(user), str(env)])["nbextension_enabled"] is True
+    (user / "nbconfig").mkdir(parents=True)
+    (user / "nbconfig" / "notebook.json").write_text(json.dumps({"load_extensions": {"jupyter-js-widgets/extension": False}}))
+    assert doc.nbextension_facts([str(user), str(env)])["nbextension_enabled"] is False
+    assert doc.nbextension_facts([str(tmp_path / "none")])["nbextension_enabled"] is None
+
+
+@pytest.mark.parametrize("argv, server", [
+    (["/usr/bin/python3", "-m", "notebook", "--no-browser"], True), (["/venv/bin/python", "-m", "jupyterlab"], True),
+    (["/usr/bin/python3", "/usr/local/bin/jupyter-notebook"], True), (["/usr/bin/python3", "-m", "pytest"], False),
+    (["/usr/bin/python3", "-c", "print(1)", "notebook"], False), (["/usr/bin/bash"], False),
+])
+def test_a_server_started_as_python_dash_m_is_found(argv, server):
+    assert doc.is_server(argv) is server
+    if server:
+        assert hosts.front_end(argv) in ("Jupyter Notebook", "JupyterLab")

@@ -31,8 +31,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 EXTENSION = "@jupyter-widgets/jupyterlab-manager"
+SERVER_MODULES = ("notebook", "nbclassic", "jupyterlab", "jupyter_server", "voila")  # python -m <one of these>
 # ipywidgets major -> (jupyterlab_widgets major, widget extension major) of the same generation
 GENERATIONS = {7: (1, 3), 8: (3, 5)}
+# Classic Notebook (6.x, before it was built on JupyterLab's parts) shows widgets through an nbextension:
+# ipywidgets major -> widgetsnbextension major.
+NBEXTENSION, NB_GENERATIONS = "jupyter-js-widgets/extension", {7: 3, 8: 4}
 NEEDED = ("ipywidgets", "jupyterlab_widgets", "ipykernel", "matplotlib", "torch", "tqdm")
 NOTEBOOK_BACKENDS = ("inline", "module://matplotlib_inline.backend_inline", "agg", "widget", "ipympl",
                      "module://ipympl.backend_nbagg", "nbagg", "svg", "pdf")
@@ -188,6 +192,8 @@ def _extension(f: Facts) -> list[Finding]:
     if f.host in MANAGED:
         return _manager(f)
     ext = f.extension
+    if f.host == "Jupyter Notebook" and (_major(ext.get("notebook")) or 7) < 7:
+        return _nbextension(f)
     if ext.get("problems"):  # before "not installed": an unreadable file is why nothing could be found
         return [Finding("widget extension", "JupyterLab's extension settings cannot be read: " + "; ".join(ext["problems"]),
                         'fix the file (it must be one JSON object, e.g. {"disabledExtensions": {}}) or move it away, '
@@ -213,6 +219,24 @@ def _extension(f: Facts) -> list[Finding]:
             "install the pinned pair in both environments: pip install ipywidgets==" + f.pins.get("ipywidgets", "8.1.9")
             + " jupyterlab_widgets==" + f.pins.get("jupyterlab_widgets", "3.0.17")
             + "; then restart the kernel, reload the page, and restart JupyterLab if it was running")]
+    return [Finding("widget extension")]
+
+
+def _nbextension(f: Facts) -> list[Finding]:
+    """Classic Notebook 6: the widgetsnbextension of the Notebook's environment, enabled, of the kernel's generation."""
+    ext, kernel = f.extension, _major(f.versions.get("ipywidgets"))
+    want = NB_GENERATIONS.get(kernel or 8, 4)
+    restart = ", then restart the Notebook server and reload the page"
+    if not ext.get("widgetsnbextension"):
+        return [Finding("widget extension", f"Notebook {ext['notebook']}'s widget extension (widgetsnbextension) is not "
+                        "installed where the Notebook runs", f'pip install "widgetsnbextension=={want}.*" there{restart}')]
+    if ext.get("nbextension_enabled") is False:
+        return [Finding("widget extension", f"the Notebook's widget extension ({NBEXTENSION}) is disabled",
+                        f"jupyter nbextension enable --py widgetsnbextension --sys-prefix{restart}")]
+    if kernel in NB_GENERATIONS and _major(ext["widgetsnbextension"]) != want:
+        return [Finding("widget extension", f"the kernel has ipywidgets {f.versions['ipywidgets']}, which needs "
+                        f"widgetsnbextension {want}.x, but the Notebook has {ext['widgetsnbextension']}",
+                        f'pip install "widgetsnbextension=={want}.*" where the Notebook runs{restart}')]
     return [Finding("widget extension")]
 
 
@@ -267,7 +291,8 @@ def extension_facts(data_dirs: list[str] | None = None, config_dirs: list[str] |
             return {"version": None, "disabled": False, "where": None, "jupyterlab_widgets": None}
         data_dirs = jupyter_path("labextensions") if data_dirs is None else data_dirs
         config_dirs = jupyter_config_path() if config_dirs is None else config_dirs
-    found = {"version": None, "disabled": False, "where": None, "jupyterlab_widgets": _version("jupyterlab_widgets")}
+    found = {"version": None, "disabled": False, "where": None, "jupyterlab_widgets": _version("jupyterlab_widgets"),
+             **nbextension_facts(config_dirs)}
     problems = []  # files JupyterLab reads that are not what it expects: reported, never a crash
     for folder in data_dirs:
         package = Path(folder, *EXTENSION.split("/"), "package.json")
@@ -287,6 +312,23 @@ def extension_facts(data_dirs: list[str] | None = None, config_dirs: list[str] |
         else:
             problems.append(f"{page_config}: disabledExtensions is a {type(disabled).__name__}, not an object or a list")
     return {**found, "problems": problems} if problems else found
+
+
+def nbextension_facts(config_dirs: list[str]) -> dict:
+    """Classic Notebook's side: its version, widgetsnbextension's, and whether the nbextension is enabled in the
+    notebook config the Notebook reads (None: named nowhere). The first of `config_dirs` (jupyter_config_path: the
+    user's, then the environment's, then the system's) wins, so they are read last to first."""
+    enabled = None
+    for folder in reversed(config_dirs):
+        nbconfig = Path(folder, "nbconfig")
+        files = [*sorted(nbconfig.glob("notebook.d/*.json")), nbconfig / "notebook.json"]
+        for path in files:
+            config = _json_object(path, []) if path.exists() else None
+            loads = (config or {}).get("load_extensions")
+            if isinstance(loads, dict) and NBEXTENSION in loads:
+                enabled = bool(loads[NBEXTENSION])
+    return {"notebook": _version("notebook"), "widgetsnbextension": _version("widgetsnbextension"),
+            "nbextension_enabled": enabled}
 
 
 def _json_object(path: Path, problems: list[str]) -> dict | None:
@@ -315,7 +357,14 @@ def server_argv(pid: int | None = None) -> list[str] | None:
         argv = Path(f"/proc/{pid or os.getppid()}/cmdline").read_bytes().decode().split("\0")
     except OSError:
         return None
-    return argv if any(re.search(r"jupyter|voila", part) for part in argv[:3]) else None
+    return argv if is_server(argv) else None
+
+
+def is_server(argv: list[str]) -> bool:
+    """Whether a command line runs a Jupyter server: `jupyter-lab`, `jupyter notebook`, `voila`, or
+    `python -m notebook` (or another of SERVER_MODULES)."""
+    module = argv[2] if len(argv) > 2 and argv[1] == "-m" else ""
+    return any(re.search(r"jupyter|voila", part) for part in argv[:3]) or module in SERVER_MODULES
 
 
 def server_python(pid: int | None = None) -> str | None:
