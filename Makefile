@@ -139,10 +139,14 @@ reproducibility: install-test
 # 7.7.1, torch 2.11.0) and the newest (torch 2.14.1), each a fresh venv in /tmp with the lab installed the
 # way the notebooks' install cell installs it; nbval with benchmarks/compat_sanitize.cfg. Writes
 # benchmarks/results/compat.json. Not in CI: it downloads several GB (torch's CUDA wheels);
-# COMPAT_WHEELS=DIR lets pip take torch and its nvidia-* wheels from a folder first.
+# COMPAT_WHEELS=DIR lets pip take torch and its nvidia-* wheels from a folder first. Then the widgets in
+# Chromium under ipywidgets 7.7.1 (classic Notebook 6.5 from the Colab-like venv; screenshots in
+# test-artifacts/). The venvs stay in /tmp/gradient-accumulation-lab-compat (about 11 GB) for that test and
+# for a rerun (python benchmarks/compat.py --reuse --keep); remove the folder when done.
 COMPAT_WHEELS ?=
-compat:
-	$(PYTHON) benchmarks/compat.py $(if $(COMPAT_WHEELS),--find-links $(COMPAT_WHEELS),)
+compat: install-test
+	$(PYTHON) benchmarks/compat.py --keep $(if $(COMPAT_WHEELS),--find-links $(COMPAT_WHEELS),)
+	COMPAT_BROWSER=1 $(BIN)/python -m pytest tests/test_browser_ipywidgets7.py -q -p no:cacheprovider
 
 # Fresh virtual environments in /tmp: size and time of the learner and the test installs.
 install-size: install-test
