@@ -113,8 +113,12 @@ def _plain_lines(output: dict) -> int:
     return len(_text(data.get("text/plain")).rstrip("\n").splitlines())
 
 
+INLINE_IMAGE = "<img src=\"data:image/"  # a picture shown as HTML, with its text alternative (widgets.draw.stills)
+
+
 def _has_visual(cell: dict) -> bool:
     return any(WIDGET in o.get("data", {}) or any(m in o.get("data", {}) for m in IMAGES)
+               or INLINE_IMAGE in _text(o.get("data", {}).get("text/html"))
                for o in cell.get("outputs", []))
 
 

@@ -6,10 +6,15 @@ readout, and choosing a mistake flips its verdict. At a laptop's 1366×768, star
 widget and the first developer notebook's correct loop sit within the first two screens. It also times key press -> new figure for the
 explorer and for a bare one-slider widget (the round-trip floor), in the same page, and writes
 both to test-artifacts/browser_latency.json. Screenshots go to test-artifacts/ as well.
+
+Accessibility (issue 26, README "Accessibility"): axe-core on the output areas of four notebooks, a
+keyboard-only walk to the explorer's K slider, the explorer within one 1366x768 screen beside the file
+browser (drawer closed and open), and the bricks' push K times too strong with the mistake.
 """
 from __future__ import annotations
 
 import json
+import re
 import os
 import platform
 import statistics
@@ -329,3 +334,143 @@ def test_the_first_thing_to_touch_sits_within_the_first_two_screens_of_a_laptop(
         assert where["bottom"] <= 2, f"{stem}: {what} ends {where['bottom']:.2f} screens down ({where})"
     finally:
         lab.page.set_viewport_size({"width": 1280, "height": 900})
+
+
+# --- issue 26: the explorer fits a laptop, and the output areas pass axe-core ------------------------------
+
+def _with_file_browser(lab: LabPage) -> None:
+    """1366x768 with JupyterLab's file browser open beside the notebook, as a learner first sees it."""
+    lab.page.set_viewport_size(LAPTOP)
+    lab.page.evaluate("async () => { window.jupyterapp.shell.activateById('filebrowser'); }")
+    lab.page.locator("#filebrowser").wait_for(state="visible")
+
+
+_OUTSIDE_JS = """([root, selector]) => {
+    // Parts of `root` that do not lie wholly inside the notebook's visible scroll area, and labels cut short.
+    const area = root.closest(selector).getBoundingClientRect();
+    const parts = {controls: '.widget-slider:not(.lm-mod-hidden *), .widget-dropdown', plots: 'img.widget-image',
+                   verdict: '.explorer-readout'};
+    const outside = [];
+    for (const [what, css] of Object.entries(parts)) {
+        for (const el of root.querySelectorAll(css)) {
+            const box = el.getBoundingClientRect();
+            if (!box.height) continue;  // in a closed drawer
+            if (box.top < area.top - 1 || box.bottom > area.bottom + 1 || box.left < area.left - 1 || box.right > area.right + 1)
+                outside.push(`${what}: ${Math.round(box.left)},${Math.round(box.top)}-${Math.round(box.right)},${Math.round(box.bottom)}`
+                             + ` outside ${Math.round(area.left)},${Math.round(area.top)}-${Math.round(area.right)},${Math.round(area.bottom)}`);
+        }
+    }
+    const cut = [...root.querySelectorAll('label.widget-label, .jupyter-widget-Collapse-header, button')]
+        .filter(el => el.offsetWidth && el.scrollWidth > el.clientWidth + 1).map(el => el.textContent.trim());
+    return {outside, cut, height: root.getBoundingClientRect().height, area: area.height};
+}"""
+
+
+def test_the_explorer_fits_one_laptop_screen_with_the_file_browser_open(lab):
+    """beginner_2's explorer, scrolled to its top: its controls, both plots and the verdict lie within the
+    notebook's visible area at 1366x768 beside the file browser, with its drawer closed and open; no label cut."""
+    path = ROOT / "notebooks" / "beginner_2_watch_a_model_learn.ipynb"
+    try:
+        _with_file_browser(lab)
+        open_and_run_all(lab, path)
+        (explorer,) = explorers(lab)
+        for drawer in ("closed", "open"):
+            if drawer == "open":
+                explorer.open_drawers()
+            explorer.root.evaluate("el => el.scrollIntoView({block: 'start'})")
+            time.sleep(0.5)
+            where = lab.page.evaluate(_OUTSIDE_JS, [explorer.root.element_handle(), SCROLL_AREA])
+            lab.page.screenshot(path=str(ARTIFACTS / f"explorer_1366x768_drawer_{drawer}.png"))
+            assert where["outside"] == [], f"drawer {drawer}: {where}"
+            assert where["cut"] == [], f"drawer {drawer}: labels cut: {where['cut']}"
+    finally:
+        lab.page.set_viewport_size({"width": 1280, "height": 900})
+        lab.page.evaluate("() => window.jupyterapp.shell.collapseLeft()")
+
+
+# What the widgets' Python API cannot reach (README, "Accessibility"): a slider's handle (noUiSlider's
+# <div role="slider">) gets no accessible name from ipywidgets 8, its label is not tied to it. Only that
+# rule on those nodes is set aside; any other unnamed input still fails.
+KNOWN_LIMITS = {("aria-input-field-name", True)}
+AXE_NOTEBOOKS = ["00_start_here", "beginner_1_carrying_bricks", "beginner_2_watch_a_model_learn",
+                 "developer_3_bug_gallery"]
+
+
+@pytest.mark.parametrize("stem", AXE_NOTEBOOKS)
+def test_the_output_areas_pass_axe_core(lab, stem):
+    """axe-core (bundled by axe-playwright-python: nothing downloaded) on the notebook's output areas after
+    Run All: no serious or critical violation. JupyterLab's own toolbar and editors are not this project's."""
+    axe = pytest.importorskip("axe_playwright_python.sync_playwright", reason="needs axe-playwright-python")
+    open_and_run_all(lab, ROOT / "notebooks" / f"{stem}.ipynb")
+    panel = lab.page.evaluate("() => window.jupyterapp.shell.currentWidget.id")
+    context = {"include": [[f"#{panel} .jp-OutputArea"]]}
+    results = axe.Axe().run(lab.page, context=context, options={"resultTypes": ["violations"]})
+    serious = []
+    for v in results.response["violations"]:
+        nodes = [n for n in v["nodes"] if (v["id"], "noUi-handle" in n["html"]) not in KNOWN_LIMITS]
+        if v["impact"] in ("serious", "critical") and nodes:
+            serious.append(f"{v['id']} ({v['impact']}): {v['help']} — {len(nodes)} node(s), e.g. {nodes[0]['html'][:160]}")
+    (ARTIFACTS / f"axe_{stem}.json").write_text(json.dumps(results.response["violations"], indent=1)[:200_000])
+    assert serious == [], f"{stem}:\n" + "\n".join(serious)
+
+
+_ACTIVE_JS = """() => {
+    const el = document.activeElement;
+    const label = el.closest('.widget-slider')?.querySelector('label.widget-label')?.textContent.trim() || '';
+    const name = (el.getAttribute('aria-label') || el.textContent || el.getAttribute('title') || '').trim();
+    return {tag: el.tagName, handle: el.classList.contains('noUi-handle'), label, name,
+            button: el.tagName === 'BUTTON' || el.getAttribute('role') === 'button'};
+}"""
+
+
+def test_a_keyboard_walk_reaches_k_and_every_button_on_the_way_has_a_name(lab):
+    """From the top of the explorer's output, Tab until the K slider's handle has focus (every button passed
+    must have a name), then the arrow keys change K and the readout follows."""
+    open_and_run_all(lab, ROOT / "notebooks" / "beginner_2_watch_a_model_learn.ipynb")
+    (explorer,) = explorers(lab)
+    explorer.root.evaluate("el => { el.setAttribute('tabindex', '-1'); el.focus(); }")
+    unnamed, reached = [], None
+    for _ in range(40):
+        lab.page.keyboard.press("Tab")
+        active = lab.page.evaluate(_ACTIVE_JS)
+        if active["button"] and not active["name"]:
+            unnamed.append(active)
+        if active["handle"] and active["label"] == "accumulation_steps K":
+            reached = active
+            break
+    assert reached, "Tab never reached the accumulation_steps K slider"
+    assert unnamed == [], f"buttons without a name: {unnamed}"
+    before, text = explorer.value("accumulation_steps K"), explorer.readout.inner_text()
+    lab.page.keyboard.press("ArrowRight")
+    sync_api.expect(explorer.readout).not_to_have_text(text, timeout=20_000)
+    assert explorer.value("accumulation_steps K") == before + 1
+    sync_api.expect(explorer.readout).to_contain_text(explorer.effective_batch_text())
+    # the bricks' buttons too: the walk through start-here's first widget names every button
+    lab.close_all()
+    open_and_run_all(lab, ROOT / "notebooks" / "00_start_here.ipynb")
+    root = lab.top_level_widgets().first
+    buttons = root.locator("button")
+    names = [buttons.nth(i).evaluate("b => (b.getAttribute('aria-label') || b.textContent || b.title).trim()")
+             for i in range(buttons.count())]
+    assert names and all(names), f"start-here's first widget has a button without a name: {names}"
+
+
+def test_the_bricks_push_is_k_times_longer_with_the_mistake(lab):
+    """beginner_1's bricks in the page: at the last trip, ticking "forget to divide" makes the picture's text
+    alternative say the push is K times too strong (its drawn length: tests/lessons/beginner_1/test_controls.py)."""
+    open_and_run_all(lab, ROOT / "notebooks" / "beginner_1_carrying_bricks.ipynb")
+    root = lab.top_level_widgets().filter(has=lab.page.locator("label", has_text="forget to divide")).first
+    root.scroll_into_view_if_needed()
+    image = root.locator("img.widget-image")
+    K = int(float(root.locator(".widget-slider", has=lab.page.locator("label", has_text="trips (accumulation_steps K)"))
+                  .locator(".noUi-handle").get_attribute("aria-valuenow")))
+    trip = root.locator(".widget-slider", has=lab.page.locator("label", has_text="trips done")).locator(".noUi-handle")
+    trip.focus()
+    lab.page.keyboard.press("End")
+    sync_api.expect(image).to_have_attribute("title", re.compile("wall"), timeout=20_000)
+    divided = image.get_attribute("title")
+    box = root.locator("input[type=checkbox]")
+    box.check()
+    sync_api.expect(image).not_to_have_attribute("title", divided, timeout=20_000)
+    assert f"{K} times too strong" in image.get_attribute("title")
+    lab.page.screenshot(path=str(ARTIFACTS / "bricks_forgot_to_divide.png"))

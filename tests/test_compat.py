@@ -36,7 +36,7 @@ def test_nbval_reads_the_same_masks_in_the_same_order():
     from nbval.plugin import get_sanitize_patterns
 
     assert get_sanitize_patterns(SANITIZE.read_text()) == [(regex, replace) for _, regex, replace in MASKS]
-    assert [name for name, _, _ in MASKS] == ["memory address", "number", "torch build label",
+    assert [name for name, _, _ in MASKS] == ["inline png", "memory address", "number", "torch build label",
                                               "widget attribute of one generation", "column padding"]
 
 

@@ -20,7 +20,7 @@ import pytest
 from widgets.core.shared import PACKAGED_RESULTS
 
 ROOT = Path(__file__).resolve().parents[1]
-TEST_TOOLS = {"pytest", "nbval", "playwright", "psutil", "jupyter-repo2docker", "ruff"}
+TEST_TOOLS = {"pytest", "nbval", "playwright", "axe-playwright-python", "psutil", "jupyter-repo2docker", "ruff"}
 
 
 def norm(name: str) -> str:

@@ -47,7 +47,8 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "audit": ("torch", "widgets.core"),
     "exercises": ("torch", "widgets.core", "widgets.lab", "widgets.research", "widgets.audit"),
     "draw": ("torch", "matplotlib", "PIL", "widgets.core", "widgets.research"),
-    "controls": ("torch", "matplotlib", "ipywidgets", "widgets.core", "widgets.lab", "widgets.research",
+    # traitlets: ipywidgets' own traits, for a synced trait a widget lacks (controls/names.py's Picture)
+    "controls": ("torch", "matplotlib", "ipywidgets", "traitlets", "widgets.core", "widgets.lab", "widgets.research",
                  "widgets.audit", "widgets.exercises", "widgets.draw"),
     # a lesson's files (widgets/lessons/<lesson>/), by role; developer_4's compute audits the frameworks
     "lesson compute": ("torch", "accelerate", "pytorch_lightning", "widgets.core", "widgets.research", "widgets.audit"),

@@ -55,7 +55,10 @@ def _outputs(cell: dict) -> list[str]:
         shown.append(_text(output.get("text")))
         data = output.get("data", {})
         shown += [_text(data.get(kind)) for kind in ("text/plain", "text/markdown", "text/html")]
-    return [s for s in shown if s]
+    return [INLINE_IMAGE_DATA.sub("", s) for s in shown if s]
+
+
+INLINE_IMAGE_DATA = re.compile(r"data:image/[a-z+]+;base64,[A-Za-z0-9+/=]+")  # a picture's pixels are not its words
 
 
 # --- the code shown is the code that runs ------------------------------------------------------------

@@ -20,7 +20,7 @@ tests/test_layers.py, quoted; the tests check every import against it, lazy ones
     audit/            torch, core
     exercises/        torch, core, lab, research, audit
     draw/             torch, matplotlib, PIL, core, research
-    controls/         torch, matplotlib, ipywidgets, core, lab, research, audit, exercises, draw
+    controls/         torch, matplotlib, ipywidgets, traitlets, core, lab, research, audit, exercises, draw
     lesson compute    torch, accelerate, pytorch_lightning, core, research, audit
     lesson draw       torch, matplotlib, PIL, core, research, draw, lesson compute
     lesson exercises  torch, core, lab, research, audit, exercises, lesson compute

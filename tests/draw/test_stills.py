@@ -30,3 +30,19 @@ def test_bad_input_names_the_parameter(bad, name):
     args = dict(figure=_figure(), colours=64) | bad
     with pytest.raises((TypeError, ValueError), match=name):
         compact_png(**args)
+
+
+def test_a_still_shows_its_picture_with_its_words():
+    from widgets.draw.stills import Still, img_html, quantized, still
+
+    figure = Figure(figsize=(2, 1))
+    figure.subplots().plot([0, 1], [0, 1])
+    picture = still(figure, 'a line from 0 to 1 "rising" <fast>')
+    assert isinstance(picture, Still) and picture.png.startswith(b"\x89PNG")
+    bundle = picture._repr_mimebundle_()
+    assert bundle["text/plain"] == repr(picture) == 'a line from 0 to 1 "rising" <fast>'
+    assert bundle["text/html"].startswith('<img src="data:image/png;base64,')
+    assert 'alt="a line from 0 to 1 &quot;rising&quot; &lt;fast&gt;"' in bundle["text/html"]  # escaped, whole
+    assert len(quantized(picture.png)) <= len(picture.png) * 1.1
+    with pytest.raises(ValueError, match="alt"):
+        img_html(picture.png, "  ")

@@ -21,9 +21,10 @@ import ipywidgets as W
 
 from widgets.controls.compat import Displayed, set_tooltip
 from widgets.draw.frames import errors_shown_in
+from widgets.draw.style import RIGHT_TEXT, WRONG_TEXT
 from widgets.exercises.toolkit import close_to
 
-RIGHT, WRONG = "#009E73", "#D55E00"  # the toolkit's colours for Correct / Incorrect (Okabe-Ito)
+RIGHT, WRONG = RIGHT_TEXT, WRONG_TEXT  # the toolkit's colours for Correct / Incorrect: 4.5:1 on white
 
 
 def _escape(text: str) -> str:
@@ -77,8 +78,10 @@ class PredictionWidget(Displayed, W.VBox):
         if self.choices:
             self.entry = W.RadioButtons(options=self.choices, value=None, layout=W.Layout(width="auto"))
         else:
-            self.entry = W.Text(placeholder="your guess, e.g. 12", continuous_update=False,
-                                layout=W.Layout(width="180px"))
+            # The description is the box's label (ipywidgets points the <label> at the box): a screen
+            # reader names it, where a placeholder alone goes unnamed.
+            self.entry = W.Text(description="your guess", placeholder="e.g. 12", continuous_update=False,
+                                style={"description_width": "80px"}, layout=W.Layout(width="240px"))
         self.button = set_tooltip(W.Button(description="Commit my guess", button_style="primary"),
                                   "Lock in your guess; then the answer is shown")
         self.button.on_click(lambda _: self.commit())

@@ -7,9 +7,9 @@ from __future__ import annotations
 import html
 from typing import Iterable
 
-from widgets.draw.frames import OKABE_ITO
+from widgets.draw.style import RIGHT_TEXT, WRONG_TEXT
 
-_MARKS = {": True": (OKABE_ITO[2], " ✓"), ": False": (OKABE_ITO[5], " ✗")}
+_MARKS = {": True": (RIGHT_TEXT, " ✓"), ": False": (WRONG_TEXT, " ✗")}  # 4.5:1 on white
 
 
 def verdict_list_html(lines: Iterable[str], verdicts: Iterable[str]) -> str:
@@ -24,7 +24,7 @@ def verdict_list_html(lines: Iterable[str], verdicts: Iterable[str]) -> str:
             for value, (colour, mark) in _MARKS.items():
                 said = html.escape(verdict + value)
                 text = text.replace(said, f"<b style='color:{colour}'>{said}{mark}</b>")
-        for mark, colour in ((" ✓", OKABE_ITO[2]), (" ✗", OKABE_ITO[5])):  # a plain line ends on its mark
+        for mark, colour in ((" ✓", RIGHT_TEXT), (" ✗", WRONG_TEXT)):  # a plain line ends on its mark
             if text.endswith(mark) and not text.endswith(f"{mark}</b>"):
                 text = f"{text[:-1]}<b style='color:{colour}'>{mark.strip()}</b>"
         items.append(f"<li>{text}</li>")

@@ -19,8 +19,12 @@ from matplotlib.transforms import Bbox
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from PIL import Image
 
-# Okabe-Ito: distinguishable under the common colour-vision deficiencies.
-OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
+from widgets.draw.stills import img_html, quantized
+from widgets.draw.style import LINE_COLOURS
+
+# Okabe-Ito: distinguishable under the common colour-vision deficiencies; its hues darkened where
+# needed to reach 3:1 against white, the bar for lines and shapes (`widgets.draw.style`).
+OKABE_ITO = LINE_COLOURS
 
 
 def check_ax(ax: object, name: str = "ax") -> matplotlib.axes.Axes:
@@ -44,11 +48,16 @@ def errors_shown_in(output, what: str):
 def with_static_fallback(bundle, png: bytes, text: str):
     """Add a PNG and one deterministic line of text to a widget's mimebundle.
 
-    JupyterLab with a kernel renders the live widget; GitHub and nbviewer, which cannot, show
-    the PNG; nbval compares only the text (it skips images and widget views).
+    JupyterLab with a kernel renders the live widget; without one (a saved notebook, nbviewer)
+    it shows the PNG as an HTML <img> whose alt is `text`, the text alternative (an `image/png`
+    output can hold none that reaches the page); hosts that show no HTML show the plain PNG.
+    nbval compares the text and the alt (it skips images and widget views; the inline PNG data
+    is masked by tests/nbval_sanitize.cfg).
     """
     data = bundle[0] if isinstance(bundle, tuple) else bundle
-    data["image/png"] = base64.b64encode(bytes(png)).decode("ascii")
+    png = quantized(png)  # saved twice, as the PNG and in the HTML: a palette keeps the notebook light
+    data["image/png"] = base64.b64encode(png).decode("ascii")
+    data["text/html"] = img_html(png, text)
     data["text/plain"] = text
     return bundle
 

@@ -1,8 +1,9 @@
 """Matplotlib drawing: each function takes data and an `Axes`, draws, and returns what it drew.
 
-No figure is created, saved or shown here. Colours are from the Okabe-Ito palette (see
-`widgets.draw.frames`), and every series also has its own line style or marker, so a figure
-survives colour-vision deficiencies and greyscale printing.
+No figure is created, saved or shown here. Colours are from the Okabe-Ito palette, darkened to 3:1
+against white (see `widgets.draw.style`), and every series also has its own line style or marker,
+so a figure survives colour-vision deficiencies and greyscale printing. Text is 11 pt or more and
+legends sit under the Axes, off the data.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from matplotlib.ticker import MaxNLocator
 
 from widgets.core.config import check_int
 from widgets.draw.frames import OKABE_ITO
+from widgets.draw.style import FONT_PT, TITLE_PT, legend_below
 from widgets.core.training import REGIMES, RunRecord
 
 REGIME_STYLE = {
@@ -22,10 +24,10 @@ REGIME_STYLE = {
     "big_batch": dict(color=OKABE_ITO[1], linestyle="--", marker="s", markersize=6, linewidth=1.6, markerfacecolor="none"),
     "small_batch": dict(color=OKABE_ITO[2], linestyle=":", marker="^", markersize=4, linewidth=1.6),
 }
-REGIME_LABEL = {
-    "accumulated": "accumulated (K micro-batches of b)",
-    "big_batch": "big batch (K·b at once)",
-    "small_batch": "small batch (b, no accumulation)",
+REGIME_LABEL = {  # short, so that the three fit in one row under a panel
+    "accumulated": "accumulated",
+    "big_batch": "big batch",  # K·b examples at once
+    "small_batch": "small batch",  # b examples per update, no accumulation
 }
 
 
@@ -57,7 +59,7 @@ def draw_gradient_pile(record: RunRecord, ax: matplotlib.axes.Axes, max_steps: i
     """Plot `.grad` of a few parameters after each micro-step of the first update, with the
     big-batch gradient each pile should reach drawn as a dashed target line.
 
-    `max_steps` fixes the x axis (e.g. the largest K a slider allows) so that it need not move.
+    The x axis spans the K micro-steps drawn; `max_steps` fixes it wider instead (then it need not move).
     """
     _check_inputs(record, ax, max_steps)
     piles, targets = [], []
@@ -72,10 +74,11 @@ def draw_gradient_pile(record: RunRecord, ax: matplotlib.axes.Axes, max_steps: i
     ax.xaxis.set_major_locator(MaxNLocator(nbins=8, integer=True))
     ax.yaxis.set_major_locator(MaxNLocator(nbins=5))
     _scale_pile_axis(record, ax, max_steps)
-    ax.set_xlabel("micro_step (backward passes so far)")
-    ax.set_ylabel(".grad of the parameter")
-    ax.set_title("Gradient pile over the first update (dashed: big-batch gradient)", fontsize=10)
-    ax.legend(loc="upper left", fontsize=8, ncols=3)
+    ax.set_xlabel("micro_step (backward passes so far)", fontsize=FONT_PT)
+    ax.set_ylabel(".grad of the parameter", fontsize=FONT_PT)
+    ax.set_title("Gradient pile, update 1 (dashed: big batch)", fontsize=TITLE_PT)
+    ax.tick_params(labelsize=FONT_PT)
+    legend_below(ax, ncols=len(piles))
     return PileArtists(piles, targets)
 
 
@@ -108,7 +111,7 @@ def _scale_pile_axis(record: RunRecord, ax: matplotlib.axes.Axes, max_steps: int
 
 
 def _nice_limits(lo: float, hi: float) -> tuple[float, float]:
-    """Limits on a 1-2-5 grid around [lo, hi], with room above for the legend.
+    """Limits on a 1-2-5 grid around [lo, hi], with a little room above and below.
 
     Snapping to a grid means that many settings share the same limits, so the explorer can
     reuse a cached background instead of paying for a full redraw.
@@ -116,7 +119,7 @@ def _nice_limits(lo: float, hi: float) -> tuple[float, float]:
     raw = max(hi - lo, 1e-12) / 4
     magnitude = 10 ** math.floor(math.log10(raw))
     step = next(m * magnitude for m in (1, 2, 5, 10) if m * magnitude >= raw)
-    return (math.floor(lo / step) - 0.5) * step, (math.ceil(hi / step) + 1.5) * step
+    return (math.floor(lo / step) - 0.5) * step, (math.ceil(hi / step) + 0.5) * step
 
 
 def _updates_and_losses(record: RunRecord, regime: str) -> tuple[list[int], list[float]]:
@@ -131,10 +134,11 @@ def draw_loss_curves(record: RunRecord, ax: matplotlib.axes.Axes) -> dict[str, m
     lines = {}
     for regime in REGIMES:
         (lines[regime],) = ax.plot(*_updates_and_losses(record, regime), label=REGIME_LABEL[regime], **REGIME_STYLE[regime])
-    ax.set_xlabel("update (optimizer steps)")
-    ax.set_ylabel("loss on all examples (MSE)")
-    ax.set_title("Loss per update", fontsize=10)
-    ax.legend(loc="upper right", fontsize=8)
+    ax.set_xlabel("update (optimizer steps)", fontsize=FONT_PT)
+    ax.set_ylabel("loss on all examples (MSE)", fontsize=FONT_PT)
+    ax.set_title("Loss per update", fontsize=TITLE_PT)
+    ax.tick_params(labelsize=FONT_PT)
+    legend_below(ax, ncols=len(lines))
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     _scale_loss_axis(record, ax)
     return lines

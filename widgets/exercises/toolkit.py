@@ -35,7 +35,9 @@ class Status(enum.Enum):
 
 
 _MARK = {Status.CORRECT: "✓", Status.INCORRECT: "✗", Status.NOT_ATTEMPTED: "…", Status.RUN_EARLIER_CELLS: "↑"}
-_COLOUR = {Status.CORRECT: "#009E73", Status.INCORRECT: "#D55E00", Status.NOT_ATTEMPTED: "#0072B2",
+# Okabe-Ito's bluish green, vermillion and blue, darkened to 4.5:1 on white (WCAG AA for text): the
+# values of widgets.draw.style.TEXT_COLOURS, which this layer may not import (tests/draw checks they agree).
+_COLOUR = {Status.CORRECT: "#008762", Status.INCORRECT: "#C35600", Status.NOT_ATTEMPTED: "#0072B2",
            Status.RUN_EARLIER_CELLS: "#0072B2"}
 PLACEHOLDER_MESSAGE = "replace the `...` with your answer, then run the cell again"
 RUN_ALL_ABOVE = "Run > Run All Above Selected Cell runs every cell above this one"

@@ -8,6 +8,7 @@ import widgets.lessons.beginner_1.controls as bricks_explorer
 from widgets.lessons.beginner_1.bricks import MAX_BRICKS_PER_TRIP, MAX_TRIPS, BricksState
 from widgets.lessons.beginner_1.controls import BricksWidget, make_bricks_widget
 from widgets.lessons.beginner_1.draw import X_LIMITS, Y_LIMITS
+from widgets.draw.stills import img_html, quantized
 
 
 def _counts(widget):
@@ -48,10 +49,42 @@ def test_changing_b_and_k_redraws_and_keeps_the_trip_in_range():
     assert widget.state == BricksState(4, 6, 5) and _counts(widget) == (4, 20, 0)
     widget.controls["accumulation_steps"].value = 3  # fewer trips than already done
     assert widget.state == BricksState(4, 3, 3) and _counts(widget) == (0, 0, 12)
-    assert widget.controls["trip"].max == widget.play.max == 3
+    assert widget.controls["trip"].max == 3
     widget.controls["accumulation_steps"].value = 8
-    assert widget.controls["trip"].max == widget.play.max == 8
+    assert widget.controls["trip"].max == 8
     assert widget.state == BricksState(4, 8, 3)
+
+
+def test_next_trip_and_play_step_the_trips_and_stop_at_the_wall():
+    widget = make_bricks_widget(micro_batch_size=2, accumulation_steps=3)
+    widget.next_trip.click()
+    assert widget.state.trip == 1
+    widget.play.value = True  # no event loop here: plays straight to the wall, then releases the button
+    assert widget.state.trip == 3 and widget.state.wall_built and widget.play.value is False
+    assert widget.step() is False  # nothing left to carry
+    widget.play.value = True  # played again from the wall: starts from the first trip
+    assert widget.state.trip == 3 and widget.play.value is False
+
+
+def test_every_button_and_the_picture_have_a_name():
+    widget = make_bricks_widget(micro_batch_size=2, accumulation_steps=3, trip=3, divided=False)
+    assert widget.next_trip.description and widget.next_trip.tooltip
+    assert widget.play.description and widget.play.tooltip
+    assert widget.image.tooltip.startswith("The bricks: ") and "3" in widget.image.tooltip
+
+
+@pytest.mark.parametrize("K", [1, 2, 4, 8])
+def test_the_push_is_drawn_k_times_longer_when_the_pile_is_not_divided(K):
+    divided = make_bricks_widget(micro_batch_size=3, accumulation_steps=K, trip=K, divided=True)
+    undivided = make_bricks_widget(micro_batch_size=3, accumulation_steps=K, trip=K, divided=False)
+    assert divided._artists.push_length() > 0
+    assert undivided._artists.push_length() == pytest.approx(K * divided._artists.push_length())
+    # drawn: the arrow's outline spans K times the length (head included), in the figure's data units
+    spans = [w._artists.push.get_path().get_extents().width for w in (divided, undivided)]
+    assert spans[1] == pytest.approx(K * spans[0])
+    assert (bytes(divided.image.value) != bytes(undivided.image.value)) == (K > 1)
+    before = make_bricks_widget(micro_batch_size=3, accumulation_steps=K, trip=K - 1, divided=False)
+    assert before._artists.push_length() == 0  # no wall, no push
 
 
 def test_redraws_blit_without_redrawing_the_whole_figure():
@@ -95,7 +128,7 @@ def test_bad_starting_values_name_the_parameter(kwargs, error, word):
 def test_the_bug_box_builds_the_wall_from_the_undivided_pile():
     widget = make_bricks_widget(micro_batch_size=5, accumulation_steps=4, trip=4)
     right = bytes(widget.image.value)
-    assert widget._artists.labels["update"].get_text() == "update = pile ÷ 4\n(the average armful)"
+    assert widget._artists.labels["update"].get_text() == "update = pile ÷ 4 (the average armful)"
     widget.controls["divided"].value = True  # ticked: "forget to divide"
     assert widget.state == BricksState(5, 4, 4, divided=False)
     assert "4x too strong" in widget._artists.labels["update"].get_text()
@@ -111,7 +144,9 @@ def test_static_fallback_is_the_midway_frame_and_leaves_the_live_picture_alone()
     bundle = widget._repr_mimebundle_()
     data = bundle[0] if isinstance(bundle, tuple) else bundle
     midway_frame = make_bricks_widget(micro_batch_size=5, accumulation_steps=4, trip=2)
-    assert base64.b64decode(data["image/png"]) == bytes(midway_frame.image.value)  # trip 2: a pile, no wall
+    # trip 2: a pile, no wall (saved with a palette: `quantized`)
+    assert base64.b64decode(data["image/png"]) == quantized(bytes(midway_frame.image.value))
+    assert data["text/html"] == img_html(quantized(bytes(midway_frame.image.value)), data["text/plain"])
     assert bytes(widget.image.value) == live and _counts(widget) == (20, 0, 0)
     assert data["text/plain"].startswith("BricksWidget: Trip 0 of 4")  # the live state, for nbval
 
@@ -144,3 +179,13 @@ def test_drawing_functions_refuse_a_non_state():
     widget = make_bricks_widget()
     with pytest.raises(TypeError, match="state"):
         draw_bricks({"trip": 1}, widget._ax)
+
+
+def test_the_projector_view_gets_twice_the_pixels_of_the_same_picture():
+    from PIL import Image
+    import io
+
+    sizes = [Image.open(io.BytesIO(bytes(make_bricks_widget(dpi=dpi).image.value))).size for dpi in (100, 200)]
+    assert sizes[1] == (2 * sizes[0][0], 2 * sizes[0][1]) and sizes[0][0] <= 860  # the notebook's column
+    with pytest.raises(ValueError, match="dpi"):
+        make_bricks_widget(dpi=72)

@@ -91,13 +91,21 @@ def test_the_plain_readout_of_the_correct_loop():
     text = readout_text(explorer.record)
     assert "gradient: the same as the big batch's ✓" in text and "memory: 1/6 of the big batch" in text
     assert "time: 6 passes per update (the big batch: 1)" in text and "✗" not in text
-    assert "optimizer" not in [child.description for child in explorer.children[0].children]  # developer tier's
+    assert explorer.controls["optimizer"] not in _shown(explorer)  # the developer tier's
+    detailed = make_accumulation_explorer(accumulation_steps=6, micro_batch_size=2, num_updates=2, readout="detailed")
+    assert detailed.controls["optimizer"] in _shown(detailed)
+
+
+def _shown(widget) -> list:
+    """Every widget displayed inside `widget`, nested boxes opened."""
+    children = list(getattr(widget, "children", ()))
+    return children + [w for child in children for w in _shown(child)]
 
 
 def test_starting_with_a_mistake_opens_the_drawer_and_needs_its_setting():
     explorer = make_accumulation_explorer(mistake="forget_final_step", tail_micro_batches=1, num_updates=2,
                                           readout="detailed")
-    drawer = explorer.children[1]
+    drawer = explorer.drawer
     assert drawer.selected_index == 0 and explorer.controls["mistake"].value == "forget_final_step"
     assert "never got its step" in readout_text(explorer.record, kind="detailed")
     with pytest.raises(ValueError, match="forget_final_step needs .*tail_micro_batches"):
@@ -127,3 +135,15 @@ def test_readout_refuses_what_is_not_a_record():
 def test_num_updates_is_checked_before_the_warmup_is_compared_with_it():
     with pytest.raises(TypeError, match="num_updates"):
         make_accumulation_explorer(num_updates="3")
+
+
+def test_the_figure_is_sharp_for_the_projector_and_fits_the_column():
+    import io
+
+    from PIL import Image
+
+    screen = Image.open(io.BytesIO(bytes(make_accumulation_explorer(num_updates=2).image.value))).size
+    projector = Image.open(io.BytesIO(bytes(make_accumulation_explorer(num_updates=2, dpi=200).image.value))).size
+    assert screen[0] <= 860 and projector == (2 * screen[0], 2 * screen[1])
+    with pytest.raises(ValueError, match="dpi"):
+        make_accumulation_explorer(dpi=72)

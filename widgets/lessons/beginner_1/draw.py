@@ -1,7 +1,10 @@
 """Draw the bricks analogy onto a given Axes: bricks downstairs, a staircase, the pile, the wall.
 
 `draw_bricks` lays out the scene once and returns the few artists that change (three brick
-collections and five labels); `update_bricks` moves them to another `BricksState` in place.
+collections, the update's push arrow and five labels); `update_bricks` moves them to another
+`BricksState` in place. The push is drawn to scale, `PUSH_UNIT` long per unit of `strength`: as
+long as the dashed outline of the right push when the pile is divided by K, K times longer with
+the forgot-to-divide bug, so the picture alone shows the mistake.
 The axis limits never change, so a `FastCanvas` redraws a frame by blitting only those artists.
 Bricks are coloured by the trip that carried them (Okabe-Ito colours, safe for colour-blind eyes).
 """
@@ -12,23 +15,27 @@ from dataclasses import dataclass
 
 import matplotlib.axes
 from matplotlib.collections import PolyCollection
-from matplotlib.patches import Polygon
+from matplotlib.patches import FancyArrow, Polygon
 from matplotlib.text import Text
 
 from widgets.lessons.beginner_1.bricks import BricksState, count, update_rule
 from widgets.draw.frames import OKABE_ITO
+from widgets.draw.style import FONT_PT, MUTED_TEXT, TEXT_COLOURS, TITLE_PT
 
 # One colour per trip: the Okabe-Ito palette with its vermillion (the most brick-like) first.
 TRIP_COLOURS = (OKABE_ITO[5], *OKABE_ITO[:5], *OKABE_ITO[6:])
 DOWNSTAIRS_COLOUR = "#C9B8A4"  # not yet carried: no trip colour
-BUG_COLOUR = OKABE_ITO[5]  # the update built from the undivided pile
+BUG_COLOUR = TEXT_COLOURS[5]  # the update built from the undivided pile: vermillion at 4.5:1 for its words
+PUSH_COLOUR = {True: "#404040", False: OKABE_ITO[5]}  # divided: dark grey; not divided: vermillion
 BRICK_W, BRICK_H = 0.6, 0.3  # data units; the layout below holds MAX_BRICKS_PER_TRIP x MAX_TRIPS
 FLOOR = 3.5  # height of the top landing
 DOWNSTAIRS_X = (0.3, 6.5)
 STAIRS_X = (7.0, 11.0)
 PILE_X = (11.3, 15.6)
 WALL_X = (16.0, 20.2)
-X_LIMITS, Y_LIMITS = (0.0, 20.4), (-1.9, 7.3)
+X_LIMITS, Y_LIMITS = (0.0, 20.4), (-2.4, 7.3)
+PUSH_X, PUSH_Y, PUSH_UNIT = 11.5, 1.45, 1.0  # the push starts here; strength 1 is PUSH_UNIT long (K <= 8 fits)
+FIGURE_INCHES = (8.6, 4.09)  # the scene's aspect, in whole pixels at 100 and 200 dpi (860 x 409 on screen)
 
 
 @dataclass
@@ -38,12 +45,18 @@ class BricksArtists:
     downstairs: PolyCollection
     pile: PolyCollection
     wall: PolyCollection
+    push: FancyArrow  # the update's push, to scale (hidden until the wall stands)
     labels: dict[str, Text]  # "title", "downstairs", "pile", "wall", "update"
+    push_dx: float = 0.0  # the push's length in data units: strength x PUSH_UNIT
 
     @property
     def moving(self) -> list:
         """Everything a redraw must repaint (what `FastCanvas` is given)."""
-        return [self.downstairs, self.pile, self.wall, *self.labels.values()]
+        return [self.downstairs, self.pile, self.wall, self.push, *self.labels.values()]
+
+    def push_length(self) -> float:
+        """The drawn length of the push arrow, in data units (0 while no wall stands)."""
+        return self.push_dx if self.push.get_visible() else 0.0
 
 
 def _brick(x: float, y: float, angle_deg: float = 0.0) -> list[tuple[float, float]]:
@@ -102,18 +115,26 @@ def _draw_scene(ax: matplotlib.axes.Axes) -> None:
     ax.annotate("", xy=(STAIRS_X[1] - 0.6, FLOOR + 0.5), xytext=(STAIRS_X[0] - 0.4, 0.9),
                 arrowprops=dict(arrowstyle="-|>", color="0.5", linewidth=1.2, connectionstyle="arc3,rad=-0.15"))
     key = (
-        "bricks per trip = micro_batch_size b     trips = accumulation_steps K     "
-        "bricks in the wall = effective_batch_size K·b\n"
-        "one trip = one micro_step     pile at the top = accumulated gradient (.grad), a sum     "
-        "the wall (all K·b bricks) = update, pushing with pile ÷ K"
+        "b bricks per trip = micro_batch_size     K trips = accumulation_steps     one trip = one micro_step\n"
+        "the pile at the top = the accumulated gradient (.grad), a sum\n"
+        "the wall of all K·b bricks (effective_batch_size) = one update, pushing with the pile ÷ K"
     )
-    ax.text(sum(X_LIMITS) / 2, Y_LIMITS[0] + 0.1, key, ha="center", va="bottom", fontsize=8.5, color="0.25")
+    ax.text(sum(X_LIMITS) / 2, Y_LIMITS[0] + 0.08, key, ha="center", va="bottom", fontsize=FONT_PT, color=MUTED_TEXT,
+            linespacing=1.25)
     # What each place means stays fixed; only the counts below these captions move (text is what
     # costs most to draw, so the moving labels are kept short).
-    ax.text(STAIRS_X[0] - 0.6, 2.4, "one trip up\n= one micro_step", ha="right", va="bottom", fontsize=9, color="0.3")
-    captions = {sum(PILE_X) / 2: "pile at the top: a sum\n(accumulated gradient)", sum(WALL_X) / 2: "the wall\n(the update)"}
+    ax.text(STAIRS_X[0] - 0.6, 2.2, "one trip up\n= one micro_step", ha="right", va="bottom", fontsize=FONT_PT,
+            color=MUTED_TEXT)
+    captions = {sum(PILE_X) / 2: "the pile: a sum", sum(WALL_X) / 2: "the wall: the update"}
     for x, caption in captions.items():
-        ax.text(x, FLOOR - 0.2, caption, ha="center", va="top", fontsize=9, color="0.3")
+        ax.text(x, FLOOR - 0.15, caption, ha="center", va="top", fontsize=FONT_PT, color=MUTED_TEXT)
+    # The right push (pile ÷ K), outlined: the update's arrow covers it exactly, or overshoots it K times.
+    ax.add_patch(FancyArrow(PUSH_X, PUSH_Y, PUSH_UNIT, 0, **_ARROW, facecolor="none", edgecolor="0.35",
+                            linestyle="--", linewidth=1.0, zorder=3))
+    ax.text(PUSH_X - 0.15, PUSH_Y, "push", ha="right", va="center", fontsize=FONT_PT, color=MUTED_TEXT)
+
+
+_ARROW = dict(width=0.22, head_width=0.55, head_length=0.35, length_includes_head=True)
 
 
 def draw_bricks(state: BricksState, ax: matplotlib.axes.Axes) -> BricksArtists:
@@ -126,16 +147,19 @@ def draw_bricks(state: BricksState, ax: matplotlib.axes.Axes) -> BricksArtists:
         collection = PolyCollection([], edgecolors="white", linewidths=0.8)
         ax.add_collection(collection)
         collections.append(collection)
-    count_text = dict(ha="center", va="top", fontsize=10, weight="bold")
+    count_text = dict(ha="center", va="top", fontsize=FONT_PT, weight="bold")
     labels = {
-        "title": ax.text(X_LIMITS[0] + 0.2, Y_LIMITS[1] - 0.2, "", ha="left", va="top", fontsize=12, weight="bold"),
-        "downstairs": ax.text(sum(DOWNSTAIRS_X) / 2, -0.15, "", ha="center", va="top", fontsize=9),
-        "pile": ax.text(sum(PILE_X) / 2, FLOOR - 1.05, "", **count_text),
-        "wall": ax.text(sum(WALL_X) / 2, FLOOR - 1.05, "", **count_text),
+        "title": ax.text(X_LIMITS[0] + 0.2, Y_LIMITS[1] - 0.2, "", ha="left", va="top", fontsize=TITLE_PT + 1,
+                         weight="bold"),
+        "downstairs": ax.text(sum(DOWNSTAIRS_X) / 2, -0.15, "", ha="center", va="top", fontsize=FONT_PT),
+        "pile": ax.text(sum(PILE_X) / 2, FLOOR - 0.75, "", **count_text),
+        "wall": ax.text(sum(WALL_X) / 2, FLOOR - 0.75, "", **count_text),
         # the pile's blame is a sum; the update pushes with the pile ÷ K (the average armful), once built
-        "update": ax.text(sum(WALL_X) / 2, FLOOR - 1.6, "", ha="center", va="top", fontsize=9),
+        "update": ax.text(PUSH_X, PUSH_Y - 0.45, "", ha="left", va="top", fontsize=FONT_PT),
     }
-    return update_bricks(state, ax, BricksArtists(*collections, labels))
+    push = FancyArrow(PUSH_X, PUSH_Y, PUSH_UNIT, 0, **_ARROW, linewidth=0, zorder=4)
+    ax.add_patch(push)
+    return update_bricks(state, ax, BricksArtists(*collections, push, labels))
 
 
 def update_bricks(state: BricksState, ax: matplotlib.axes.Axes, artists: BricksArtists) -> BricksArtists:
@@ -160,7 +184,12 @@ def update_bricks(state: BricksState, ax: matplotlib.axes.Axes, artists: BricksA
     pile = "all went into the wall" if state.wall_built else f"{t} x {b} = {count(state.pile, 'brick')}"
     labels["pile"].set_text(pile)
     labels["wall"].set_text(f"{K} x {b} = {count(state.wall, 'brick')}" if state.wall_built else "not built yet")
-    labels["update"].set_text(update_rule(state) if state.wall_built else "")
+    labels["update"].set_text(update_rule(state).replace("\n", " ") if state.wall_built else "")
     labels["update"].set_color(BUG_COLOUR if state.strength > 1 else "0.2")
+    # The push to scale: strength 1 (divided) covers the dashed outline, K (not divided) is K times longer.
+    artists.push_dx = state.strength * PUSH_UNIT
+    artists.push.set_data(x=PUSH_X, y=PUSH_Y, dx=max(artists.push_dx, PUSH_UNIT), dy=0)
+    artists.push.set_facecolor(PUSH_COLOUR[state.strength <= 1])
+    artists.push.set_visible(state.wall_built)
     return artists
 

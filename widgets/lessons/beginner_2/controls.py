@@ -16,16 +16,16 @@ import weakref
 from collections import OrderedDict
 
 import ipywidgets as W
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
 from widgets.core.shared import B_RANGE, CLIP_OPTIONS, K_RANGE, LR_RANGE  # the slider ranges, shared with share codes
-from widgets.core.config import OPTIMIZERS, AccumulationConfig, config_without_waiting_mistake
+from widgets.core.config import OPTIMIZERS, AccumulationConfig, check_int, config_without_waiting_mistake
 from widgets.core.mistakes import MISTAKES
 from widgets.lab import presets
+from widgets.controls.names import Picture, name_picture
 from widgets.controls.readout import verdict_list_html
 from widgets.controls.compat import Displayed, set_titles, set_tooltip
 from widgets.draw.frames import FastCanvas, errors_shown_in, with_static_fallback
+from widgets.draw.style import DPI, PROJECTOR_DPI, apply_style, new_figure
 from widgets.draw.training_plots import draw_gradient_pile, draw_loss_curves, update_gradient_pile, update_loss_curves
 from widgets.core.training import RunRecord
 from widgets.lessons.beginner_2.controls_ahead import TrainsAhead
@@ -37,13 +37,17 @@ NO_MISTAKE = "none: the correct loop"
 SETTINGS = ("tail_micro_batches", "max_grad_norm", "warmup_updates")  # what some mistakes need
 _SETTINGS_KEPT = 64  # combinations of control values checked, with their config (a revisit checks nothing)
 _LIVE: dict[str, weakref.ref] = {}  # the cell that built an explorer -> that explorer (see `_running_cell`)
+# 860 x 280 px at 100 dpi: shown at its natural size (text 11 pt) within the notebook's column at
+# 1366x768 with the file browser open, and the whole explorer within one screen (tests/test_browser.py).
+FIGURE_INCHES = (8.6, 2.8)
+FIGURE_MARGINS = dict(left=0.08, right=0.985, bottom=0.33, top=0.9, wspace=0.22)
 
 
 class AccumulationExplorer(TrainsAhead, Displayed, W.VBox):
-    """Use `make_accumulation_explorer`; `controls`, `record`, `figure` and `readout` are public.
+    """Use `make_accumulation_explorer`; `controls`, `drawer`, `record`, `figure` and `readout` are public.
     `train_ahead` and `trained_settings` come from `TrainsAhead` (the records kept, the work ahead)."""
 
-    def __init__(self, config: AccumulationConfig, readout: str = "plain"):
+    def __init__(self, config: AccumulationConfig, readout: str = "plain", dpi: int = DPI):
         self._start_ahead(MAIN_MISTAKES)
         self.readout_kind = readout
         self._settings: OrderedDict[tuple, tuple[AccumulationConfig, list[str]]] = OrderedDict()
@@ -64,13 +68,13 @@ class AccumulationExplorer(TrainsAhead, Displayed, W.VBox):
             ),
         }
         self.controls["optimizer"] = W.Dropdown(
-            options=[(label, name) for name, label in OPTIMIZERS.items()], value=config.optimizer,
-            description="optimizer", style={"description_width": "170px"}, layout=W.Layout(width="300px"),
+            options=[(label, key) for key, label in OPTIMIZERS.items()], value=config.optimizer,
+            description="optimizer", style={"description_width": "90px"}, layout=W.Layout(width="260px"),
         )
         order = list(dict.fromkeys((*MAIN_MISTAKES, *MISTAKES)))
         self.controls["mistake"] = W.Dropdown(
             options=[(NO_MISTAKE, "")] + [(MISTAKES[n].label, n) for n in order], value=config.mistake or "",
-            description="mistake", style={"description_width": "170px"}, layout=W.Layout(width="420px"),
+            description="mistake", style={"description_width": "70px"}, layout=W.Layout(width="420px"),
         )
         self.controls.update(_setting_controls(config))
         self.notes: list[str] = []
@@ -79,36 +83,40 @@ class AccumulationExplorer(TrainsAhead, Displayed, W.VBox):
         self.readout.add_class("explorer-readout")  # the browser test reads it by this name
         self.errors = W.Output()
         self.record = self._record_for(config)
-        self.figure = Figure(figsize=(10, 3.6), dpi=72)
-        self.figure.subplots_adjust(left=0.08, right=0.98, bottom=0.14, top=0.9, wspace=0.22)
-        FigureCanvasAgg(self.figure)
+        # Fixed Axes (no layout engine): the cached backgrounds must keep their places. Room below
+        # each panel for its legend, off the data; the pile's x axis spans this K (`_move_lines`).
+        self.figure = new_figure(*FIGURE_INCHES, dpi=dpi, layout=None)
+        self.figure.subplots_adjust(**FIGURE_MARGINS)
         ax_pile, ax_loss = self.figure.subplots(1, 2)
         self._axes = (ax_pile, ax_loss)
-        self._pile_artists = draw_gradient_pile(self.record, ax_pile, max_steps=K_RANGE[1])
+        self._pile_artists = draw_gradient_pile(self.record, ax_pile)
         self._loss_lines = draw_loss_curves(self.record, ax_loss)
+        apply_style(self.figure)
         moving = self._pile_artists.piles + self._pile_artists.targets + list(self._loss_lines.values())
         self.canvas = FastCanvas(self.figure, moving)
-        self.image = W.Image(format="png", layout=W.Layout(width="720px"))
+        self.image = Picture(format="png", layout=W.Layout(width=f"{round(FIGURE_INCHES[0] * DPI)}px"))
         self.render()
         self.readout.value = readout_html(self.record, kind=readout)
+        self._name_image()
         self._last_values = self._control_values()
         self._config_and_notes()  # the starting values, checked once like any other setting
         for control in self.controls.values():
             control.observe(self._on_change, names="value")
-        shown = ("accumulation_steps", "micro_batch_size", "learning_rate", "mistake")
-        if readout == "detailed":  # optimizers are the developer tier's
-            shown += ("optimizer",)
-        sliders = W.VBox([self.controls[n] for n in shown])
-        more = set_titles(W.Accordion(
-            [W.VBox([self.controls[n] for n in SETTINGS])],
+        # Two controls a row, the drawer's three in one row: the whole explorer, drawer open, fits
+        # one laptop screen (1366x768, JupyterLab's file browser open).
+        c = self.controls
+        rows = [W.HBox([c["accumulation_steps"], c["micro_batch_size"]]), W.HBox([c["learning_rate"], c["mistake"]])]
+        self.drawer = set_titles(W.Accordion(
+            [W.HBox([c[n] for n in SETTINGS])],
             selected_index=0 if config.mistake and MISTAKES[config.mistake].needs else None,
         ), ["settings some mistakes need: a short last window, clipping, a warmup"])
-        self.share = set_tooltip(W.Button(description="share these settings"),
-                                 "a short code for make_accumulation_explorer(state=...)")
+        self.share = set_tooltip(W.Button(description="share these settings", layout=W.Layout(width="auto")),
+                                 "Show a short code for make_accumulation_explorer(state=...) that gives these settings")
         self.share_text = W.HTML()
         self.share.on_click(self._show_share_code)
-        super().__init__([sliders, more, self.image, self.readout,
-                          W.HBox([self.share, self.share_text]), self.errors])
+        bottom = [c["optimizer"]] if readout == "detailed" else []  # optimizers are the developer tier's
+        super().__init__([*rows, self.drawer, self.image, self.readout,
+                          W.HBox([*bottom, self.share, self.share_text]), self.errors])
         self.closed = False  # `close()` sets it; until here there is nothing to close
         self._plan_ahead(config, self._last_values, self._last_values)  # the first move, too, is likely one notch away
         cell = _running_cell()
@@ -206,9 +214,14 @@ class AccumulationExplorer(TrainsAhead, Displayed, W.VBox):
         self._move_lines(self.record)
         self.render()
         self.readout.value = readout_html(self.record, self.notes, kind=self.readout_kind)
+        self._name_image()
+
+    def _name_image(self) -> None:
+        """The figure's text alternative: what the readout says, so a screen reader hears the numbers."""
+        name_picture(self.image, f"Gradient pile and loss per update. {readout_text(self.record, self.notes, self.readout_kind)}")
 
     def _move_lines(self, record: RunRecord) -> None:
-        update_gradient_pile(record, self._axes[0], self._pile_artists, max_steps=K_RANGE[1])
+        update_gradient_pile(record, self._axes[0], self._pile_artists)
         update_loss_curves(record, self._axes[1], self._loss_lines)
 
     def _prepare_frame(self, record: RunRecord) -> None:
@@ -266,6 +279,7 @@ def make_accumulation_explorer(
     readout: str = "plain",
     preset: str | None = None,
     state: str | None = None,
+    dpi: int = DPI,
 ) -> AccumulationExplorer:
     """Build (not display) the explorer. Bad starting values raise a ValueError naming the parameter;
     so does a mistake without the setting it needs (e.g. `forget_final_step` without a tail).
@@ -276,20 +290,23 @@ def make_accumulation_explorer(
 
     In a classroom: `preset="forgot-to-divide"` starts from a named demo (`widgets.lab.presets.PRESETS`),
     and `state="GA2-..."` from the code another explorer's `share_code()` gave; either replaces the
-    other settings (not `readout`). A bad or stale code raises a ValueError saying what is wrong with it."""
+    other settings (not `readout`). A bad or stale code raises a ValueError saying what is wrong with it.
+    `dpi`: the figure's pixels per inch, 100 (`widgets.draw.style.DPI`) to 200 (`PROJECTOR_DPI`, the
+    projector view: twice the pixels, shown at the same size, sharp when enlarged)."""
     if readout not in READOUTS:
         raise ValueError(f"readout must be one of {READOUTS}, got {readout!r}")
+    check_int("dpi", dpi, DPI, PROJECTOR_DPI)
     if preset is not None or state is not None:
         if preset is not None and state is not None:
             raise ValueError("pass preset or state, not both")
         settings = presets.preset(preset) if preset is not None else presets.decode_state(state)
-        return make_accumulation_explorer(**settings, readout=readout)
+        return make_accumulation_explorer(**settings, readout=readout, dpi=dpi)
     config = presets.explorer_config(dict(  # the explorer's ranges and options, checked as share codes are
         accumulation_steps=accumulation_steps, micro_batch_size=micro_batch_size, learning_rate=learning_rate,
         mistake=mistake, num_updates=num_updates, seed=seed, tail_micro_batches=tail_micro_batches,
         max_grad_norm=max_grad_norm, warmup_updates=warmup_updates, optimizer=optimizer,
     ))
-    return AccumulationExplorer(config, readout)
+    return AccumulationExplorer(config, readout, dpi)
 
 
 def _running_cell() -> str | None:
@@ -318,7 +335,7 @@ def _close_tree(widget: W.Widget) -> None:
     widget.close()
 
 
-def _slider_options(label_width: int = 170, width: int = 420) -> dict:
+def _slider_options(label_width: int = 160, width: int = 430) -> dict:
     """Keyword arguments every slider here shares: update on release (or key press), not while dragging."""
     return dict(
         continuous_update=False, style={"description_width": f"{label_width}px"}, layout=W.Layout(width=f"{width}px")
@@ -329,17 +346,17 @@ def _setting_controls(config: AccumulationConfig) -> dict[str, W.Widget]:
     """The settings some mistakes need: the tail (at most K - 1), clipping (off by default), the warmup."""
     clip = W.SelectionSlider(
         options=[("off", 0.0)] + [(f"{v:g}", v) for v in CLIP_OPTIONS], description="max_grad_norm",
-        **_slider_options(130, 380),
+        **_slider_options(135, 286),
     )
     clip.index = CLIP_OPTIONS.index(config.max_grad_norm) + 1 if config.max_grad_norm else 0
     return {
         "tail_micro_batches": W.IntSlider(
             value=config.tail_micro_batches, min=0, max=config.accumulation_steps - 1, description="tail_micro_batches",
-            **_slider_options(130, 380),
+            **_slider_options(135, 286),
         ),
         "max_grad_norm": clip,
         "warmup_updates": W.IntSlider(
             value=config.warmup_updates, min=0, max=config.num_updates, description="warmup_updates",
-            **_slider_options(130, 380),
+            **_slider_options(135, 286),
         ),
     }

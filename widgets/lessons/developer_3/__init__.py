@@ -28,7 +28,7 @@ _NAMES = {
     "make_accumulation_explorer": "widgets.lessons.beginner_2.controls",
     "bug_effect_table": "widgets.lessons.developer_3.bug_effects",
     "LEARNING_RATES": "widgets.lessons.developer_3.bug_effects",
-    "still_png": "widgets.lessons.developer_3.draw",
+    "still_picture": "widgets.lessons.developer_3.draw",
     "gallery_exercises": "widgets.lessons.developer_3.exercises",
 }
 __all__ = sorted(_NAMES)

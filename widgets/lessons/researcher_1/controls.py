@@ -11,8 +11,6 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 import ipywidgets as W
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
 from widgets.core.floor import below
 from widgets.core.shared import real_tokens
@@ -21,6 +19,8 @@ from widgets.controls.readout import verdict_list_html
 from widgets.controls.compat import Displayed
 from widgets.draw.frames import OKABE_ITO, FastCanvas, errors_shown_in, with_static_fallback
 from widgets.lessons.researcher_1.draw import FLOOR, draw_spread_gap
+from widgets.controls.names import Picture, name_picture
+from widgets.draw.style import DPI, TITLE_PT, apply_style, freeze_layout, new_figure
 from widgets.research.tokens import (
     NORMALISERS,
     TinyCausalLM,
@@ -34,6 +34,7 @@ from widgets.research.tokens import (
 NUM_SEQUENCES = 16
 MAX_LEN = 24
 K_OPTIONS = (1, 2, 4, 8, 16)  # the divisors of the 16 sequences of the window
+FIGURE_INCHES = (8.6, 3.4)  # 860 px wide: the notebook's column at 1366x768, text at 11 pt
 
 
 def spread_readout(length_spread: float, accumulation_steps: int, seed: int = 0) -> dict:
@@ -81,16 +82,14 @@ class TokenSpreadWidget(Displayed, W.VBox):
             control.layout = W.Layout(width="420px")
         self.readout = W.HTML()
         self.errors = W.Output()
-        self.figure = Figure(figsize=(10, 3.4), dpi=72)
-        self.figure.subplots_adjust(left=0.07, right=0.98, bottom=0.16, top=0.9, wspace=0.3)
-        FigureCanvasAgg(self.figure)
+        self.figure = new_figure(*FIGURE_INCHES)
         ax_tokens, ax_gap = self.figure.subplots(1, 2)
         self.bars = ax_tokens.bar(range(max(K_OPTIONS)), [0] * max(K_OPTIONS), color=OKABE_ITO[0])
         ax_tokens.set_xlim(-0.6, max(K_OPTIONS) - 0.4)
         ax_tokens.set_ylim(0, NUM_SEQUENCES * (MAX_LEN - 1) * 1.05)
         ax_tokens.set_xlabel("micro-batch")
         ax_tokens.set_ylabel("real tokens")
-        ax_tokens.set_title("real tokens per micro-batch", fontsize=10)
+        ax_tokens.set_title("real tokens per micro-batch", fontsize=TITLE_PT)
         if sweep is not None:
             draw_spread_gap(ax_gap, sweep)
         else:
@@ -98,11 +97,12 @@ class TokenSpreadWidget(Displayed, W.VBox):
             ax_gap.set_xlabel("length_spread")
         ax_gap.set_xlim(-0.05, 1.05)
         ax_gap.set_ylim(1e-17, 1.0)
-        ax_gap.set_title("gradient gap against the big batch", fontsize=10)
+        ax_gap.set_title("gradient gap against the big batch", fontsize=TITLE_PT)
         (self.marker_bug,) = ax_gap.plot([], [], "X", ms=13, color=OKABE_ITO[5], label="now: per micro-batch")
         (self.marker_fix,) = ax_gap.plot([], [], "P", ms=13, color=OKABE_ITO[2], label="now: window")
+        freeze_layout(apply_style(self.figure))  # then the Axes stay put for the cached backgrounds
         self.canvas = FastCanvas(self.figure, [*self.bars, self.marker_bug, self.marker_fix])
-        self.image = W.Image(format="png", layout=W.Layout(width="720px"))
+        self.image = Picture(format="png", layout=W.Layout(width=f"{round(FIGURE_INCHES[0] * DPI)}px"))
         self.result: dict = {}
         self.show(length_spread, accumulation_steps)
         for control in self.controls.values():
@@ -124,8 +124,9 @@ class TokenSpreadWidget(Displayed, W.VBox):
         self.marker_fix.set_data([length_spread], [max(result["window"]["grad_gap"], FLOOR)])
         self.image.value = self.canvas.png()
         self.result = dict(result, length_spread=length_spread, accumulation_steps=accumulation_steps)
-        self.readout.value = verdict_list_html(spread_readout_lines(length_spread, accumulation_steps, result),
-                                               ("allclose",))
+        lines = spread_readout_lines(length_spread, accumulation_steps, result)
+        self.readout.value = verdict_list_html(lines, ("allclose",))
+        name_picture(self.image, "Real tokens per micro-batch and the gradient gap. " + "; ".join(lines))
 
     def _repr_mimebundle_(self, **kwargs):
         """The live widget where a kernel runs; a static PNG and the readout as text elsewhere."""

@@ -11,6 +11,7 @@ from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 
 from widgets.draw.frames import OKABE_ITO, check_ax
+from widgets.draw.style import FONT_PT, legend_below
 
 NORMALISER_LABELS = {"per_micro_batch": "token mean per micro-batch, / K (the bug)",
                      "window": "token sum / real tokens of the window (the fix)"}
@@ -31,7 +32,7 @@ def draw_spread_gap(ax: Axes, gaps: Mapping[str, Sequence[float]]) -> dict[str, 
     ax.set_xlabel("length_spread (0: all sequences full length)")
     ax.set_ylabel("max |Δ grad| / max |big-batch grad|")
     ax.axhline(1e-7, color="grey", lw=0.8, ls=":", label="1e-7: float32 rounding, for scale")
-    ax.legend(loc="center right", fontsize=8)
+    legend_below(ax, ncols=2)
     return lines
 
 
@@ -58,5 +59,5 @@ def draw_precision_curves(ax: Axes, ks: Sequence[int], curves: Mapping[str, Sequ
     ax.set_yscale("log")
     ax.set_xlabel("accumulation_steps K")
     ax.set_ylabel("max |error| / max |float64 big-batch grad|")
-    ax.legend(fontsize=7, ncol=2, loc="upper left", bbox_to_anchor=(0, -0.18))
+    ax.legend(fontsize=FONT_PT, ncol=2, loc="upper left", bbox_to_anchor=(0, -0.18))
     return lines

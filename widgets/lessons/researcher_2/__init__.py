@@ -5,6 +5,8 @@ The notebook's one import surface: every name it uses comes from here, each load
 from widgets.core.surface import lazy_surface
 
 _NAMES = {
+    "still": "widgets.draw.stills",
+    "new_figure": "widgets.draw.style",
     "flat_grad": "widgets.core.accumulation",
     "make_model": "widgets.core.accumulation",
     "make_regression_data": "widgets.core.accumulation",

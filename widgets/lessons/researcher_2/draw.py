@@ -7,6 +7,7 @@ from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 
 from widgets.draw.frames import OKABE_ITO, check_ax
+from widgets.draw.style import legend_below
 
 FLOOR = 1e-17  # exact zeros drawn on a log axis
 
@@ -23,5 +24,5 @@ def draw_norm_gaps(ax: Axes, ks: Sequence[int], gaps: Mapping[str, Sequence[floa
     ax.set_yscale("log")
     ax.set_xlabel("accumulation_steps K (same 64 examples, micro_batch_size = 64 / K)")
     ax.set_ylabel("max |accumulated - big-batch grad|")
-    ax.legend(fontsize=8)
+    legend_below(ax, ncols=2)
     return lines

@@ -5,8 +5,9 @@ The notebook's one import surface: every name it uses comes from here, each load
 from widgets.core.surface import lazy_surface
 
 _NAMES = {
+    "still": "widgets.draw.stills",
+    "new_figure": "widgets.draw.style",
     "below": "widgets.core.floor",
-    "compact_png": "widgets.draw.stills",
     "make_tradeoff_widget": "widgets.lessons.researcher_3.controls",
     "fit_tradeoff": "widgets.lessons.researcher_3.critical_batch",
     "leave_one_out": "widgets.lessons.researcher_3.critical_batch",

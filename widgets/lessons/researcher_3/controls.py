@@ -4,13 +4,13 @@ from __future__ import annotations
 import math
 
 import ipywidgets as W
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
 from widgets.controls.compat import Displayed
 from widgets.draw.frames import FastCanvas, errors_shown_in, with_static_fallback
 from widgets.lessons.researcher_3.draw import draw_tradeoff
 from widgets.lessons.researcher_3.critical_batch import Tradeoff
+from widgets.controls.names import Picture, name_picture
+from widgets.draw.style import DPI, apply_style, freeze_layout, new_figure
 
 
 def tradeoff_line(fit: Tradeoff, effective_batch: float) -> str:
@@ -30,13 +30,12 @@ class TradeoffWidget(Displayed, W.VBox):
                                        description="effective batch K·b", readout_format=".0f",
                                        continuous_update=False, style={"description_width": "150px"},
                                        layout=W.Layout(width="460px"))
-        self.figure = Figure(figsize=(7, 3.6), dpi=72)
-        FigureCanvasAgg(self.figure)
+        self.figure = new_figure(7.2, 4.0)
         ax = self.figure.subplots()
-        self.figure.subplots_adjust(left=0.12, right=0.97, bottom=0.15, top=0.95)
         self.artists = draw_tradeoff(points, fit, ax, b_simple)
+        freeze_layout(apply_style(self.figure))  # then the Axes stay put for the cached backgrounds
         self.canvas = FastCanvas(self.figure, [self.artists["marker"]])
-        self.image = W.Image(format="png", layout=W.Layout(width="560px"))
+        self.image = Picture(format="png", layout=W.Layout(width=f"{round(7.2 * DPI)}px"))
         self.readout = W.HTML()
         self.errors = W.Output()
         self.update(start)
@@ -52,6 +51,7 @@ class TradeoffWidget(Displayed, W.VBox):
         self.image.value = self.canvas.png()
         self.text = tradeoff_line(self.fit, effective_batch)
         self.readout.value = self.text
+        name_picture(self.image, f"Steps against examples to the target, the fitted trade-off. {self.text}")
 
     def _repr_mimebundle_(self, **kwargs):
         return with_static_fallback(super()._repr_mimebundle_(**kwargs), self.image.value, f"TradeoffWidget: {self.text}")

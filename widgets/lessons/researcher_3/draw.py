@@ -8,6 +8,7 @@ import statistics
 
 from widgets.draw.frames import OKABE_ITO, check_ax
 from widgets.lessons.researcher_3.critical_batch import NoiseRecord, Tradeoff
+from widgets.draw.style import FONT_PT, legend_below
 
 
 def draw_noise_over_training(record: NoiseRecord, ax_loss, ax_noise) -> dict:
@@ -27,7 +28,7 @@ def draw_noise_over_training(record: NoiseRecord, ax_loss, ax_noise) -> dict:
                             linewidth=2.2, label="EMA of |G|² and tr(Σ), then the ratio")
     ax_noise.set_yscale("log")
     ax_noise.set(xlabel="update", ylabel="B_simple (examples)", title="and the noise scale grows")
-    ax_noise.legend(loc="lower right", fontsize=8)
+    legend_below(ax_noise, ncols=2)
     return {"loss": loss, "dots": dots, "smoothed": smooth}
 
 
@@ -45,7 +46,7 @@ def draw_tradeoff(points: list[tuple[int, float]], fit: Tradeoff, ax, b_simple: 
     measured = ax.scatter([B * S for B, S in points], [S for _, S in points], color=OKABE_ITO[1], zorder=3,
                           marker="s", label="measured (best learning rate)")
     for B, S in points:
-        ax.annotate(f"B={B}", (B * S, S), textcoords="offset points", xytext=(4, 4), fontsize=7)
+        ax.annotate(f"B={B}", (B * S, S), textcoords="offset points", xytext=(4, 4), fontsize=FONT_PT)
     ax.axhline(fit.s_min, color="grey", linestyle=":", linewidth=1)
     ax.axvline(fit.e_min, color="grey", linestyle=":", linewidth=1)
     crit = fit.b_crit
@@ -59,7 +60,7 @@ def draw_tradeoff(points: list[tuple[int, float]], fit: Tradeoff, ax, b_simple: 
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set(xlabel="examples to reach the target, E", ylabel="steps (updates) to reach it, S")
-    ax.legend(fontsize=7, loc="upper right")
+    legend_below(ax, ncols=2)
     return {"curve": curve, "measured": measured, "marker": marker}
 
 
@@ -86,5 +87,5 @@ def draw_best_learning_rate(best: dict[int, list[float]], ax, diverging: dict[in
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
     ax.set(xlabel="effective batch K·b", ylabel="learning rate (SGD)")
-    ax.legend(fontsize=7)
+    legend_below(ax, ncols=2)
     return drawn

@@ -5,8 +5,9 @@ The notebook's one import surface: every name it uses comes from here, each load
 from widgets.core.surface import lazy_surface
 
 _NAMES = {
+    "still": "widgets.draw.stills",
+    "new_figure": "widgets.draw.style",
     "flat_grad": "widgets.core.accumulation",
-    "compact_png": "widgets.draw.stills",
     "make_planner_widget": "widgets.lessons.researcher_4.controls",
     "plan_lines": "widgets.lessons.researcher_4.controls",
     "draw_memory_terms": "widgets.lessons.researcher_4.draw",

@@ -6,13 +6,14 @@ from __future__ import annotations
 import html
 
 import ipywidgets as W
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from widgets.controls.compat import Displayed
 from widgets.draw.frames import errors_shown_in, with_static_fallback
 from widgets.lessons.researcher_4.draw import draw_plan
 from widgets.research.planner import PRESETS, ZERO_STAGES, PlannerModel, Sharding, best_plan, paper_planner_model
+from widgets.controls.names import Picture, name_picture
+from widgets.draw.style import DPI, TITLE_PT, apply_style, new_figure
 
 GB = 1e9
 TARGETS = (8, 16, 32, 64, 128, 256, 512, 1024)
@@ -92,11 +93,9 @@ class PlannerWidget(Displayed, W.VBox):
                                      description="gradients", **pick),
             "no_sync": W.Checkbox(value=False, description="FSDP no_sync (whole gradient per rank)", indent=False),
         }
-        self.figure = Figure(figsize=(7, 3), dpi=72)
-        FigureCanvasAgg(self.figure)
+        self.figure = new_figure(7.2, 3.6)  # laid out again at each redraw: the bars change
         self.ax = self.figure.subplots()
-        self.figure.subplots_adjust(left=0.1, right=0.98, bottom=0.18, top=0.92)
-        self.image = W.Image(format="png", layout=W.Layout(width="560px"))
+        self.image = Picture(format="png", layout=W.Layout(width=f"{round(7.2 * DPI)}px"))
         self.readout = W.HTML()
         self.table = W.HTML()
         self.errors = W.Output()
@@ -134,9 +133,10 @@ class PlannerWidget(Displayed, W.VBox):
         draw_plan([p.micro_batch_size for p in plans], [p.memory_bytes / GB for p in plans],
                   [p.fits for p in plans], budget, self.ax)
         self.ax.set_yscale("log")
-        self.ax.set_title(model.name, fontsize=10)
-        self.image.value = _png(self.figure)
+        self.ax.set_title(model.name, fontsize=TITLE_PT)
+        self.image.value = _png(apply_style(self.figure))
         self.lines = plan_lines(model, budget, target, recompute, sharding)
+        name_picture(self.image, f"Memory per micro_batch_size against the budget. {'; '.join(self.lines)}")
         self.readout.value = "<br>".join(html.escape(line) for line in self.lines)
         self.table.value = _table(plans, zero_columns(model, target, recompute, sharding), budget)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from widgets.draw.frames import OKABE_ITO, check_ax
 from widgets.research.memory import MemoryTerms
+from widgets.draw.style import legend_below
 
 TERMS = ("parameters", "gradients", "optimizer_state", "activations")
 
@@ -23,7 +24,7 @@ def draw_memory_terms(rows: list[MemoryTerms], ax, scale: float = 1e6, unit: str
                             label=term.replace("_", " "))
         bottom = [b + v for b, v in zip(bottom, values)]
     ax.set(xlabel="micro_batch_size b", ylabel=f"bytes for one micro-step ({unit})")
-    ax.legend(fontsize=8, loc="upper left")
+    legend_below(ax, ncols=2)
     return bars
 
 
@@ -42,7 +43,7 @@ def draw_time_per_update(cpu: list[tuple[int, float]], gpu: dict[str, list[tuple
     ax_gpu.set_xscale("log", base=2)
     ax_gpu.set_yscale("log")
     ax_gpu.set(xlabel="micro_batch_size b", ylabel="ms per update", title=gpu_label)
-    ax_gpu.legend(fontsize=8)
+    legend_below(ax_gpu, ncols=2)
     for ax in (ax_cpu, ax_gpu):
         ax.set_ylim(bottom=0 if ax is ax_cpu else None)
     return drawn
@@ -59,5 +60,5 @@ def draw_plan(micro_batch_sizes: list[int], memory: list[float], fits: list[bool
         bar.set_hatch("" if f else "//")
     line = ax.axhline(budget, color=OKABE_ITO[7], linestyle="--", linewidth=1.5, label=f"budget {budget:.3g} {unit}")
     ax.set(xlabel="micro_batch_size b (K = target / b)", ylabel=f"predicted memory ({unit})")
-    ax.legend(fontsize=8, loc="upper left")
+    legend_below(ax, ncols=2)
     return {"bars": bars, "budget": line}

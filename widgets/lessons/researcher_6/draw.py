@@ -8,6 +8,7 @@ import matplotlib.axes
 from matplotlib.lines import Line2D
 
 from widgets.draw.frames import OKABE_ITO
+from widgets.draw.style import legend_below
 
 FLOOR = 1e-17  # an exact zero, drawn on a log axis
 LABELS = {"per_rank_mean": "per-rank mean, averaged by DDP (the bug)",
@@ -33,5 +34,5 @@ def draw_imbalance_gap(ax, imbalances: Sequence[float], rel_errors: Mapping[str,
     ax.set_xlabel("count imbalance: rank 0's real targets / rank 1's")
     ax.set_ylabel("|g - one process| / |one process|")
     ax.axhline(1e-7, color="grey", lw=0.8, ls=":", label="1e-7: the allclose tolerance (rtol)")
-    ax.legend(loc="center right", fontsize=8)
+    legend_below(ax, ncols=2)
     return lines

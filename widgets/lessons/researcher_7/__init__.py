@@ -5,10 +5,11 @@ The notebook's one import surface: every name it uses comes from here, each load
 from widgets.core.surface import lazy_surface
 
 _NAMES = {
+    "still": "widgets.draw.stills",
+    "new_figure": "widgets.draw.style",
     "flat_grad": "widgets.core.accumulation",
     "GRAD_ATOL": "widgets.core.accumulation",
     "GRAD_RTOL": "widgets.core.accumulation",
-    "compact_png": "widgets.draw.stills",
     "make_pipeline_explorer": "widgets.lessons.researcher_7.controls",
     "draw_held_bytes": "widgets.lessons.researcher_7.draw",
     "draw_in_flight": "widgets.lessons.researcher_7.draw",

@@ -4,13 +4,13 @@ from __future__ import annotations
 import io
 
 import ipywidgets as W
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
 from widgets.controls.compat import Displayed
 from widgets.draw.frames import errors_shown_in, with_static_fallback
 from widgets.lessons.researcher_7.draw import draw_in_flight, draw_timeline
 from widgets.lessons.researcher_7.pipeline import SCHEDULES, Timeline, bubble_formula, simulate
+from widgets.controls.names import Picture, name_picture
+from widgets.draw.style import DPI, apply_style, new_figure
 
 MAX_STAGES, MAX_MICRO_BATCHES = 8, 32
 
@@ -36,11 +36,9 @@ class PipelineExplorer(Displayed, W.VBox):
                                          description="micro-batches m", layout=layout, continuous_update=False),
             "schedule": W.ToggleButtons(options=SCHEDULES, value=schedule, description="timeline drawn"),
         }
-        self.figure = Figure(figsize=(8, 4.6), dpi=72)
-        FigureCanvasAgg(self.figure)
+        self.figure = new_figure(8.6, 5.6)  # laid out again at each redraw: the cells change with p and m
         self.ax_timeline, self.ax_memory = self.figure.subplots(2, 1, height_ratios=(3, 2))
-        self.figure.subplots_adjust(left=0.12, right=0.97, bottom=0.1, top=0.93, hspace=0.55)
-        self.image = W.Image(format="png", layout=W.Layout(width="640px"))
+        self.image = Picture(format="png", layout=W.Layout(width=f"{round(8.6 * DPI)}px"))
         self.readout = W.HTML()
         self.errors = W.Output()
         self.update()
@@ -63,9 +61,10 @@ class PipelineExplorer(Displayed, W.VBox):
         draw_timeline(timelines[self.controls["schedule"].value], self.ax_timeline, label_cells=p * m <= 64)
         draw_in_flight(list(timelines.values()), self.ax_memory)
         buffer = io.BytesIO()
-        self.figure.savefig(buffer, format="png")
+        apply_style(self.figure).savefig(buffer, format="png")
         self.image.value = buffer.getvalue()
         self.readout.value = self.text
+        name_picture(self.image, f"Pipeline timeline and activation memory per stage. {self.text}")
 
     def _repr_mimebundle_(self, **kwargs):
         return with_static_fallback(super()._repr_mimebundle_(**kwargs), self.image.value, f"PipelineExplorer: {self.text}")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from widgets.draw.frames import OKABE_ITO, check_ax
 from widgets.lessons.researcher_7.pipeline import Timeline
+from widgets.draw.style import FONT_PT, legend_below
 
 KIND_COLOUR = {"F": OKABE_ITO[0], "B": OKABE_ITO[1]}
 
@@ -21,14 +22,14 @@ def draw_timeline(timeline: Timeline, ax, label_cells: bool = True) -> dict:
     if label_cells and timeline.makespan <= 80:
         for op in timeline.ops:
             drawn["labels"].append(ax.text(op.start + 0.47, op.stage, str(op.micro_batch), ha="center",
-                                           va="center", fontsize=7, color="white"))
+                                           va="center", fontsize=FONT_PT, color="white"))
     ax.set_xlim(0, timeline.makespan)
-    ax.set_ylim(timeline.stages - 0.5, -1.4)  # room above stage 0 for the legend
+    ax.set_ylim(timeline.stages - 0.5, -0.6)
     ax.set_yticks(range(timeline.stages), [f"stage {s}" for s in range(timeline.stages)])
     ax.set(xlabel="time slot (one forward or one backward)",
            title=f"{timeline.schedule}: p = {timeline.stages}, m = {timeline.micro_batches}, "
                  f"bubble {timeline.bubble_fraction:.3f}")
-    ax.legend(fontsize=8, loc="upper right", ncols=2)
+    legend_below(ax, ncols=2)
     return drawn
 
 
@@ -45,7 +46,7 @@ def draw_in_flight(timelines: list[Timeline], ax) -> dict:
     ax.set_xticks([s + 0.4 - width / 2 for s in range(timelines[0].stages)],
                   [f"stage {s}" for s in range(timelines[0].stages)])
     ax.set(ylabel="micro-batches held at once", title="activation memory per stage")
-    ax.legend(fontsize=8)
+    legend_below(ax, ncols=2)
     return drawn
 
 
@@ -60,5 +61,5 @@ def draw_held_bytes(held: dict[str, list[int]], full_bytes: int, ax, scale: floa
                                label="whole gradient")
     ax.set(xlabel="micro_step", ylabel=f"held after the micro-step ({unit})", ylim=(0, full_bytes / scale * 1.2))
     ax.set_xticks(range(max(len(v) for v in held.values())))
-    ax.legend(fontsize=8, loc="lower left")
+    legend_below(ax, ncols=2)
     return drawn

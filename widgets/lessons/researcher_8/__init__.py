@@ -5,6 +5,8 @@ The notebook's one import surface: every name it uses comes from here, each load
 from widgets.core.surface import lazy_surface
 
 _NAMES = {
+    "still": "widgets.draw.stills",
+    "new_figure": "widgets.draw.style",
     "audit_training_loop": "widgets.audit.auditor",
     "completion_tokens": "widgets.audit.rl_problem",
     "flat_grad": "widgets.core.accumulation",

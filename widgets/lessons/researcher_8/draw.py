@@ -8,6 +8,7 @@ from typing import Mapping, Sequence
 from matplotlib.axes import Axes
 
 from widgets.draw.frames import OKABE_ITO, check_ax
+from widgets.draw.style import legend_below
 
 
 def draw_token_weights(ax: Axes, lengths: Sequence[int], weights: Mapping[str, Sequence[float]]) -> dict:
@@ -25,7 +26,7 @@ def draw_token_weights(ax: Axes, lengths: Sequence[int], weights: Mapping[str, S
     ax.axhline(1.0, color="grey", lw=0.8, ls=":")
     ax.set_xticks(range(len(lengths)), [str(n) for n in lengths])
     ax.set(xlabel="completion length (tokens)", ylabel="weight x window tokens")
-    ax.legend(fontsize=8, ncol=2)
+    legend_below(ax, ncols=2)
     return bars
 
 
@@ -46,5 +47,5 @@ def draw_expert_load(ax: Axes, load: Sequence[Sequence[float]], title: str = "")
     ax.axhline(1 / num_experts, color="grey", lw=0.8, ls=":")
     ax.set_xticks(range(num_experts), [f"expert {e}" for e in range(num_experts)])
     ax.set(ylabel="fraction of all tokens", ylim=(0, max(0.5, 1.15 * max(bottom))), title=title)
-    ax.legend(fontsize=7, loc="upper right")
+    legend_below(ax, ncols=2)
     return drawn

@@ -5,7 +5,8 @@ The notebook's one import surface: every name it uses comes from here, each load
 from widgets.core.surface import lazy_surface
 
 _NAMES = {
-    "compact_png": "widgets.draw.stills",
+    "still": "widgets.draw.stills",
+    "new_figure": "widgets.draw.style",
     "AdamHyper": "widgets.lessons.researcher_9.adam_k",
     "adamw_shrink_per_epoch": "widgets.lessons.researcher_9.adam_k",
     "adamw_tau": "widgets.lessons.researcher_9.adam_k",

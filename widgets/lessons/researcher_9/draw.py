@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from widgets.draw.frames import OKABE_ITO, check_ax
 from widgets.lessons.researcher_9.k_schedule import KRun
+from widgets.draw.style import legend_below
 
 
 def draw_rule_gaps(gaps: dict[int, dict[str, list[float]]], ax) -> dict:
@@ -30,7 +31,7 @@ def draw_rule_gaps(gaps: dict[int, dict[str, list[float]]], ax) -> dict:
     ax.set_yscale("log")
     ax.set(ylabel="gap to the batch-b trajectory\n(over the distance still to go)",
            title="batch k·b by accumulation vs batch b")
-    ax.legend(fontsize=8)
+    legend_below(ax, ncols=2)
     return drawn
 
 
@@ -52,5 +53,5 @@ def draw_k_runs(runs: dict[str, KRun], ax_k, ax_loss, target: float | None = Non
     ax_k.set(xlabel="examples", ylabel="K (micro-batches per update)", title="K")
     ax_loss.set_yscale("log")
     ax_loss.set(xlabel="examples", ylabel="excess loss |w − w*|²", title="loss")
-    ax_k.legend(fontsize=8)
+    legend_below(ax_k, ncols=2)
     return drawn

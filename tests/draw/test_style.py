@@ -1,0 +1,91 @@
+"""The figure style: colours that pass WCAG 2.1 AA on white with the palette's hues kept, and every
+text of a styled figure at 11 pt or more."""
+import colorsys
+import re
+
+import pytest
+from matplotlib.figure import Figure
+
+from widgets.draw import style
+from widgets.draw.style import (
+    FONT_PT, LINE_COLOURS, OKABE_ITO_PUBLISHED, TEXT_COLOURS, apply_style, contrast, darkened, legend_below,
+    new_figure,
+)
+
+
+def _hue(colour):
+    return colorsys.rgb_to_hls(*[int(colour[i:i + 2], 16) / 255 for i in (1, 3, 5)])[0]
+
+
+def test_contrast_matches_wcag_reference_values():
+    assert contrast("#000000") == pytest.approx(21.0)
+    assert contrast("#FFFFFF") == pytest.approx(1.0)
+    assert contrast("#009E73") == pytest.approx(3.42, abs=0.01)  # the issue's "✓ Correct" before: under 4.5
+    assert contrast("#D55E00") == pytest.approx(3.87, abs=0.01)
+    with pytest.raises(ValueError, match="colour"):
+        contrast("green")
+
+
+@pytest.mark.parametrize("palette, ratio", [(LINE_COLOURS, 3.0), (TEXT_COLOURS, 4.5)])
+def test_each_palette_is_okabe_ito_darkened_just_enough(palette, ratio):
+    assert palette == tuple(darkened(c, ratio) for c in OKABE_ITO_PUBLISHED)  # the constants are what it computes
+    for published, colour in zip(OKABE_ITO_PUBLISHED, palette):
+        assert contrast(colour) >= ratio
+        if contrast(published) >= ratio:
+            assert colour == published  # darkened only where needed
+        elif published != "#000000":
+            assert _hue(colour) == pytest.approx(_hue(published), abs=0.01)  # the same hue, darker
+
+
+def test_the_lab_draws_lines_with_the_darkened_palette_and_verdicts_with_text_colours():
+    from widgets.controls import prediction, readout
+    from widgets.draw.frames import OKABE_ITO
+    from widgets.exercises import toolkit
+
+    assert OKABE_ITO == LINE_COLOURS
+    assert (prediction.RIGHT, prediction.WRONG) == (style.RIGHT_TEXT, style.WRONG_TEXT)
+    assert all(contrast(c) >= 4.5 for c in toolkit._COLOUR.values())
+    html = readout.verdict_list_html(["allclose: True", "allclose: False"], ("allclose",))
+    assert all(contrast(c) >= 4.5 for c in re.findall(r"color:(#[0-9A-Fa-f]{6})", html))
+    assert contrast(style.MUTED_TEXT) >= 4.5
+
+
+def test_apply_style_raises_every_text_to_the_floor():
+    figure = new_figure(6, 3)
+    ax = figure.subplots()
+    ax.plot([0, 1], [0, 1], label="a line")
+    ax.set_title("small", fontsize=7)
+    ax.set_xlabel("x", fontsize=6)
+    ax.text(0.5, 0.5, "note", fontsize=5)
+    ax.legend(fontsize=6)
+    apply_style(figure)
+    figure.canvas.draw()
+    sizes = [t.get_fontsize() for t in figure.findobj(lambda a: hasattr(a, "get_fontsize") and a.get_text())]
+    sizes += [label.get_fontsize() for label in ax.get_xticklabels() + ax.get_yticklabels()]
+    assert sizes and min(sizes) >= FONT_PT
+    assert figure.dpi >= 100
+    with pytest.raises(TypeError, match="figure"):
+        apply_style(ax)
+
+
+def test_legend_below_sits_under_the_axes_off_the_data():
+    figure = new_figure(6, 3)
+    ax = figure.subplots()
+    ax.plot([0, 1], [0, 1], label="one")
+    ax.plot([0, 1], [1, 0], label="two")
+    legend = legend_below(ax, ncols=2)
+    figure.canvas.draw()
+    renderer = figure.canvas.get_renderer()
+    assert legend.get_window_extent(renderer).y1 < ax.get_window_extent(renderer).y0
+
+
+def test_new_figure_is_a_plain_figure_with_a_canvas():
+    figure = new_figure(4, 2, layout=None)
+    assert isinstance(figure, Figure) and figure.canvas is not None and figure.dpi == style.DPI
+
+
+@pytest.mark.parametrize("args, name", [((0, 3), "width"), ((6, 2**20), "height"), ((6, 3, 10_000), "dpi"),
+                                        ((6, 3, 100.0), "dpi"), ((True, 3), "width"), (("6", 3), "width")])
+def test_new_figure_refuses_sizes_past_its_range_before_drawing(args, name):
+    with pytest.raises(ValueError, match=name):
+        new_figure(*args)
