@@ -69,3 +69,15 @@ def test_fast_canvas_blits_until_a_limit_changes(records):
     assert canvas.full_redraws == 2
     ax.set_ylim(*limits)  # back to limits seen before: their background is still cached
     assert canvas.png() == second and canvas.full_redraws == 2
+
+
+def test_the_pile_axis_is_scaled_to_k_in_powers_of_two():
+    from widgets.draw.training_plots import pile_span
+
+    assert [pile_span(k) for k in (1, 2, 3, 4, 5, 8, 9, 16)] == [1, 2, 4, 4, 8, 8, 16, 16]
+    for K in (3, 4, 6):
+        record = run_regimes(AccumulationConfig(accumulation_steps=K, micro_batch_size=2, num_updates=1))
+        figure, ax = _axes()
+        draw_gradient_pile(record, ax)
+        low, high = ax.get_xlim()
+        assert K <= high < 2 * K + 1  # the K micro-steps fill at least half of it
