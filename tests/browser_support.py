@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -40,6 +41,10 @@ WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 # empty. Add an entry only with its reason.
 BENIGN_CONSOLE: dict[str, str] = {}
 
+
+# The badge row's images (tools/install_cell.py: Open in Colab / Kaggle / Binder).
+BADGE_SITES = re.compile(r"^https://(colab\.research\.google\.com|kaggle\.com|mybinder\.org)/")
+EMPTY_SVG = "<svg xmlns='http://www.w3.org/2000/svg' width='1' height='1'/>"
 
 # A new user's settings, minus the "get Jupyter news?" toast that would cover the screenshots.
 LAB_SETTINGS = {"@jupyterlab/apputils-extension/notification": {"fetchNews": "false"}}
@@ -227,6 +232,9 @@ class LabPage:
         self.console: list[tuple[str, str]] = []
         page.on("console", lambda m: self.console.append((m.type, m.text)))
         page.on("pageerror", lambda e: self.console.append(("pageerror", str(e))))
+        # The badge row atop every notebook shows images from these sites; answered here with an empty
+        # picture, so that a machine offline logs no failed load and nothing leaves it.
+        page.route(BADGE_SITES, lambda route: route.fulfill(status=200, content_type="image/svg+xml", body=EMPTY_SVG))
         page.goto(f"{server.base}/lab?token={server.token}")
         page.wait_for_function("() => window.jupyterapp !== undefined", timeout=120_000)
         page.evaluate("async () => { await window.jupyterapp.restored; window.jupyterapp.shell.collapseLeft(); }")
