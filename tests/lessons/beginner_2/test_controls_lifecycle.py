@@ -19,6 +19,7 @@ import widgets.lessons.beginner_2.controls as explorer_module  # noqa: E402
 import widgets.lessons.beginner_2.controls_ahead as ahead_module  # noqa: E402
 import widgets.core.config as config_module  # noqa: E402
 from widgets.lessons.beginner_2.controls import make_accumulation_explorer  # noqa: E402
+from widgets.lessons.beginner_2.controls_ahead import trains_ahead_here  # noqa: E402
 from widgets.core.config import AccumulationConfig  # noqa: E402
 
 
@@ -103,7 +104,10 @@ def test_the_verdicts_hold_after_a_learner_sets_float16_and_no_grad():
         torch.set_grad_enabled(True)
 
 
-def test_in_an_event_loop_training_ahead_runs_between_events_and_stops_on_close():
+def test_in_an_event_loop_training_ahead_runs_between_events_and_stops_on_close(monkeypatch):
+    monkeypatch.delenv("JUPYTERHUB_USER", raising=False)
+    monkeypatch.delenv("LAB_TRAIN_AHEAD", raising=False)
+
     async def session():
         explorer = make_accumulation_explorer(accumulation_steps=4, micro_batch_size=8, num_updates=3)
         explorer.controls["accumulation_steps"].value = 5
@@ -119,6 +123,34 @@ def test_in_an_event_loop_training_ahead_runs_between_events_and_stops_on_close(
         assert not explorer.trained_settings()
 
     asyncio.run(session())
+
+
+def test_under_jupyterhub_nothing_is_trained_in_idle_time_but_on_request(monkeypatch):
+    monkeypatch.setenv("JUPYTERHUB_USER", "learner-1")  # a hub room or Binder: the cores are shared
+    monkeypatch.delenv("LAB_TRAIN_AHEAD", raising=False)
+
+    async def session():
+        explorer = make_accumulation_explorer(accumulation_steps=4, micro_batch_size=8, num_updates=3)
+        explorer.controls["accumulation_steps"].value = 5
+        await asyncio.sleep(0.5)  # idle: a single learner's explorer would train K = 6 here
+        assert explorer._idle_call is None and _settings(6, 8) not in explorer.trained_settings()
+        assert explorer.train_ahead() > 0 and _settings(6, 8) in explorer.trained_settings()  # on request
+        explorer.close()
+
+    asyncio.run(session())
+
+
+@pytest.mark.parametrize("environ, trains", [
+    ({}, True), ({"JUPYTERHUB_USER": "a"}, False), ({"JUPYTERHUB_USER": "a", "LAB_TRAIN_AHEAD": "on"}, True),
+    ({"LAB_TRAIN_AHEAD": "off"}, False), ({"LAB_TRAIN_AHEAD": " OFF "}, False),
+])
+def test_where_the_explorer_trains_ahead(environ, trains):
+    assert trains_ahead_here(environ) is trains
+
+
+def test_a_bad_train_ahead_setting_names_the_variable():
+    with pytest.raises(ValueError, match="LAB_TRAIN_AHEAD must be 'on' or 'off'"):
+        trains_ahead_here({"LAB_TRAIN_AHEAD": "sometimes"})
 
 
 def _live_figures() -> int:

@@ -6,11 +6,16 @@ ready); once the learner pauses (`QUIET_S`), the other settings one move away (K
 either way, a main mistake chosen or dropped, the optimizer switched, the sliders' ends) are trained too, one per
 event-loop turn, with the backgrounds their axis limits need. Outside a kernel (a script, a test)
 nothing runs in the background: `train_ahead` does the same work on request.
+
+Only where one learner has the machine (`trains_ahead_here`): under JupyterHub (a hub room, Binder's
+shared nodes) every idle explorer's work ahead competes for the same cores, and a room of learners
+waits longer for it than for training on request (`benchmarks/benchmark.py --room 20`, README).
 """
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 import time
 import weakref
 from collections import OrderedDict
@@ -23,6 +28,17 @@ _RECORDS_KEPT = 64  # records of settings shown, each a few kB; as many again tr
 AHEAD_PER_CHANGE = 12  # settings trained ahead after one change, at most (see `_moves_away`)
 IDLE_GAP_S = 0.02  # between two steps ahead: the kernel's event loop reads a waiting message first
 QUIET_S = 0.3  # no change for this long: the learner is reading, train the other moves ahead
+TRAIN_AHEAD_ENV = "LAB_TRAIN_AHEAD"  # on | off | unset: train ahead unless JupyterHub serves the kernel
+
+
+def trains_ahead_here(environ=os.environ) -> bool:
+    """Does the explorer train ahead in this kernel's idle time? LAB_TRAIN_AHEAD=on or off decides;
+    unset, it does unless JupyterHub started the server (JUPYTERHUB_USER is set: a hub room, Binder),
+    where several learners share the cores."""
+    setting = environ.get(TRAIN_AHEAD_ENV, "").strip().lower()
+    if setting not in ("", "on", "off"):
+        raise ValueError(f"{TRAIN_AHEAD_ENV} must be 'on' or 'off' (or unset), got {environ[TRAIN_AHEAD_ENV]!r}")
+    return setting == "on" if setting else "JUPYTERHUB_USER" not in environ
 
 
 class TrainsAhead:
@@ -44,6 +60,7 @@ class TrainsAhead:
         self._idle_call: asyncio.TimerHandle | None = None
         self._quiet = False  # has the learner paused since the last change (see `_train_one_ahead`)?
         self._notch: AccumulationConfig | None = None  # the next notch of the slider just moved, the same way
+        self._in_idle_time = trains_ahead_here()  # else `train_ahead` runs only on request
 
     def _record_for(self, config: AccumulationConfig, ahead: bool = False) -> RunRecord:
         """Run (or reuse) the three regimes for `config`. Shown records and records trained `ahead`
@@ -71,7 +88,8 @@ class TrainsAhead:
     def _train_ahead_when_idle(self, delay: float) -> None:
         """In a kernel, queue one step ahead on its event loop (which runs widget callbacks too).
         Outside one (a script, a test) nothing runs in the background: `train_ahead` does it on request."""
-        if self._idle_call is not None or self.closed or not (self._plan or self._ahead or self._frames_ahead):
+        if (not self._in_idle_time or self._idle_call is not None or self.closed
+                or not (self._plan or self._ahead or self._frames_ahead)):
             return
         try:
             loop = asyncio.get_running_loop()
