@@ -75,6 +75,9 @@ def test_the_pile_axis_is_scaled_to_k_in_powers_of_two():
     from widgets.draw.training_plots import pile_span
 
     assert [pile_span(k) for k in (1, 2, 3, 4, 5, 8, 9, 16)] == [1, 2, 4, 4, 8, 8, 16, 16]
+    for bad in (0, -3, 2.5, True):
+        with pytest.raises((TypeError, ValueError), match="accumulation_steps must be a whole number from 1"):
+            pile_span(bad)
     for K in (3, 4, 6):
         record = run_regimes(AccumulationConfig(accumulation_steps=K, micro_batch_size=2, num_updates=1))
         figure, ax = _axes()

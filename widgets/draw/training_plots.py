@@ -114,7 +114,7 @@ def pile_span(accumulation_steps: int) -> int:
     """The pile's x axis for K micro-steps: the next power of two from K (K = 4 fills it, K = 5 fills
     5/8). Scaled to K, yet shared by neighbouring K, so that a slider step mostly keeps the axis and the
     explorer blits (`FastCanvas`): an axis for every K made each new K a full redraw, 260 ms at the median."""
-    return 1 << (int(accumulation_steps) - 1).bit_length()
+    return 1 << (check_int("accumulation_steps", accumulation_steps, 1, 2**20) - 1).bit_length()
 
 
 def _nice_limits(lo: float, hi: float) -> tuple[float, float]:
