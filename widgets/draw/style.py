@@ -71,6 +71,16 @@ def legend_below(ax: matplotlib.axes.Axes, ncols: int = 3, gap_pt: float = 36, *
     return ax.legend(**{**options, **kwargs})
 
 
+def log_gap_axes(ax: matplotlib.axes.Axes, xlabel: str, ylabel: str, scale_note: str) -> matplotlib.legend.Legend:
+    """Finish a plot of relative gradient gaps: a log y axis, both labels, a dotted grey line at 1e-7
+    labelled "1e-7: <scale_note>" (float32's rounding, or allclose's rtol), the legend below."""
+    ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.axhline(1e-7, color="grey", lw=0.8, ls=":", label=f"1e-7: {scale_note}")
+    return legend_below(ax, ncols=2)
+
+
 def apply_style(figure: matplotlib.figure.Figure) -> matplotlib.figure.Figure:
     """Raise every text of `figure` to at least `FONT_PT` (tick labels, axis labels, titles, legends,
     annotations); returns the figure. Call it once the figure is drawn on, before its PNG is made."""

@@ -11,7 +11,7 @@ from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 
 from widgets.draw.frames import OKABE_ITO, check_ax
-from widgets.draw.style import FONT_PT, legend_below
+from widgets.draw.style import FONT_PT, log_gap_axes
 
 NORMALISER_LABELS = {"per_micro_batch": "token mean per micro-batch, / K (the bug)",
                      "window": "token sum / real tokens of the window (the fix)"}
@@ -28,11 +28,8 @@ def draw_spread_gap(ax: Axes, gaps: Mapping[str, Sequence[float]]) -> dict[str, 
     for colour, name in zip((OKABE_ITO[5], OKABE_ITO[2]), NORMALISER_LABELS):
         values = [max(v, FLOOR) for v in gaps[name]]
         (lines[name],) = ax.plot(gaps["spread"], values, "o-", color=colour, label=NORMALISER_LABELS[name])
-    ax.set_yscale("log")
-    ax.set_xlabel("length_spread (0: all sequences full length)")
-    ax.set_ylabel("max |Δ grad| / max |big-batch grad|")
-    ax.axhline(1e-7, color="grey", lw=0.8, ls=":", label="1e-7: float32 rounding, for scale")
-    legend_below(ax, ncols=2)
+    log_gap_axes(ax, "length_spread (0: all sequences full length)", "max |Δ grad| / max |big-batch grad|",
+                 "float32 rounding, for scale")
     return lines
 
 

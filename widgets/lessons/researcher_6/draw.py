@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-import matplotlib.axes
 from matplotlib.lines import Line2D
 
-from widgets.draw.frames import OKABE_ITO
-from widgets.draw.style import legend_below
+from widgets.draw.frames import OKABE_ITO, check_ax
+from widgets.draw.style import log_gap_axes
 
 FLOOR = 1e-17  # an exact zero, drawn on a log axis
 LABELS = {"per_rank_mean": "per-rank mean, averaged by DDP (the bug)",
@@ -19,8 +18,7 @@ LABELS = {"per_rank_mean": "per-rank mean, averaged by DDP (the bug)",
 def draw_imbalance_gap(ax, imbalances: Sequence[float], rel_errors: Mapping[str, Sequence[float]]) -> dict[str, Line2D]:
     """|g - one process| / |one process| against the count imbalance (rank 0's targets per row over
     rank 1's), one line per loop: `rel_errors` maps a loop name to one value per imbalance."""
-    if not isinstance(ax, matplotlib.axes.Axes):
-        raise TypeError(f"ax must be a matplotlib Axes, got {type(ax).__name__}")
+    ax = check_ax(ax)
     lines = {}
     for colour, (name, values) in zip((OKABE_ITO[5], OKABE_ITO[2], OKABE_ITO[0]), rel_errors.items()):
         if len(values) != len(imbalances):
@@ -30,9 +28,6 @@ def draw_imbalance_gap(ax, imbalances: Sequence[float], rel_errors: Mapping[str,
                                  label=LABELS.get(name, name))
     ax.set_xscale("log", base=2)
     ax.set_xticks(list(imbalances), [f"{x:g}" for x in imbalances])
-    ax.set_yscale("log")
-    ax.set_xlabel("count imbalance: rank 0's real targets / rank 1's")
-    ax.set_ylabel("|g - one process| / |one process|")
-    ax.axhline(1e-7, color="grey", lw=0.8, ls=":", label="1e-7: the allclose tolerance (rtol)")
-    legend_below(ax, ncols=2)
+    log_gap_axes(ax, "count imbalance: rank 0's real targets / rank 1's", "|g - one process| / |one process|",
+                 "the allclose tolerance (rtol)")
     return lines
