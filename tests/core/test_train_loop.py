@@ -6,24 +6,13 @@ import copy
 import pytest
 import torch
 
-from widgets.core.accumulation import make_model, make_regression_data
+from widgets.core.accumulation import make_model
 from widgets.core.loop import train_loop
 from widgets.core.shared import IGNORE_INDEX, real_tokens
 
-mse = torch.nn.functional.mse_loss
-X, Y = make_regression_data(200, seed=4)
-
-
-def _micro_batches(n: int, b: int) -> list:
-    return [(X[i : min(i + b, n)], Y[i : min(i + b, n)]) for i in range(0, n, b)]
-
-
-def _applied(optimizer) -> list[torch.Tensor]:
-    """The flat gradient each optimizer.step() uses, recorded by a pre-hook."""
-    used = []
-    optimizer.register_step_pre_hook(lambda opt, args, kwargs: used.append(
-        torch.cat([p.grad.reshape(-1).clone() for g in opt.param_groups for p in g["params"]])))
-    return used
+from tests.core.loop_support import X, Y, mse
+from tests.core.loop_support import applied as _applied
+from tests.core.loop_support import micro_batches as _micro_batches
 
 
 def _weights(model) -> torch.Tensor:
