@@ -34,7 +34,7 @@ def test_presets_match_the_explorer_and_build_it():
     from widgets.lab import presets
 
     parameters = inspect.signature(explorer.make_accumulation_explorer).parameters
-    settings = {k: p.default for k, p in parameters.items() if k not in ("preset", "state", "readout")}  # not settings
+    settings = {k: p.default for k, p in parameters.items() if k not in ("preset", "state", "readout", "dpi")}  # not settings (dpi: the picture)
     assert settings == DEFAULTS
     assert presets.DEFAULTS is DEFAULTS
     built = explorer.make_accumulation_explorer(**decode_state(encode_state(preset("forgot-to-divide"))))
