@@ -41,9 +41,9 @@ TOOL = [sys.executable, str(ROOT / "tools" / "hub.py")]
 
 
 def checks(i: int) -> str:
-    """Learner i's answers: all pass `pile`; every other one misses `trips`; all but learner 0 miss `divide_by`."""
+    """Learner i's answers: all pass `one_trip`; every other one misses `trips`; all but learner 0 miss `divide_by`."""
     return ("from widgets.lessons.beginner_1 import beginner_exercises\nex = beginner_exercises()\n"
-            f"ex.pile.check(9)\nex.trips.check({4 if i % 2 == 0 else 144})\nex.divide_by.check({4 if i == 0 else 1})\n")
+            f"ex.one_trip.check('B')\nex.trips.check({4 if i % 2 == 0 else 144})\nex.divide_by.check({4 if i == 0 else 1})\n")
 
 
 class Meter(threading.Thread):

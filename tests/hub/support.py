@@ -86,7 +86,7 @@ def start_room(state: Path) -> Room:
     assert started.returncode == 0, started.stdout + started.stderr
     the_room.info = json.loads((state / "hub.json").read_text())
     the_room.url = the_room.info["url"]
-    assert in_kernel(the_room.learner("b"), CHECK + "ex.pile.check(9)")["error"] is None
+    assert in_kernel(the_room.learner("b"), CHECK + "ex.one_trip.check('B')")["error"] is None
     assert in_kernel(the_room.learner("a"), CHECK + "ex.trips.check(144)")["error"] is None
     return the_room
 
