@@ -66,6 +66,7 @@ LISTED = {
     "widgets.lessons.researcher_8.rl_losses.partition",
     "widgets.lessons.researcher_9.adam_k.make_regression",
     "widgets.research.ddp.DDPConfig",
+    "widgets.research.ddp.RankGrid",
     "widgets.research.ddp.make_data",
     "widgets.research.memory.TinyGPT",
     "widgets.research.memory.tiny_gpt_parameters",

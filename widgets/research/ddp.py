@@ -36,7 +36,7 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Callable, ClassVar, Iterator
 
 import torch
 
@@ -84,18 +84,35 @@ def rank_micro_batch(update: int, rank: int, micro_step: int, world_size: int, a
 
 
 @dataclass(frozen=True)
-class DDPConfig:
+class RankGrid:
+    """What every gloo run's config shares (`DDPConfig`, researcher_6's `RanksConfig`, researcher_7's
+    `FSDPConfig`): W ranks (`world_size`), each taking K micro-steps (`accumulation_steps`) of b
+    examples (`micro_batch_size`) per update, each a whole number from 1 to its entry of
+    `GRID_LIMITS`. A subclass adds its fields, sets its own limits and calls this `__post_init__`."""
+
     world_size: int = 2
     accumulation_steps: int = 4
     micro_batch_size: int = 4
+    GRID_LIMITS: ClassVar[tuple[int, int, int]] = (8, 64, 1024)  # the largest W, K and b
+
+    def __post_init__(self):
+        for name, largest in zip(("world_size", "accumulation_steps", "micro_batch_size"), self.GRID_LIMITS):
+            check_int(name, getattr(self, name), 1, largest)
+
+    @property
+    def examples_per_update(self) -> int:
+        """W K b: what one update sees across all ranks."""
+        return self.world_size * self.accumulation_steps * self.micro_batch_size
+
+
+@dataclass(frozen=True)
+class DDPConfig(RankGrid):
     num_updates: int = 3
     learning_rate: float = 0.1
     seed: int = 0
 
     def __post_init__(self):
-        check_int("world_size", self.world_size, 1, 8)
-        check_int("accumulation_steps", self.accumulation_steps, 1, 64)
-        check_int("micro_batch_size", self.micro_batch_size, 1, 1024)
+        super().__post_init__()
         check_int("num_updates", self.num_updates, 1, 100)
         check_float("learning_rate", self.learning_rate, 0.0, 10.0)
         check_int("seed", self.seed, 0, 2**31 - 1)
@@ -116,11 +133,6 @@ class DDPConfig:
         loopback (~2 ms measured; 5 ms taken), a little more per example."""
         micro_steps = 2 * self.num_updates * self.accumulation_steps
         return 10.0 + 4.0 * self.world_size + micro_steps * (5e-3 + 2e-6 * self.micro_batch_size)
-
-    @property
-    def examples_per_update(self) -> int:
-        """W K b: what one update sees across all workers."""
-        return self.world_size * self.accumulation_steps * self.micro_batch_size
 
 
 class _Counter:

@@ -21,7 +21,7 @@ import torch
 from widgets.core.accumulation import flat_grad
 from widgets.core.config import check_int
 from widgets.core.threads import one_thread
-from widgets.research.ddp import prepare_gloo_run, run_workers
+from widgets.research.ddp import RankGrid, prepare_gloo_run, run_workers
 from widgets.lessons.researcher_6.invariance import (
     VOCAB, all_reduce_count, compare, count_targets, make_window, one_process_gradient, per_rank_mean,
     split_ranks, sum_then_scale,
@@ -34,19 +34,17 @@ LOOPS = {"per_rank_mean": per_rank_mean, "all_reduce_count": all_reduce_count, "
 
 
 @dataclass(frozen=True)
-class RanksConfig:
+class RanksConfig(RankGrid):
     """W workers, K micro-batches of b sequences per rank, one window per imbalance."""
 
-    world_size: int = 2
     accumulation_steps: int = 2
     micro_batch_size: int = 2
     imbalances: tuple[int, ...] = IMBALANCES
     seed: int = 0
+    GRID_LIMITS = (4, 8, 16)  # the largest W, K and b
 
     def __post_init__(self):
-        check_int("world_size", self.world_size, 1, 4)
-        check_int("accumulation_steps", self.accumulation_steps, 1, 8)
-        check_int("micro_batch_size", self.micro_batch_size, 1, 16)
+        super().__post_init__()
         check_int("seed", self.seed, 0, 2**31 - 1)
         if not self.imbalances:
             raise ValueError("imbalances must hold at least one count ratio")

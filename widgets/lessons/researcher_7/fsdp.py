@@ -25,7 +25,8 @@ import torch
 
 from widgets.core.accumulation import GRAD_ATOL, GRAD_RTOL, flat_grad  # GRAD_*: the lab's one allclose rule
 from widgets.core.config import check_int
-from widgets.research.ddp import INPUTS, OUTPUTS, make_data, prepare_gloo_run, rank_micro_batch, run_workers
+from widgets.research.ddp import (INPUTS, OUTPUTS, RankGrid, make_data, prepare_gloo_run, rank_micro_batch,
+                                  run_workers)
 
 # mode -> how its update runs: the sync every micro-step or only on the last; the weights resharded (freed
 # on each rank) after backward and after forward, FSDP2's defaults, or kept gathered; bf16 compute
@@ -44,23 +45,15 @@ SCATTERS = ("reduce_scatter_single", "reduce_scatter_tensor")
 
 
 @dataclass(frozen=True)
-class FSDPConfig:
-    world_size: int = 2
-    accumulation_steps: int = 4
-    micro_batch_size: int = 4
+class FSDPConfig(RankGrid):
     hidden: int = 1024  # 16 -> hidden -> hidden -> 4: about 1.07 M parameters at 1024, 4.3 MB of float32 gradient
     seed: int = 0
+    GRID_LIMITS = (4, 64, 256)  # the largest W, K and b
 
     def __post_init__(self):
-        check_int("world_size", self.world_size, 1, 4)
-        check_int("accumulation_steps", self.accumulation_steps, 1, 64)
-        check_int("micro_batch_size", self.micro_batch_size, 1, 256)
+        super().__post_init__()
         check_int("hidden", self.hidden, 2, 2048)
         check_int("seed", self.seed, 0, 2**31 - 1)
-
-    @property
-    def examples_per_update(self) -> int:
-        return self.world_size * self.accumulation_steps * self.micro_batch_size
 
     def seconds_estimate(self) -> float:
         """High: starting the workers and FSDP's first all-gathers (~10 s for two on a busy 2-core machine)."""
