@@ -301,10 +301,10 @@ def test_a_kernel_on_colab_names_colab_and_its_widget_manager(tmp_path):
 # --- classic Notebook 6: an nbextension, not JupyterLab's extension -------------------------------------
 
 def classic(**extension) -> doc.Facts:
-    """Colab's Notebook: notebook 6.5 with widgetsnbextension 3.6, a kernel with ipywidgets 7.7.1."""
+    """Notebook 6.5 with widgetsnbextension 3.6.1, a kernel with ipywidgets 7.7.1 (the release pair)."""
     facts = healthy(host="Jupyter Notebook", versions={**healthy().versions, "ipywidgets": "7.7.1"}, pins={},
                     declared={"ipywidgets": ">=7.7.1,<=8.1.9"})  # a lab installed with pip: the ranges, no pins
-    page = {"version": "5.0.16", "jupyterlab_widgets": "3.0.16", "notebook": "6.5.7", "widgetsnbextension": "3.6.10",
+    page = {"version": "5.0.16", "jupyterlab_widgets": "3.0.16", "notebook": "6.5.7", "widgetsnbextension": "3.6.1",
             "nbextension_enabled": True}
     return dataclasses.replace(facts, extension={**page, **extension})
 
@@ -318,9 +318,22 @@ def test_classic_notebook_6_is_named_and_its_nbextension_checked():
     ({"widgetsnbextension": None}, 'not installed where the Notebook runs | fix: pip install "widgetsnbextension==3.*"'),
     ({"nbextension_enabled": False}, "jupyter-js-widgets/extension) is disabled | fix: jupyter nbextension enable"),
     ({"widgetsnbextension": "4.0.16"}, "needs widgetsnbextension 3.x, but the Notebook has 4.0.16"),
+    # Colab's list pins 3.6.10 beside 7.7.1 (Colab draws with its own page); in Notebook 6 that page loses Output
+    ({"widgetsnbextension": "3.6.10"}, 'released with widgetsnbextension 3.6.1, but the Notebook has 3.6.10: '
+                                       'another release\'s page'),
 ])
 def test_each_classic_notebook_problem_is_found_with_its_fix(extension, says):
     assert says in problems(classic(**extension))["widget extension"]
+
+
+def test_a_release_pair_is_asked_only_where_it_is_known():
+    fix = problems(classic(widgetsnbextension="3.6.10"))["widget extension"]
+    assert fix.endswith('fix: pip install "widgetsnbextension==3.6.1" where the Notebook runs, then restart the '
+                        'Notebook server and reload the page')
+    for kernel, page in (("7.8.5", "3.6.10"), ("7.6.5", "3.6.10")):  # the pair; a release with no pair known here
+        facts = dataclasses.replace(classic(widgetsnbextension=page), versions={**classic().versions,
+                                                                                 "ipywidgets": kernel})
+        assert "widget extension" not in problems(facts)
 
 
 def test_notebook_7_is_checked_like_jupyterlab():

@@ -37,6 +37,12 @@ GENERATIONS = {7: (1, 3), 8: (3, 5)}
 # Classic Notebook (6.x, before it was built on JupyterLab's parts) shows widgets through an nbextension:
 # ipywidgets major -> widgetsnbextension major.
 NBEXTENSION, NB_GENERATIONS = "jupyter-js-widgets/extension", {7: 3, 8: 4}
+# Within ipywidgets 7 the page must be the kernel's own release, not only of its generation: an ipywidgets 7
+# release -> the widgetsnbextension released with it (7.7.1: the pair Colab's list names; 7.8.x: each requires
+# its own at least, PyPI's metadata). Measured here (tests/test_browser_ipywidgets7.py): in Notebook 6.5.7,
+# widgetsnbextension 3.6.10's page cannot build ipywidgets 7.7.1's Output widget, which then shows nothing.
+NB_RELEASED_WITH = {"7.7.1": "3.6.1", "7.8.0": "3.6.5", "7.8.1": "3.6.6", "7.8.2": "3.6.7", "7.8.3": "3.6.8",
+                    "7.8.4": "3.6.9", "7.8.5": "3.6.10"}
 NEEDED = ("ipywidgets", "jupyterlab_widgets", "ipykernel", "matplotlib", "torch", "tqdm")
 NOTEBOOK_BACKENDS = ("inline", "module://matplotlib_inline.backend_inline", "agg", "widget", "ipympl",
                      "module://ipympl.backend_nbagg", "nbagg", "svg", "pdf")
@@ -237,6 +243,13 @@ def _nbextension(f: Facts) -> list[Finding]:
         return [Finding("widget extension", f"the kernel has ipywidgets {f.versions['ipywidgets']}, which needs "
                         f"widgetsnbextension {want}.x, but the Notebook has {ext['widgetsnbextension']}",
                         f'pip install "widgetsnbextension=={want}.*" where the Notebook runs{restart}')]
+    paired = NB_RELEASED_WITH.get(f.versions.get("ipywidgets") or "")
+    if paired and ext["widgetsnbextension"] != paired:
+        return [Finding("widget extension", f"the kernel has ipywidgets {f.versions['ipywidgets']}, released with "
+                        f"widgetsnbextension {paired}, but the Notebook has {ext['widgetsnbextension']}: another "
+                        "release's page, which may not draw every widget of this one (3.6.10's page shows "
+                        "nothing for ipywidgets 7.7.1's Output)",
+                        f'pip install "widgetsnbextension=={paired}" where the Notebook runs{restart}')]
     return [Finding("widget extension")]
 
 
