@@ -24,6 +24,8 @@ SLOW = (
     "tests/research/test_ddp.py::test_a_taken_port_gives_a_clear_message",
     "tests/research/test_ddp.py::test_workers_exit_within_3_s_when_the_kernel_is_killed",
     "tests/research/test_ddp.py::test_a_worker_that_cannot_start",
+    "tests/research/test_rendezvous.py::test_during_a_run_nothing_is_reachable",  # a gloo run, its ports probed
+    "tests/research/test_rendezvous.py::test_the_folder_is_deleted_when_its_kernel_is_killed",  # a kernel killed
     "tests/lessons/beginner_2/test_controls_lifecycle.py::test_re_running_the_cell_30_times",  # 30 explorers built
     "tests/test_reliability.py::test_100_slider_changes",  # 100 redraws and a memory reading
     "tests/lab/test_instructor.py::",  # runs make_plans twice
