@@ -61,3 +61,20 @@ def test_both_panels_rescaled_take_a_full_redraw(two_panels):
         ax.set_ylim(0, 50)
     canvas.png()
     assert canvas.full_redraws == 2
+
+
+def test_deferred_boxes_are_read_in_idle_time_and_then_allow_a_one_panel_redraw(two_panels):
+    figure, axes, lines = two_panels
+    canvas = FastCanvas(figure, list(lines))
+    canvas.defer_boxes = True
+    canvas.png()
+    axes[0].set_ylim(-5, 50)
+    canvas.png()  # the boxes of the first frame were never read: a full redraw
+    assert canvas.full_redraws == 2
+    assert canvas.remember_boxes_now() and not canvas.remember_boxes_now()  # read once, for the frame shown
+    axes[0].set_ylim(-5, 5_000)
+    partial = canvas.png()
+    assert canvas.full_redraws == 2, "the boxes read in idle time let one panel be redrawn alone"
+    assert int(np.abs(_pixels(partial) - _pixels(canvas.png(full=True))).max()) == 0
+    axes[1].set_ylim(0, 7)  # the limits moved on before idle time came: nothing is read for them
+    assert not canvas.remember_boxes_now()

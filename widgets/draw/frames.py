@@ -86,6 +86,11 @@ class FastCanvas:
         self._backgrounds: OrderedDict[tuple, object] = OrderedDict()  # axis limits -> cached pixels
         self._tight_boxes: dict[tuple, dict] = {}  # axis limits -> each Axes' extent, labels included
         self.full_redraws = 0
+        # Reading each Axes' extent after a full draw (what lets a later frame redraw one Axes alone)
+        # costs about a quarter of that draw. With `defer_boxes`, a frame leaves it for
+        # `remember_boxes_now`, which a widget calls in its idle time; `prepare` reads it at once.
+        self.defer_boxes = False
+        self._boxes_pending: tuple | None = None
 
     def _current_limits(self) -> tuple:
         return tuple((ax.get_xlim(), ax.get_ylim()) for ax in self.figure.axes)
@@ -95,7 +100,7 @@ class FastCanvas:
         limits = self._current_limits()
         background = None if full else self._backgrounds.get(limits)
         if background is None:
-            self._draw_background(limits, full)
+            self._draw_background(limits, full, boxes=not self.defer_boxes)
         else:
             self._backgrounds.move_to_end(limits)
             self.canvas.restore_region(background)
@@ -112,14 +117,28 @@ class FastCanvas:
         self._draw_background(limits, full=False)
         return True
 
-    def _draw_background(self, limits: tuple, full: bool) -> None:
-        """Draw everything but the moving artists into the canvas (one Axes, or all) and cache it."""
+    def remember_boxes_now(self) -> bool:
+        """Read the Axes' extents a deferred frame left unread (`defer_boxes`), while the figure still
+        has that frame's limits. Returns whether it read them."""
+        limits, self._boxes_pending = self._boxes_pending, None
+        if limits is None or limits != self._current_limits() or limits not in self._backgrounds:
+            return False
+        renderer = self.canvas.get_renderer()
+        self._remember_boxes(limits, {i: ax.get_tightbbox(renderer) for i, ax in enumerate(self.figure.axes)})
+        return True
+
+    def _draw_background(self, limits: tuple, full: bool, boxes: bool = True) -> None:
+        """Draw everything but the moving artists into the canvas (one Axes, or all) and cache it;
+        after a full draw, read each Axes' extent (`boxes`), or leave that for `remember_boxes_now`."""
         background = None if full else self._redraw_one_axes(limits)
         if background is None:
             self.canvas.draw()
             background = self.canvas.copy_from_bbox(self.figure.bbox)
-            renderer = self.canvas.get_renderer()
-            self._remember_boxes(limits, {i: ax.get_tightbbox(renderer) for i, ax in enumerate(self.figure.axes)})
+            if boxes:
+                renderer = self.canvas.get_renderer()
+                self._remember_boxes(limits, {i: ax.get_tightbbox(renderer) for i, ax in enumerate(self.figure.axes)})
+            else:
+                self._boxes_pending = limits
             self.full_redraws += 1
         self._backgrounds[limits] = background
         self._backgrounds.move_to_end(limits)

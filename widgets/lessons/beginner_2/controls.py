@@ -94,6 +94,7 @@ class AccumulationExplorer(TrainsAhead, Displayed, W.VBox):
         apply_style(self.figure)
         moving = self._pile_artists.piles + self._pile_artists.targets + list(self._loss_lines.values())
         self.canvas = FastCanvas(self.figure, moving)
+        self.canvas.defer_boxes = True  # a slider change does not wait for them; training ahead reads them
         self.image = Picture(format="png", layout=W.Layout(width=f"{round(FIGURE_INCHES[0] * DPI)}px"))
         self.render()
         self.readout.value = readout_html(self.record, kind=readout)

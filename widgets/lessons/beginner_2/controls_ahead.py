@@ -117,6 +117,8 @@ class TrainsAhead:
             if not self._ahead or self._ahead[0] != self._notch:
                 return 0
             max_steps = 1
+        elif not self.closed:
+            self.canvas.remember_boxes_now()  # the last frame's Axes extents, left for idle time
         start, steps = time.perf_counter(), 0
         while (self._ahead or self._frames_ahead) and (max_steps is None or steps < max_steps) and not self.closed:
             if seconds is not None and time.perf_counter() - start >= seconds:
