@@ -149,6 +149,20 @@ def jupyterlab(work: Path, notebooks: list[Path], timeout: float = 90):
         stop(process)
 
 
+@contextmanager
+def chromium():
+    """Debian's Chromium, driven by playwright, for one `with` block; closed on the way out, also on error.
+    playwright is imported here: a test module that cannot import it skips before calling this."""
+    from playwright import sync_api
+
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
 def stop(process: subprocess.Popen, grace: float = 15) -> None:
     """SIGTERM by PID (the server then shuts its kernels down), SIGKILL if it hangs."""
     if process.poll() is not None:

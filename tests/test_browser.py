@@ -25,9 +25,9 @@ import pytest
 
 from tests.browser_support import (
     CHROMIUM,
-    CHROMIUM_ARGS,
     ROOT,
     LabPage,
+    chromium,
     jupyterlab,
     widget_notebooks,
     widget_output_count,
@@ -62,13 +62,9 @@ def lab(tmp_path_factory):
     ARTIFACTS.mkdir(exist_ok=True)
     work = tmp_path_factory.mktemp("jupyterlab")
     copies = list(dict.fromkeys(NOTEBOOKS + FIRST_SCREENS + [FIXTURE]))
-    with jupyterlab(work, copies) as server, sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            yield LabPage(page, server)
-        finally:
-            browser.close()
+    with jupyterlab(work, copies) as server, chromium() as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        yield LabPage(page, server)
 
 
 @pytest.fixture(autouse=True)

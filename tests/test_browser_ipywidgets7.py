@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser_support import CHROMIUM, CHROMIUM_ARGS, ROOT, free_port, stop, widget_output_count
+from tests.browser_support import CHROMIUM, ROOT, chromium, free_port, stop, widget_output_count
 
 pytestmark = pytest.mark.browser
 
@@ -108,12 +108,8 @@ def notebook_server(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser():
-    with sync_api.sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+    with chromium() as browser:
+        yield browser
 
 
 # Widget views made by this run and those that failed (ipywidgets 7's text for a view it cannot make).

@@ -24,7 +24,7 @@ import nbformat
 import psutil
 import pytest
 
-from tests.browser_support import CHROMIUM, CHROMIUM_ARGS, ROOT, LabPage, free_port, jupyterlab, stop
+from tests.browser_support import CHROMIUM, ROOT, LabPage, chromium, free_port, jupyterlab, stop
 
 try:
     from playwright import sync_api
@@ -72,12 +72,8 @@ def browser():
     if sync_api is None:
         pytest.skip("the browser tests need the playwright package")
     ARTIFACTS.mkdir(exist_ok=True)
-    with sync_api.sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+    with chromium() as browser:
+        yield browser
 
 
 def open_page(browser, url: str):
