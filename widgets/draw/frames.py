@@ -123,8 +123,7 @@ class FastCanvas:
         limits, self._boxes_pending = self._boxes_pending, None
         if limits is None or limits != self._current_limits() or limits not in self._backgrounds:
             return False
-        renderer = self.canvas.get_renderer()
-        self._remember_boxes(limits, {i: ax.get_tightbbox(renderer) for i, ax in enumerate(self.figure.axes)})
+        self._read_boxes(limits)
         return True
 
     def _draw_background(self, limits: tuple, full: bool, boxes: bool = True) -> None:
@@ -135,8 +134,7 @@ class FastCanvas:
             self.canvas.draw()
             background = self.canvas.copy_from_bbox(self.figure.bbox)
             if boxes:
-                renderer = self.canvas.get_renderer()
-                self._remember_boxes(limits, {i: ax.get_tightbbox(renderer) for i, ax in enumerate(self.figure.axes)})
+                self._read_boxes(limits)
             else:
                 self._boxes_pending = limits
             self.full_redraws += 1
@@ -184,6 +182,11 @@ class FastCanvas:
         boxes = sorted((ax.get_position().x0, ax.get_position().x1, ax.get_position().y0, ax.get_position().y1)
                        for ax in axes)
         return len(boxes) > 1 and all(a[1] <= b[0] and a[2:] == b[2:] for a, b in zip(boxes, boxes[1:]))
+
+    def _read_boxes(self, limits: tuple) -> None:
+        """Each Axes' extent, labels included, as the canvas last drew it at `limits`."""
+        renderer = self.canvas.get_renderer()
+        self._remember_boxes(limits, {i: ax.get_tightbbox(renderer) for i, ax in enumerate(self.figure.axes)})
 
     def _remember_boxes(self, limits: tuple, boxes: dict) -> None:
         self._tight_boxes[limits] = boxes
