@@ -55,15 +55,7 @@ def test_without_a_results_file_nothing_is_measured(tmp_path):
     table = catalog_table(missing)
     assert [row[-1] for row in table.rows] == [NOT_MEASURED] * len(NOTEBOOKS)
     assert "| Researcher | [Why it is exact](researcher_1_why_exact.ipynb) |" in table.markdown()
-    assert "(planned, not written yet)" not in table.markdown()  # every tier has notebooks now
     assert table.note == ""
-
-
-def test_a_planned_tier_without_notebooks_says_so(tmp_path, monkeypatch):
-    from widgets.lessons.start_here import catalog
-
-    monkeypatch.setitem(catalog.TIERS, "future", catalog.Tier("Future", "nobody yet", planned=True))
-    assert "| Future | (planned, not written yet) | nobody yet |" in catalog.catalog_table(tmp_path / "results.json").markdown()
 
 
 def test_measured_times_are_read_and_the_rest_stay_unmeasured(tmp_path):
@@ -95,23 +87,6 @@ def test_the_note_is_empty_when_the_file_does_not_say(tmp_path):
 
 def test_a_file_without_notebook_times_measures_nothing(tmp_path):
     assert load_run_times(_write(tmp_path, {"explorer": {}})) == {}
-
-
-@pytest.mark.parametrize(
-    "content, word",
-    [
-        ("{not json", "not valid JSON"),
-        ([1, 2], "must hold a JSON object"),
-        ({"notebooks": [1]}, "'notebooks' must map"),
-        ({"notebooks": {"notebooks/x.ipynb": 3.0}}, r"notebooks\['notebooks/x.ipynb'\]\['seconds'\]"),
-        ({"notebooks": {"notebooks/x.ipynb": {"seconds": "fast"}}}, "must be a number >= 0"),
-        ({"notebooks": {"notebooks/x.ipynb": {"seconds": -1}}}, "must be a number >= 0"),
-    ],
-)
-def test_a_malformed_results_file_is_refused_by_name(tmp_path, content, word):
-    with pytest.raises(ValueError, match=word) as error:
-        load_run_times(_write(tmp_path, content))
-    assert "results_path" in str(error.value)
 
 
 def test_default_results_file_is_the_benchmarks_one():

@@ -1,18 +1,7 @@
-"""The bricks analogy as data: carry b bricks per trip up the stairs, K trips, then build one wall.
+"""The bricks analogy as data: b bricks per trip (micro_batch_size), K trips (accumulation_steps), then one wall.
 
-bricks per trip = micro_batch_size (b), trips = accumulation_steps (K), the pile at the top =
-the accumulated gradient in `.grad`, bricks in the wall = effective_batch_size (K·b), building
-the wall = the update (`optimizer.step()`).
-
-One reading throughout, in words, picture and code: the wall always uses every brick (K·b
-examples stand behind each update). The pile's BLAME is a SUM: each armful brings the average
-blame of its b bricks (`.mean()`), and the pile adds K of them. The update pushes with the
-AVERAGE armful, the pile ÷ K, which is the average over all K·b bricks: what one batch of K·b
-gives. In code the division comes before each armful lands (each micro-batch loss divided by K),
-so `.grad` already holds the pile ÷ K when the update comes. The classic bug uses the sum of K
-armfuls as if it were one armful's worth: an update K times too strong (with plain SGD; the
-developer tier shows an optimizer that nearly cancels it). Pure Python: no torch, matplotlib or
-ipywidgets; `trips_table` renders as a Markdown table.
+The pile at the top is the accumulated gradient, a SUM of K armfuls; the wall (the update) pushes with
+the pile ÷ K, what one batch of K·b gives. Pure Python: no torch, matplotlib or ipywidgets.
 """
 from __future__ import annotations
 
@@ -21,7 +10,7 @@ from dataclasses import dataclass, replace
 from widgets.core.config import check_int
 from widgets.core.views import Table
 
-# Slider ranges of the bricks widget: the picture is laid out to hold up to 8 x 8 = 64 bricks.
+# The picture is laid out to hold up to 8 x 8 bricks.
 MAX_BRICKS_PER_TRIP = 8
 MAX_TRIPS = 8
 
@@ -69,9 +58,7 @@ class BricksState:
 
     @property
     def strength(self) -> int:
-        """How hard the update pushes under plain SGD, in units of the right push (the average
-        armful's blame): 1 when the pile is divided by K, K when it is used as it is. Only an update has a push;
-        an unbuilt wall pushes nothing (0)."""
+        """The update's push under plain SGD, in right pushes: 1 divided, K undivided, 0 before the wall."""
         if not self.wall_built:
             return 0
         return 1 if self.divided else self.accumulation_steps
@@ -89,15 +76,12 @@ def count(n: int, noun: str) -> str:
 
 def bricks_states(micro_batch_size: int, accumulation_steps: int, divided: bool = True) -> list[BricksState]:
     """Every state of one wall, from trip 0 (nothing carried) to trip K (wall built); K + 1 states."""
-    check_int("micro_batch_size", micro_batch_size, 1, MAX_BRICKS_PER_TRIP)
-    check_int("accumulation_steps", accumulation_steps, 1, MAX_TRIPS)
-    return [BricksState(micro_batch_size, accumulation_steps, t, divided) for t in range(accumulation_steps + 1)]
+    first = BricksState(micro_batch_size, accumulation_steps, 0, divided)
+    return [replace(first, trip=t) for t in range(accumulation_steps + 1)]
 
 
 def midway(state: BricksState) -> BricksState:
-    """The frame that tells the story best on its own: `state` if the pile is growing, else the
-    same wall about half-way (trip ceil(K/2): a pile, bricks still downstairs, no wall yet).
-    With one trip there is no half-way, and the built wall is shown."""
+    """`state` if its pile is growing, else the same wall half-way (trip ceil(K/2)): the frame that tells the story."""
     if 0 < state.trip < state.accumulation_steps:
         return state
     return replace(state, trip=(state.accumulation_steps + 1) // 2)

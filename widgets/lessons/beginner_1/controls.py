@@ -1,14 +1,8 @@
 """The bricks widget: choose bricks per trip and trips, then step (or play) through the trips.
 
-The same pattern as the accumulation explorer: one plain matplotlib `Figure` made once, its
-moving artists updated in place and blitted into an `Image` widget by `FastCanvas`; callback
-errors are printed into an `Output` and the widget keeps working. A checkbox builds the wall
-from the undivided pile (the forgot-to-divide bug): the update's push is then drawn K times
-longer. The buttons carry their words ("next trip", "play the trips"), so a screen reader names
-them (ipywidgets' Play is three icon buttons no Python code can name); playing steps the trip
-slider from the kernel's event loop. Without a kernel (GitHub, nbviewer) the
-widget shows a static PNG of the same wall about half-way (`midway`): a growing pile says more
-than trip 0's empty landing.
+One plain Figure made once, its moving artists blitted into an `Image` by `FastCanvas`; the buttons
+carry their words, so a screen reader names them (ipywidgets' Play is icons only). Without a kernel
+the widget shows a PNG of the same wall half-way (`midway`).
 """
 from __future__ import annotations
 
@@ -31,8 +25,7 @@ _BUTTON = dict(layout=W.Layout(width="150px"))
 
 
 class BricksWidget(Displayed, W.VBox):
-    """Use `make_bricks_widget`; `controls`, `next_trip`, `play`, `state`, `figure`, `readout`, `errors`
-    are public. `play.value = True` plays the trips from the kernel (`next_trip` is one of them)."""
+    """Use `make_bricks_widget`; `play.value = True` plays the trips from the kernel."""
 
     def __init__(self, state: BricksState, dpi: int = DPI):
         self.state = state
@@ -61,8 +54,7 @@ class BricksWidget(Displayed, W.VBox):
         self.readout = W.HTML()
         self.errors = W.Output()
         self.figure = new_figure(*FIGURE_INCHES, dpi=dpi, layout=None)
-        self._ax = self.figure.add_axes((0, 0, 1, 1))
-        self._artists = draw_bricks(state, self._ax)
+        self._artists = draw_bricks(state, self.figure.add_axes((0, 0, 1, 1)))
         self.canvas = FastCanvas(self.figure, self._artists.moving)
         self.image = Picture(format="png", layout=W.Layout(width=f"{round(FIGURE_INCHES[0] * DPI)}px"))
         self._syncing = False
@@ -77,7 +69,7 @@ class BricksWidget(Displayed, W.VBox):
         super().__init__([*sliders, self.image, self.readout, self.errors])
 
     def current_state(self) -> BricksState:
-        """The state the controls describe now (a ValueError names the control if one is out of range)."""
+        """The state the controls describe now."""
         c = self.controls
         return BricksState(c["micro_batch_size"].value, c["accumulation_steps"].value, c["trip"].value,
                            divided=not c["divided"].value)
@@ -107,8 +99,7 @@ class BricksWidget(Displayed, W.VBox):
         return True
 
     def _on_play(self, change: dict) -> None:
-        """Play from the first trip (or from here, part-way through) to the wall, one trip per
-        `PLAY_INTERVAL_MS`, in the kernel's event loop; without one (a script, a test), at once."""
+        """Play to the wall, one trip per `PLAY_INTERVAL_MS` in the kernel's event loop; without one, at once."""
         if not change["new"]:
             return  # the loop below sees the button released and stops
         trip = self.controls["trip"]
@@ -134,23 +125,22 @@ class BricksWidget(Displayed, W.VBox):
 
     def show(self, state: BricksState) -> None:
         """Move the bricks and labels to `state`, blit a new frame, refresh the sentence below."""
-        update_bricks(state, self._ax, self._artists)
+        update_bricks(state, self._artists)
         self.image.value = self.canvas.png()
         self.state = state
         self.readout.value = f"<p style='margin:0.3em 0'>{html.escape(describe(state))}</p>"
         name_picture(self.image, f"The bricks: {describe(state)}")
 
     def static_png(self) -> bytes:
-        """The picture for readers without a kernel: this wall about half-way (`midway`), drawn
-        with the same artists and put back, so the live picture is left as it was."""
+        """This wall half-way (`midway`), drawn with the live artists and then put back."""
         frame = midway(self.state)
         if frame == self.state:
             return bytes(self.image.value)
         try:
-            update_bricks(frame, self._ax, self._artists)
+            update_bricks(frame, self._artists)
             return self.canvas.png()
         finally:
-            update_bricks(self.state, self._ax, self._artists)
+            update_bricks(self.state, self._artists)
 
     def _repr_mimebundle_(self, **kwargs):
         """The live widget where a kernel runs; a half-way PNG and the sentence elsewhere."""
@@ -161,8 +151,6 @@ class BricksWidget(Displayed, W.VBox):
 def make_bricks_widget(
     micro_batch_size: int = 5, accumulation_steps: int = 4, trip: int = 0, divided: bool = True, dpi: int = DPI
 ) -> BricksWidget:
-    """Build (not display) the bricks widget; `divided=False` starts with the forgot-to-divide box
-    ticked; `dpi` from 100 to 200 (the projector view's, sharp when enlarged). Bad values raise a
-    ValueError (TypeError) naming the parameter and its range."""
+    """Build (not display) the bricks widget; `divided=False` ticks the forgot-to-divide box; `dpi` from 100 to 200."""
     state = BricksState(micro_batch_size, accumulation_steps, trip, divided)
     return BricksWidget(state, check_int("dpi", dpi, DPI, PROJECTOR_DPI))

@@ -1,12 +1,7 @@
-"""Draw the bricks analogy onto a given Axes: bricks downstairs, a staircase, the pile, the wall.
+"""Draw the bricks onto a given Axes: `draw_bricks` lays out the scene once, `update_bricks` moves its parts.
 
-`draw_bricks` lays out the scene once and returns the few artists that change (three brick
-collections, the update's push arrow and five labels); `update_bricks` moves them to another
-`BricksState` in place. The push is drawn to scale, `PUSH_UNIT` long per unit of `strength`: as
-long as the dashed outline of the right push when the pile is divided by K, K times longer with
-the forgot-to-divide bug, so the picture alone shows the mistake.
-The axis limits never change, so a `FastCanvas` redraws a frame by blitting only those artists.
-Bricks are coloured by the trip that carried them (Okabe-Ito colours, safe for colour-blind eyes).
+The axis limits never change, so a `FastCanvas` redraws a frame by blitting only the moving artists.
+The update's push is drawn to scale: as long as the dashed right push when divided, K times longer when not.
 """
 from __future__ import annotations
 
@@ -47,16 +42,11 @@ class BricksArtists:
     wall: PolyCollection
     push: FancyArrow  # the update's push, to scale (hidden until the wall stands)
     labels: dict[str, Text]  # "title", "downstairs", "pile", "wall", "update"
-    push_dx: float = 0.0  # the push's length in data units: strength x PUSH_UNIT
 
     @property
     def moving(self) -> list:
         """Everything a redraw must repaint (what `FastCanvas` is given)."""
         return [self.downstairs, self.pile, self.wall, self.push, *self.labels.values()]
-
-    def push_length(self) -> float:
-        """The drawn length of the push arrow, in data units (0 while no wall stands)."""
-        return self.push_dx if self.push.get_visible() else 0.0
 
 
 def _brick(x: float, y: float, angle_deg: float = 0.0) -> list[tuple[float, float]]:
@@ -68,10 +58,7 @@ def _brick(x: float, y: float, angle_deg: float = 0.0) -> list[tuple[float, floa
 
 
 def _heap(n: int, x_range: tuple[float, float], y0: float) -> list[list[tuple[float, float]]]:
-    """n bricks dropped in rows from the bottom, each a little askew: a heap, not a wall.
-
-    The tilt and shift come from the brick's index, so the same n always gives the same heap.
-    """
+    """n bricks dropped in rows from the bottom, each askew by its index (the same n, the same heap)."""
     per_row = int((x_range[1] - x_range[0]) // BRICK_W)
     bricks = []
     for i in range(n):
@@ -139,8 +126,6 @@ _ARROW = dict(width=0.22, head_width=0.55, head_length=0.35, length_includes_hea
 
 def draw_bricks(state: BricksState, ax: matplotlib.axes.Axes) -> BricksArtists:
     """Draw the whole scene for `state` onto `ax` (whose limits it fixes) and return the moving parts."""
-    if not isinstance(state, BricksState):
-        raise TypeError(f"state must be a BricksState, got {type(state).__name__}")
     _draw_scene(ax)
     collections = []
     for _ in range(3):
@@ -159,13 +144,11 @@ def draw_bricks(state: BricksState, ax: matplotlib.axes.Axes) -> BricksArtists:
     }
     push = FancyArrow(PUSH_X, PUSH_Y, PUSH_UNIT, 0, **_ARROW, linewidth=0, zorder=4)
     ax.add_patch(push)
-    return update_bricks(state, ax, BricksArtists(*collections, push, labels))
+    return update_bricks(state, BricksArtists(*collections, push, labels))
 
 
-def update_bricks(state: BricksState, ax: matplotlib.axes.Axes, artists: BricksArtists) -> BricksArtists:
+def update_bricks(state: BricksState, artists: BricksArtists) -> BricksArtists:
     """Move the artists `draw_bricks` made to `state`, in place; the axis limits stay as they are."""
-    if not isinstance(state, BricksState):
-        raise TypeError(f"state must be a BricksState, got {type(state).__name__}")
     b, K, t = state.micro_batch_size, state.accumulation_steps, state.trip
     artists.downstairs.set_verts(_heap(state.downstairs, DOWNSTAIRS_X, 0.0))
     artists.downstairs.set_facecolor([DOWNSTAIRS_COLOUR] * state.downstairs)
@@ -187,8 +170,7 @@ def update_bricks(state: BricksState, ax: matplotlib.axes.Axes, artists: BricksA
     labels["update"].set_text(update_rule(state).replace("\n", " ") if state.wall_built else "")
     labels["update"].set_color(BUG_COLOUR if state.strength > 1 else "0.2")
     # The push to scale: strength 1 (divided) covers the dashed outline, K (not divided) is K times longer.
-    artists.push_dx = state.strength * PUSH_UNIT
-    artists.push.set_data(x=PUSH_X, y=PUSH_Y, dx=max(artists.push_dx, PUSH_UNIT), dy=0)
+    artists.push.set_data(x=PUSH_X, y=PUSH_Y, dx=max(state.strength, 1) * PUSH_UNIT, dy=0)
     artists.push.set_facecolor(PUSH_COLOUR[state.strength <= 1])
     artists.push.set_visible(state.wall_built)
     return artists

@@ -1,15 +1,7 @@
-"""The map of the lab: every notebook in reading order, its tier, a one-line description, its run time.
-
-Run times are not typed in by hand: they are read from `benchmarks/results.json`, which the
-benchmark script writes after executing each notebook from a fresh kernel (a lab installed with pip,
-without the checkout, reads the copy its wheel carries). Until a notebook has been measured, the map
-says "not measured yet". Pure Python: no torch, matplotlib or ipywidgets; the table renders as Markdown.
-"""
+"""The map of the lab: every notebook in reading order, its tier, a line on what it gives, its measured run time."""
 from __future__ import annotations
 
 import json
-import math
-import numbers
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,15 +10,6 @@ from widgets.core.views import Table
 
 RESULTS_PATH = benchmark_results_path()
 NOT_MEASURED = "not measured yet"
-
-
-@dataclass(frozen=True)
-class Tier:
-    """A group of notebooks for one kind of reader."""
-
-    name: str
-    audience: str
-    planned: bool = False  # True while no notebook of the tier is written
 
 
 @dataclass(frozen=True)
@@ -39,12 +22,7 @@ class NotebookEntry:
     description: str
 
 
-TIERS: dict[str, Tier] = {
-    "start": Tier("Start", "everyone"),
-    "beginner": Tier("Beginner", "anyone curious: plain words, pictures to play with"),
-    "developer": Tier("Developer", "people who write training loops"),
-    "researcher": Tier("Researcher", "why it is exact, and where it breaks"),
-}
+TIERS = {"start": "Start", "beginner": "Beginner", "developer": "Developer", "researcher": "Researcher"}
 
 NOTEBOOKS: tuple[NotebookEntry, ...] = (
     NotebookEntry(
@@ -115,49 +93,25 @@ NOTEBOOKS: tuple[NotebookEntry, ...] = (
 
 
 def _read_results(results_path: str | Path) -> dict:
-    """The benchmark's results file as a dict; {} if it does not exist yet."""
+    """The benchmark's results file (benchmarks/benchmark.py writes it); {} until it has run."""
     path = Path(results_path)
-    if not path.exists():
-        return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise ValueError(f"results_path {path} is not valid JSON: {error}") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"results_path {path} must hold a JSON object, got {type(data).__name__}")
-    return data
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
 
 
 def load_run_times(results_path: str | Path = RESULTS_PATH) -> dict[str, float]:
-    """Seconds per notebook path from the benchmark's results file; {} if the file does not exist yet.
-
-    Expected format: {"notebooks": {"notebooks/<file>.ipynb": {"seconds": <float>}, ...}, ...}.
-    A file that exists but is not in that format raises a ValueError naming the file and the key.
-    """
+    """Seconds per notebook path, from the results' `{"notebooks": {path: {"seconds": s}}}`."""
     notebooks = _read_results(results_path).get("notebooks", {})
-    if not isinstance(notebooks, dict):
-        raise ValueError(f"results_path {results_path}: 'notebooks' must map notebook paths to {{'seconds': number}}")
-    times = {}
-    for name, entry in notebooks.items():
-        seconds = entry.get("seconds") if isinstance(entry, dict) else None
-        is_number = isinstance(seconds, numbers.Real) and not isinstance(seconds, bool)
-        if not is_number or not math.isfinite(seconds) or seconds < 0:
-            raise ValueError(
-                f"results_path {results_path}: notebooks[{name!r}]['seconds'] must be a number >= 0, got {seconds!r}"
-            )
-        times[name] = float(seconds)
-    return times
+    return {name: float(entry["seconds"]) for name, entry in notebooks.items()}
 
 
 def measurement_note(results_path: str | Path = RESULTS_PATH) -> str:
     """Where and when the run times were measured, from the results file ('' if it does not say)."""
     data = _read_results(results_path)
-    machine = data.get("machine") if isinstance(data.get("machine"), dict) else {}
     parts = []
     if "measured_on" in data:
         parts.append(f"on {data['measured_on']}")
-    if "cpus" in machine:
-        parts.append(f"with {machine['cpus']} CPUs")
+    if "cpus" in data.get("machine", {}):
+        parts.append(f"with {data['machine']['cpus']} CPUs")
     if "command" in data:
         parts.append(f"by `{data['command']}`")
     return ("Run times measured from a fresh kernel " + ", ".join(parts) + ".") if parts else ""
@@ -171,13 +125,7 @@ def run_time_text(notebook_path: str, times: dict[str, float]) -> str:
 def catalog_table(results_path: str | Path = RESULTS_PATH) -> Table:
     """The map of the lab as a table: tier, the notebook (a link), what it gives, its measured run time."""
     times = load_run_times(results_path)
-    rows = []
-    for key, tier in TIERS.items():
-        entries = [e for e in NOTEBOOKS if e.tier == key]
-        for entry in entries:
-            name = entry.path.removeprefix("notebooks/")
-            rows.append([tier.name, f"[{entry.title}]({name})", entry.description, run_time_text(entry.path, times)])
-        if tier.planned and not entries:
-            rows.append([tier.name, "(planned, not written yet)", tier.audience, ""])
+    rows = [[TIERS[entry.tier], f"[{entry.title}]({entry.path.removeprefix('notebooks/')})", entry.description,
+             run_time_text(entry.path, times)] for entry in NOTEBOOKS]
     note = measurement_note(results_path) if times else ""
     return Table(["tier", "notebook", "what you get", "runs in"], rows, right=frozenset({"runs in"}), note=note)
