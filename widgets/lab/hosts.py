@@ -1,13 +1,4 @@
-"""Where the lab runs: the host of a kernel (Colab, Kaggle, VS Code, JupyterLab, ...), and the install
-that adds the lab to a hosted runtime (Colab, Kaggle) beside the runtime's own torch and widgets.
-
-The install cell at the top of a notebook (`cell_source()`) installs the lab's package from its
-repository at a tag with `--no-deps`, on Colab and Kaggle only, then calls `install_missing()`: the
-pure-Python packages the lab needs that the runtime lacks, with `--no-deps` too. Neither ever installs
-torch, numpy, ipykernel or ipywidgets (NEVER): the runtime keeps its own, within the range `make compat`
-tests. Anywhere else the cell does nothing and says so in one line. `widgets.doctor()` names the host
-with `detect()`. Standard library only.
-"""
+"""Where the lab runs (Colab, Kaggle, VS Code, a Jupyter front end) and its install on Colab and Kaggle; stdlib only."""
 from __future__ import annotations
 
 import importlib
@@ -19,15 +10,13 @@ from importlib import metadata
 from typing import Callable, Mapping
 
 DISTRIBUTION = "gradient-accumulation-lab"
-# The repository the install cell installs from: a placeholder, like the Binder badge's, until the lab
-# is published (README, "Colab, Kaggle, VS Code": how to set it).
+# A placeholder until the lab is published (README, "Colab, Kaggle, VS Code").
 REPOSITORY = "gradient-accumulation-lab/gradient-accumulation-lab"
 # The hosted runtimes, by the variable each sets in its kernels' environment.
 HOSTED = {"COLAB_RELEASE_TAG": "Colab", "KAGGLE_KERNEL_RUN_TYPE": "Kaggle"}
 VSCODE = ("VSCODE_PID", "VSCODE_CWD")  # set for what VS Code starts, its notebook kernels included
 NEVER = ("torch", "numpy", "ipykernel", "ipywidgets")  # the runtime's own: never installed over
-# What the lab needs beyond what Colab and Kaggle ship, all pure Python, at the versions the notebooks
-# are executed with (requirements.txt; Lightning's own two at the versions it resolves to there).
+# What the lab needs beyond what Colab and Kaggle ship, pure Python, at requirements.txt's versions.
 PURE = {"tqdm": "4.70.1", "accelerate": "1.15.0", "pytorch-lightning": "2.6.6",
         "lightning-utilities": "0.15.3", "torchmetrics": "1.9.0"}
 # The server a kernel's parent process runs, by a word of its command line (argv[:4], file names).
@@ -37,8 +26,7 @@ FRONT_ENDS = (("voila", "Voilà"), ("jupyterhub-singleuser", "JupyterLab"), ("ju
 
 
 def front_end(argv: list[str]) -> str | None:
-    """The Jupyter front end a server command line runs ('JupyterLab', 'Jupyter Notebook', 'Voilà'),
-    'Jupyter' for another Jupyter server, None for no Jupyter at all."""
+    """The Jupyter front end a server command line runs ('JupyterLab', ..., 'Jupyter'), or None."""
     words = {re.sub(r"\.(exe|py)$", "", re.split(r"[\\/]", part)[-1].lower()) for part in argv[:4]}
     for word, name in FRONT_ENDS:
         if word in words:
@@ -48,10 +36,8 @@ def front_end(argv: list[str]) -> str | None:
 
 def detect(environ: Mapping[str, str] = os.environ, modules: Mapping[str, object] = sys.modules,
            server_argv: list[str] | None = None) -> str:
-    """The host of this kernel: 'Colab', 'Kaggle', a Jupyter front end (`front_end` of the server's
-    command line, `server_argv`), 'VS Code', or 'Python' (none of these: a shell, a test run).
-
-    The server is asked before VS Code: a JupyterLab started in VS Code's terminal inherits its variables."""
+    """'Colab', 'Kaggle', the server's front end, 'VS Code', or 'Python' (none: a shell, a test run)."""
+    # The server before VS Code: a JupyterLab started in VS Code's terminal inherits its variables.
     for variable, host in HOSTED.items():
         if variable in environ:
             return host
@@ -90,22 +76,22 @@ def pip_command(requirements: list[str], python: str | None = None) -> list[str]
     return [python or sys.executable, "-m", "pip", "install", "--no-deps", *requirements]
 
 
-def _installed(name: str) -> str | None:
+def version_of(name: str) -> str | None:
+    """The installed version of distribution `name`, or None."""
     try:
         return metadata.version(name)
     except metadata.PackageNotFoundError:
         return None
 
 
-def missing(installed: Callable[[str], str | None] = _installed) -> list[str]:
+def missing(installed: Callable[[str], str | None] = version_of) -> list[str]:
     """PURE's packages this environment lacks, as `name==version` requirements (present ones stay as they are)."""
     return [f"{name}=={version}" for name, version in PURE.items() if installed(name) is None]
 
 
-def unmet(installed: Callable[[str], str | None] = _installed,
+def unmet(installed: Callable[[str], str | None] = version_of,
           requires: Callable[[str], list[str] | None] = metadata.requires) -> list[str]:
-    """What the installed PURE packages require (unconditionally) that is not installed: compiled
-    packages a runtime may lack, which this install leaves to the learner."""
+    """What the installed PURE packages require that is missing (compiled: left to the learner)."""
     needs = set()
     for name in PURE:
         if installed(name) is not None:
@@ -113,10 +99,8 @@ def unmet(installed: Callable[[str], str | None] = _installed,
     return sorted(n for n in needs if installed(n) is None)
 
 
-def install_missing(run: Callable = subprocess.run, installed: Callable[[str], str | None] = _installed) -> list[str]:
-    """Install `missing()` with pip (pure Python, --no-deps) and say in one line what was added; on Colab
-    with ipywidgets 8, switch on Colab's widget manager (it shows ipywidgets 7 only by default).
-    Returns the requirements installed."""
+def install_missing(run: Callable = subprocess.run, installed: Callable[[str], str | None] = version_of) -> list[str]:
+    """Install `missing()` (--no-deps), say what was added, and on Colab switch on ipywidgets 8's manager."""
     needed = missing(installed)
     if needed:
         done = run(pip_command(needed), check=False)
@@ -138,8 +122,7 @@ def install_missing(run: Callable = subprocess.run, installed: Callable[[str], s
     return needed
 
 
-# The install cell, the first code cell of every notebook. On a hosted runtime `%pip` installs into the
-# kernel's own environment; elsewhere the lab is installed already (`make lab`, Binder).
+# The first code cell of every notebook; elsewhere than Colab and Kaggle the lab is installed already.
 CELL = '''\
 # On Colab or Kaggle, this installs the lab beside their own torch and widgets (Kaggle: Internet on).
 # Anywhere else the lab is installed already, and this cell only says so.
@@ -157,8 +140,7 @@ def cell_source(repository: str = REPOSITORY, tag: str | None = None) -> str:
     return CELL.format(hosted=hosted, requirement=lab_requirement(repository, tag))
 
 
-# The badge row above every notebook: the same notebook opened on Colab, Kaggle or Binder, from the
-# repository at the tag the install cell installs (the notebook and the package of one release).
+# The badge row above every notebook, at the tag the install cell installs (notebook and package of one release).
 BADGES = (
     ("Open In Colab", "https://colab.research.google.com/assets/colab-badge.svg",
      "https://colab.research.google.com/github/{repository}/blob/{tag}/notebooks/{name}"),
