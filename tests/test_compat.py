@@ -15,8 +15,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from widgets.audit.mistakes import MISTAKES
-from widgets.core.mistakes import MISTAKES as CLASSIC
+from widgets.core.mistakes import EVERY_MISTAKE
 
 ROOT = Path(__file__).resolve().parents[1]
 SANITIZE = ROOT / "benchmarks" / "compat_sanitize.cfg"
@@ -41,7 +40,7 @@ def test_nbval_reads_the_same_masks_in_the_same_order():
 
 
 def verdicts(text: str) -> dict[str, int]:
-    tokens = ["True", "False", *dict.fromkeys([*CLASSIC, *MISTAKES])]
+    tokens = ["True", "False", *dict.fromkeys(EVERY_MISTAKE)]
     return {token: len(re.findall(rf"\b{re.escape(token)}\b", text)) for token in tokens}
 
 

@@ -31,7 +31,7 @@ import torch
 
 from widgets.audit import diagnosis, outcome, ranks
 from widgets.audit.instruments import LEARNING_RATE, UNSCALE_OP, Run, run_loop
-from widgets.audit.mistakes import AUDIT_MISTAKES, TORCH_ERRORS, Finding
+from widgets.audit.outcome import Finding
 from widgets.audit.patches import put_back
 from widgets.audit.problems import TASKS, make_problem
 from widgets.core.config import check_float, check_int
@@ -40,7 +40,25 @@ from widgets.core.torch_state import known_torch_state
 
 _allclose = torch.allclose  # bound at import: a loop that replaces torch.allclose changes no verdict
 
-__all__ = ["AUDIT_MISTAKES", "LEARNING_RATE", "AuditReport", "audit_training_loop"]
+__all__ = ["LEARNING_RATE", "AuditReport", "audit_training_loop"]
+# PyTorch's own error messages, each explained in one sentence about an accumulation loop
+TORCH_ERRORS: dict[str, str] = {  # a piece of the message -> what it means here
+    "backward through the graph a second time": "a backward() ran through a graph an earlier backward() had already "
+        "freed: a loss (or a running total of losses) from an earlier micro-step was backpropagated again; keep "
+        "loss.item() or loss.detach() for logging, and call backward() once per micro-batch's loss",
+    "does not require grad and does not have a grad_fn": "backward() was called on a loss with no graph: it was "
+        "computed under torch.no_grad() or detached, so no gradient can reach the weights",
+    "No inf checks were recorded prior to update": "scaler.update() ran before any scaler.step(optimizer) since the "
+        "last update: the scale must be updated once per update, after scaler.step",
+    "unscale_() has already been called on this optimizer": "scaler.unscale_(optimizer) ran twice in one update: "
+        "call it once, after the last backward() of the update",
+    "modified by an inplace operation": "the weights (or a tensor a graph saved) changed between a forward pass and "
+        "its backward(): an optimizer.step() ran before the backward of a micro-batch already computed",
+    "leaf Variable that requires grad is being used in an in-place operation": "the weights were changed in place "
+        "outside torch.no_grad(): let the optimizer change them, or wrap the change in torch.no_grad()",
+    "shapes cannot be multiplied": "a tensor of the wrong shape reached the model: pass each micro-batch's inputs "
+        "as they come, (b, features)",
+}
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from widgets.audit.instruments import UNSCALE_OP, Forward, Tape
-from widgets.audit.mistakes import Finding
-from widgets.audit.outcome import (TOLERANCE, carried, close, close_norm, first_of_each, is_empty,
+from widgets.audit.outcome import (TOLERANCE, Finding, carried, close, close_norm, first_of_each, is_empty,
                                    proportion)
 from widgets.audit.problems import Problem
 from widgets.core.training import clip_flat

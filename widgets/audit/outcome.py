@@ -16,14 +16,31 @@ from typing import TYPE_CHECKING, NamedTuple
 import torch
 
 from widgets.audit.instruments import Tape
-from widgets.audit.mistakes import Finding
 from widgets.audit.problems import Problem
+from widgets.core.mistakes import EVERY_MISTAKE
 from widgets.core.training import clip_flat
 
 if TYPE_CHECKING:
     from widgets.audit.diagnosis import Structure
 
 TOLERANCE = 1e-6  # relative: float64 ratios of the same sums agree to ~1e-12; this leaves room
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One mistake seen: its name (a key of EVERY_MISTAKE), what was seen, and a fix of the problem's own."""
+
+    name: str
+    seen: str
+    fix: str | None = None
+
+    def sentence(self) -> str:
+        """'What is wrong (what was seen). Fix: the fix.', code kept in its own case (optimizer.step())."""
+        mistake = EVERY_MISTAKE[self.name]
+        what = mistake.does
+        if "(" not in what.split()[0] and not what.startswith("."):
+            what = what[0].upper() + what[1:]
+        return f"{what} ({self.seen}). Fix: {self.fix or mistake.fix}."
 
 
 def close(a: float, b: float) -> bool:

@@ -38,11 +38,11 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from widgets.audit.mistakes import SHARE
 from widgets.audit.rl_problem import COMPLETIONS_PER_MICRO_BATCH, Policy, completion_batches
 from widgets.audit.window_count import describe_window_factors, window_readings
 from widgets.core.accumulation import windows
 from widgets.core.loop import train_loop
+from widgets.core.mistakes import EVERY_MISTAKE
 from widgets.core.shared import IGNORE_INDEX, real_tokens
 
 _equal = torch.equal  # bound at import: read while the loop runs, which may replace torch.equal
@@ -234,7 +234,7 @@ class Problem:
             return "all-reduce the window's real-token count once, before the first backward(), and multiply " \
                    "each rank's token sum by world_size / that count"
         if self.task is Regression:
-            return SHARE
+            return EVERY_MISTAKE["wrong_loss_scale"].fix
         return f"divide each micro-batch's summed {self.task.per_item} by the {self.task.counted} of the whole " \
                "window, counted before the first backward()"
 

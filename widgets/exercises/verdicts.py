@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Iterable
 
-from widgets.audit.mistakes import MISTAKES
+from widgets.core.mistakes import EVERY_MISTAKE
 
 
 def _factors(ratios: Iterable[float]) -> str:
@@ -46,7 +46,7 @@ def verdict(report) -> Verdict:
         return Verdict(line, str(report))
     said = []
     for mistake in sorted(report.mistakes):
-        what, fix = MISTAKES[mistake]
+        what, fix = EVERY_MISTAKE[mistake].does, EVERY_MISTAKE[mistake].fix
         named = "" if mistake == name else f"{mistake}: "  # a loop named after its mistake says it once
         said.append(f"{named}{what} — fix: {fix}")
     line = f"✗ {name}: " + "; ".join(said)
