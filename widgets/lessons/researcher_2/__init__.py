@@ -1,39 +1,20 @@
-"""researcher_2, where it breaks: batch norm, dropout, contrastive losses, once-per-update work.
-
-The notebook's one import surface: every name it uses comes from here, each loaded on first use.
-"""
-from widgets.core.surface import lazy_surface
-
-_NAMES = {
-    "still": "widgets.draw.stills",
-    "new_figure": "widgets.draw.style",
-    "flat_grad": "widgets.core.accumulation",
-    "make_model": "widgets.core.accumulation",
-    "make_regression_data": "widgets.core.accumulation",
-    "check_int": "widgets.core.config",
-    "below": "widgets.core.floor",
-    "loss_not_divided": "widgets.core.loops",
-    "train": "widgets.core.loops",
-    "accumulated_norm_gradient": "widgets.lessons.researcher_2.batchnorm",
-    "big_batch_norm_gradient": "widgets.lessons.researcher_2.batchnorm",
-    "compare_norm": "widgets.lessons.researcher_2.batchnorm",
-    "make_norm_data": "widgets.lessons.researcher_2.batchnorm",
-    "make_norm_model": "widgets.lessons.researcher_2.batchnorm",
-    "running_stats_after_one_update": "widgets.lessons.researcher_2.batchnorm",
-    "full_batch_contrastive": "widgets.lessons.researcher_2.contrastive",
-    "gradient_cache_contrastive": "widgets.lessons.researcher_2.contrastive",
-    "info_nce": "widgets.lessons.researcher_2.contrastive",
-    "make_encoders": "widgets.lessons.researcher_2.contrastive",
-    "make_pairs": "widgets.lessons.researcher_2.contrastive",
-    "naive_accumulated_contrastive": "widgets.lessons.researcher_2.contrastive",
-    "draw_norm_gaps": "widgets.lessons.researcher_2.draw",
-    "dropout_gradients": "widgets.lessons.researcher_2.dropout",
-    "DropoutMLP": "widgets.lessons.researcher_2.dropout",
-    "mean_gap_over_draws": "widgets.lessons.researcher_2.dropout",
-    "breaks_exercises": "widgets.lessons.researcher_2.exercises",
-    "run_once_per_update": "widgets.lessons.researcher_2.once_per_update",
-    "same_run": "widgets.lessons.researcher_2.once_per_update",
-    "cite": "widgets.research.references",
-}
-__all__ = sorted(_NAMES)
-__getattr__, __dir__ = lazy_surface(__name__, _NAMES)
+"""researcher_2, where it breaks: batch norm, dropout, contrastive losses, once-per-update work."""
+from widgets.core.accumulation import flat_grad, make_model, make_regression_data
+from widgets.core.config import check_int
+from widgets.core.floor import below
+from widgets.core.loops import loss_not_divided, train
+from widgets.draw.stills import still
+from widgets.draw.style import new_figure
+from widgets.lessons.researcher_2.batchnorm import (
+    accumulated_norm_gradient, big_batch_norm_gradient, compare_norm, make_norm_data, make_norm_model,
+    running_stats_after_one_update,
+)
+from widgets.lessons.researcher_2.contrastive import (
+    full_batch_contrastive, gradient_cache_contrastive, info_nce, make_encoders, make_pairs,
+    naive_accumulated_contrastive,
+)
+from widgets.lessons.researcher_2.draw import draw_norm_gaps
+from widgets.lessons.researcher_2.dropout import dropout_gradients, DropoutMLP, mean_gap_over_draws
+from widgets.lessons.researcher_2.exercises import breaks_exercises
+from widgets.lessons.researcher_2.once_per_update import run_once_per_update, same_run
+from widgets.research.references import cite

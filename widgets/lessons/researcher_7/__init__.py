@@ -1,36 +1,14 @@
-"""researcher_7, shards and stages: FSDP2 with gradient sync on and off, pipeline schedules.
-
-The notebook's one import surface: every name it uses comes from here, each loaded on first use.
-"""
-from widgets.core.surface import lazy_surface
-
-_NAMES = {
-    "still": "widgets.draw.stills",
-    "new_figure": "widgets.draw.style",
-    "flat_grad": "widgets.core.accumulation",
-    "GRAD_ATOL": "widgets.core.accumulation",
-    "GRAD_RTOL": "widgets.core.accumulation",
-    "make_pipeline_explorer": "widgets.lessons.researcher_7.controls",
-    "draw_held_bytes": "widgets.lessons.researcher_7.draw",
-    "draw_in_flight": "widgets.lessons.researcher_7.draw",
-    "draw_timeline": "widgets.lessons.researcher_7.draw",
-    "stages_exercises": "widgets.lessons.researcher_7.exercises",
-    "make_fsdp_mlp": "widgets.lessons.researcher_7.fsdp",
-    "FSDPConfig": "widgets.lessons.researcher_7.fsdp",
-    "MODES": "widgets.lessons.researcher_7.fsdp",
-    "process_bytes": "widgets.lessons.researcher_7.fsdp",
-    "run_fsdp": "widgets.lessons.researcher_7.fsdp",
-    "bubble_formula": "widgets.lessons.researcher_7.pipeline",
-    "make_micro_batches": "widgets.lessons.researcher_7.pipeline",
-    "make_mlp": "widgets.lessons.researcher_7.pipeline",
-    "run_pipeline": "widgets.lessons.researcher_7.pipeline",
-    "simulate": "widgets.lessons.researcher_7.pipeline",
-    "split_model": "widgets.lessons.researcher_7.pipeline",
-    "unsplit_gradient": "widgets.lessons.researcher_7.pipeline",
-    "make_data": "widgets.research.ddp",
-    "rank_micro_batch": "widgets.research.ddp",
-    "zero_bytes_per_rank": "widgets.research.planner",
-    "cite": "widgets.research.references",
-}
-__all__ = sorted(_NAMES)
-__getattr__, __dir__ = lazy_surface(__name__, _NAMES)
+"""researcher_7, shards and stages: FSDP2 with gradient sync on and off, pipeline schedules."""
+from widgets.core.accumulation import flat_grad, GRAD_ATOL, GRAD_RTOL
+from widgets.draw.stills import still
+from widgets.draw.style import new_figure
+from widgets.lessons.researcher_7.controls import make_pipeline_explorer
+from widgets.lessons.researcher_7.draw import draw_held_bytes, draw_in_flight, draw_timeline
+from widgets.lessons.researcher_7.exercises import stages_exercises
+from widgets.lessons.researcher_7.fsdp import FSDPConfig, make_fsdp_mlp, MODES, process_bytes, run_fsdp
+from widgets.lessons.researcher_7.pipeline import (
+    bubble_formula, make_micro_batches, make_mlp, run_pipeline, simulate, split_model, unsplit_gradient,
+)
+from widgets.research.ddp import make_data, rank_micro_batch
+from widgets.research.planner import zero_bytes_per_rank
+from widgets.research.references import cite

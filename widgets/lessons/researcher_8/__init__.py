@@ -1,38 +1,18 @@
-"""researcher_8, RL and MoE losses: policy-gradient normalisers and the balance loss under K.
-
-The notebook's one import surface: every name it uses comes from here, each loaded on first use.
-"""
-from widgets.core.surface import lazy_surface
-
-_NAMES = {
-    "still": "widgets.draw.stills",
-    "new_figure": "widgets.draw.style",
-    "audit_training_loop": "widgets.audit.auditor",
-    "completion_tokens": "widgets.audit.rl_problem",
-    "flat_grad": "widgets.core.accumulation",
-    "draw_expert_load": "widgets.lessons.researcher_8.draw",
-    "draw_token_weights": "widgets.lessons.researcher_8.draw",
-    "losses_exercises": "widgets.lessons.researcher_8.exercises",
-    "aux_values": "widgets.lessons.researcher_8.moe",
-    "expert_counts": "widgets.lessons.researcher_8.moe",
-    "full_batch_step": "widgets.lessons.researcher_8.moe",
-    "make_domain_tokens": "widgets.lessons.researcher_8.moe",
-    "router_z_loss_sum": "widgets.lessons.researcher_8.moe",
-    "step_gradient": "widgets.lessons.researcher_8.moe",
-    "TinyMoE": "widgets.lessons.researcher_8.moe",
-    "train_router": "widgets.lessons.researcher_8.moe",
-    "clipped_token_losses": "widgets.lessons.researcher_8.off_policy",
-    "group_advantages": "widgets.lessons.researcher_8.off_policy",
-    "generation_update_gradients": "widgets.lessons.researcher_8.rl_losses",
-    "invariance": "widgets.lessons.researcher_8.rl_losses",
-    "LOSS_TYPES": "widgets.lessons.researcher_8.rl_losses",
-    "make_completions": "widgets.lessons.researcher_8.rl_losses",
-    "partition": "widgets.lessons.researcher_8.rl_losses",
-    "TinyPolicy": "widgets.lessons.researcher_8.rl_losses",
-    "token_losses": "widgets.lessons.researcher_8.rl_losses",
-    "token_weights": "widgets.lessons.researcher_8.rl_losses",
-    "window_token_mean_gradient": "widgets.lessons.researcher_8.rl_losses",
-    "cite": "widgets.research.references",
-}
-__all__ = sorted(_NAMES)
-__getattr__, __dir__ = lazy_surface(__name__, _NAMES)
+"""researcher_8, RL and MoE losses: policy-gradient normalisers and the balance loss under K."""
+from widgets.audit.auditor import audit_training_loop
+from widgets.audit.rl_problem import completion_tokens
+from widgets.core.accumulation import flat_grad
+from widgets.draw.stills import still
+from widgets.draw.style import new_figure
+from widgets.lessons.researcher_8.draw import draw_expert_load, draw_token_weights
+from widgets.lessons.researcher_8.exercises import losses_exercises
+from widgets.lessons.researcher_8.moe import (
+    aux_values, expert_counts, full_batch_step, make_domain_tokens, router_z_loss_sum, step_gradient, TinyMoE,
+    train_router,
+)
+from widgets.lessons.researcher_8.off_policy import clipped_token_losses, group_advantages
+from widgets.lessons.researcher_8.rl_losses import (
+    generation_update_gradients, invariance, LOSS_TYPES, make_completions, partition, TinyPolicy, token_losses,
+    token_weights, window_token_mean_gradient,
+)
+from widgets.research.references import cite
