@@ -1,7 +1,4 @@
 """`Picture` and `name_picture`: a live figure's text alternative (under ipywidgets 8, its title)."""
-import ipywidgets as W
-import pytest
-
 from widgets.controls.names import Picture, name_picture
 
 
@@ -16,12 +13,3 @@ def test_the_front_end_receives_an_empty_description_beside_the_tooltip():
     """ipywidgets 8's view sets the title only when `description` is "" (and fails when it is missing)."""
     state = name_picture(Picture(format="png"), "a figure").get_state()
     assert state["description"] == "" and state.get("tooltip", "a figure") == "a figure"
-
-
-@pytest.mark.parametrize("widget, text, error", [
-    (Picture(), "", ValueError), (Picture(), "  ", ValueError), (Picture(), 3, ValueError),
-    (W.Image(), "a plain Image would fail in the page", TypeError), (W.Button(), "a picture", TypeError),
-])
-def test_name_picture_refuses_no_words_and_what_is_not_a_picture(widget, text, error):
-    with pytest.raises(error):
-        name_picture(widget, text)

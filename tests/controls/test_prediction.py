@@ -3,7 +3,7 @@ wrong against the computed answer, bad input leaves a message and the widget wor
 forms (text/plain for nbval, text/html without a kernel) are deterministic."""
 import pytest
 
-from widgets.controls.prediction import PredictionWidget, make_prediction, parse_number
+from widgets.controls.prediction import PredictionWidget, make_prediction
 
 
 def number_widget(**kwargs):
@@ -149,9 +149,15 @@ def test_an_answer_function_that_returns_something_outside_the_choices_is_report
     assert widget.commit("a") is False and "not one of the choices" in widget.errors.outputs[0]["text"]
 
 
-def test_parse_number_refuses_non_text():
-    with pytest.raises(TypeError, match="typed text"):
-        parse_number(None)
+def test_a_guess_typed_and_committed_without_enter_is_the_one_locked_in():
+    # The front end syncs a Text's value on Enter only when continuous_update is off; clicking Commit
+    # straight after typing then committed the old value. Each keystroke syncs, as here, then the click.
+    widget = number_widget()
+    assert widget.entry.continuous_update
+    for typed in ("1", "14", "1", "", "4"):  # typed, corrected, retyped
+        widget.entry.value = typed
+    widget.button.click()
+    assert widget.guess == 4.0 and widget.correct is True
 
 
 def test_the_beginner_predictions_build_and_reveal():

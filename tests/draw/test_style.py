@@ -20,10 +20,8 @@ def _hue(colour):
 def test_contrast_matches_wcag_reference_values():
     assert contrast("#000000") == pytest.approx(21.0)
     assert contrast("#FFFFFF") == pytest.approx(1.0)
-    assert contrast("#009E73") == pytest.approx(3.42, abs=0.01)  # the "✓ Correct" before: under 4.5
+    assert contrast("#009E73") == pytest.approx(3.42, abs=0.01)
     assert contrast("#D55E00") == pytest.approx(3.87, abs=0.01)
-    with pytest.raises(ValueError, match="colour"):
-        contrast("green")
 
 
 @pytest.mark.parametrize("palette, ratio", [(LINE_COLOURS, 3.0), (TEXT_COLOURS, 4.5)])
@@ -64,8 +62,6 @@ def test_apply_style_raises_every_text_to_the_floor():
     sizes += [label.get_fontsize() for label in ax.get_xticklabels() + ax.get_yticklabels()]
     assert sizes and min(sizes) >= FONT_PT
     assert figure.dpi >= 100
-    with pytest.raises(TypeError, match="figure"):
-        apply_style(ax)
 
 
 def test_legend_below_sits_under_the_axes_off_the_data():

@@ -1,15 +1,11 @@
-"""Guess, then see: a small widget where the learner commits to a prediction before the answer shows.
+"""Guess, then see: the learner commits to a prediction, locked once committed, before the computed answer shows.
 
     make_prediction("How many trips?", answer=4)                        # a number, typed in
     make_prediction("What stands after trip 2?", answer=lambda: ...,  # computed at the reveal
                     choices=["a quarter of the wall", "no wall yet"])
 
-The guess is locked once committed (no peeking, then changing it); the reveal shows the answer
-the package computed, says whether the guess was right and why. A guess that is not allowed (a
-word where a number goes, no choice picked) gets a message naming what is allowed, and the
-widget keeps waiting for a real guess. Without a kernel, the saved output shows the question and
-the answer folded away under "click to see" (`text/html`); `text/plain` is one deterministic
-line for nbval, without the answer.
+Without a kernel the saved output shows the question and the answer folded away (`text/html`);
+`text/plain` is one deterministic line for nbval, without the answer.
 """
 from __future__ import annotations
 
@@ -22,9 +18,13 @@ import ipywidgets as W
 from widgets.controls.compat import Displayed, set_tooltip
 from widgets.draw.frames import errors_shown_in
 from widgets.draw.style import RIGHT_TEXT, WRONG_TEXT
-from widgets.exercises.toolkit import close_to
 
-RIGHT, WRONG = RIGHT_TEXT, WRONG_TEXT  # the toolkit's colours for Correct / Incorrect: 4.5:1 on white
+RIGHT, WRONG = RIGHT_TEXT, WRONG_TEXT
+
+
+def _close(value: float, target: float, rel: float) -> bool:
+    """Equal up to a relative tolerance: a guess of 3.9999998 is the answer 4."""
+    return math.isclose(value, target, rel_tol=rel, abs_tol=1e-9)
 
 
 def _escape(text: str) -> str:
@@ -39,26 +39,23 @@ def _plain(value: object) -> str:
     return str(value)
 
 
-def parse_number(text: object) -> float:
+def _parse_number(text: str) -> float:
     """The learner's typed guess as a float; a ValueError says what a number looks like here."""
-    if not isinstance(text, str):
-        raise TypeError(f"the guess must be typed text, got {type(text).__name__}")
-    cleaned = text.strip().replace("−", "-")
     allowed = "type one plain number, such as 20, -3.5 or 0.25 (no units, no commas)"
+    cleaned = text.strip().replace("−", "-")
     if not cleaned:
         raise ValueError(f"nothing typed yet: {allowed}")
     try:
         value = float(cleaned)
     except ValueError:
-        raise ValueError(f"{text.strip()!r} is not a number: {allowed}") from None
+        raise ValueError(f"{cleaned!r} is not a number: {allowed}") from None
     if not math.isfinite(value):
-        raise ValueError(f"{text.strip()!r} is not a finite number: {allowed}")
+        raise ValueError(f"{cleaned!r} is not a finite number: {allowed}")
     return value
 
 
 class PredictionWidget(Displayed, W.VBox):
-    """Use `make_prediction`. Public: `guess` (None until committed), `correct`, `answer_shown`,
-    `commit()`, and the parts `question`, `entry`, `button`, `message`, `reveal`, `errors`."""
+    """Use `make_prediction`; `guess` stays None until `commit()` locks one in."""
 
     def __init__(
         self,
@@ -78,9 +75,9 @@ class PredictionWidget(Displayed, W.VBox):
         if self.choices:
             self.entry = W.RadioButtons(options=self.choices, value=None, layout=W.Layout(width="auto"))
         else:
-            # The description is the box's label (ipywidgets points the <label> at the box): a screen
-            # reader names it, where a placeholder alone goes unnamed.
-            self.entry = W.Text(description="your guess", placeholder="e.g. 12", continuous_update=False,
+            # The description labels the box for a screen reader. Every keystroke syncs: a value synced
+            # only on Enter is lost when the learner types and clicks Commit at once.
+            self.entry = W.Text(description="your guess", placeholder="e.g. 12", continuous_update=True,
                                 style={"description_width": "80px"}, layout=W.Layout(width="240px"))
         self.button = set_tooltip(W.Button(description="Commit my guess", button_style="primary"),
                                   "Lock in your guess; then the answer is shown")
@@ -106,19 +103,16 @@ class PredictionWidget(Displayed, W.VBox):
                 picked = "nothing picked yet" if guess is None else f"{guess!r} is not one of the choices"
                 raise ValueError(f"{picked}: pick one of {', '.join(repr(c) for c in self.choices)}")
             return guess
-        if isinstance(guess, (int, float)) and not isinstance(guess, bool):
-            guess = str(guess)
-        return parse_number(guess)
+        return _parse_number(str(guess))
 
     def commit(self, guess: object = None) -> bool:
-        """Lock in `guess` (default: what the widget shows) and reveal the answer. Returns whether
-        it was committed; a guess that is not allowed leaves a message and changes nothing else."""
+        """Lock in `guess` (default: the entry's) and reveal the answer; a guess not allowed leaves a message."""
         if self.guess is not None:
             self.message.value = "<i>Your guess is already locked in.</i>"
             return False
         try:
             value = self._read_guess(self.entry.value if guess is None else guess)
-        except (ValueError, TypeError) as error:
+        except ValueError as error:
             self.message.value = f"<span style='color:{WRONG}'>{_escape(str(error))}</span>"
             return False
         self.message.value = ""
@@ -128,7 +122,7 @@ class PredictionWidget(Displayed, W.VBox):
             answered = True
         if not answered:  # computing the answer failed: nothing is locked, the learner can try again
             return False
-        right = value == answer if self.choices else close_to(value, answer, self.rel_tolerance)
+        right = value == answer if self.choices else _close(value, answer, self.rel_tolerance)
         self.guess, self.correct, self.answer_shown = value, right, answer
         self.entry.disabled = self.button.disabled = True
         self.button.description = "Guess locked in"
@@ -137,7 +131,7 @@ class PredictionWidget(Displayed, W.VBox):
 
     def _why_wrong(self, value: object) -> str:
         for wrong, why in self.wrong_guesses.items():
-            same = value == wrong if self.choices else close_to(value, float(wrong), self.rel_tolerance)
+            same = value == wrong if self.choices else _close(value, float(wrong), self.rel_tolerance)
             if same:
                 return why
         return ""
@@ -189,11 +183,9 @@ def make_prediction(
 ) -> PredictionWidget:
     """Build (not display) a guess-then-see widget.
 
-    `answer`: a number, one of `choices`, or a function of no arguments that computes it (called
-    at the reveal, so the answer is the package's, not typed into the notebook, and once more when
-    the widget is displayed, for the folded answer of the saved output: keep it cheap). With `choices`
-    the learner picks one; without, types a number, right when within `rel_tolerance` (relative).
-    `wrong_guesses` maps a typical wrong guess to what it means; `explanation` follows the answer.
+    `answer`: a number, one of `choices`, or a cheap function computing it (called at the reveal and for
+    the saved output). A typed number is right within `rel_tolerance`; `wrong_guesses` maps a typical wrong
+    guess to what it means.
     """
     if not isinstance(question, str) or not question.strip():
         raise ValueError("question must be a non-empty string")

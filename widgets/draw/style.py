@@ -1,13 +1,4 @@
-"""The lab's one figure style: readable on a laptop and a projector, colours that pass WCAG 2.1 AA.
-
-- `DPI` (100) for the screen, `PROJECTOR_DPI` (2x) for the projector view; a figure shown at its
-  natural size then has text of `FONT_PT` (11 pt) or more, like the prose beside it.
-- `LINE_COLOURS`: the Okabe-Ito palette, each hue darkened (lightness only) until it reaches 3:1
-  against white, the bar for lines and shapes; `TEXT_COLOURS`: the same hues at 4.5:1, the bar for
-  text. Only the orange, bluish green, sky blue, reddish purple, vermillion and yellow change.
-- `apply_style(figure)`: every text in a figure raised to at least `FONT_PT`, once drawn.
-- `legend_below(ax)`: a legend under the Axes, off the data.
-"""
+"""The lab's one figure style: text of at least `FONT_PT` at `DPI` (2x for the projector), colours that pass WCAG 2.1 AA."""
 from __future__ import annotations
 
 import matplotlib.axes
@@ -22,11 +13,9 @@ TITLE_PT = 12
 WHITE = "#FFFFFF"
 MAX_INCHES = 20  # a figure's largest side: new_figure refuses more before anything is drawn
 
-# Okabe-Ito, as published (Okabe & Ito 2008): blue, orange, bluish green, reddish purple, sky blue,
-# vermillion, yellow, black. Kept for reference; draw with the two palettes below.
+# Okabe-Ito, as published (Okabe & Ito 2008); draw with the two palettes below, computed from it.
 OKABE_ITO_PUBLISHED = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
-# Each published colour, its HLS lightness lowered in steps of 0.005 until the contrast against white
-# reaches 3:1 (lines, markers, shapes) or 4.5:1 (text); `darkened` computes them, a test checks them.
+# `darkened` to 3:1 against white (lines and shapes) and 4.5:1 (text); a test recomputes them.
 LINE_COLOURS = ("#0072B2", "#C58800", "#009E73", "#CC79A7", "#229DE2", "#D55E00", "#A1960D", "#000000")
 TEXT_COLOURS = ("#0072B2", "#9C6C00", "#008762", "#BC4F8B", "#187CB5", "#C35600", "#80770A", "#000000")
 RIGHT_TEXT, WRONG_TEXT = TEXT_COLOURS[2], TEXT_COLOURS[5]  # "✓ Correct" / "✗ Not this time"
@@ -35,8 +24,6 @@ MUTED_TEXT = "#595959"  # grey text for captions: 7:1 on white
 
 def relative_luminance(colour: str) -> float:
     """WCAG 2.1's relative luminance of an "#RRGGBB" colour (0 black to 1 white)."""
-    if not (isinstance(colour, str) and len(colour) == 7 and colour.startswith("#")):
-        raise ValueError(f"colour must be '#RRGGBB', got {colour!r}")
     channels = [int(colour[i:i + 2], 16) / 255 for i in (1, 3, 5)]
     r, g, b = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
     return 0.2126 * r + 0.7152 * g + 0.0722 * b
@@ -49,8 +36,7 @@ def contrast(foreground: str, background: str = WHITE) -> float:
 
 
 def darkened(colour: str, ratio: float) -> str:
-    """`colour` with its HLS lightness lowered (hue and saturation kept) until its contrast against
-    white is at least `ratio`; unchanged if it is there already."""
+    """`colour` with its HLS lightness lowered (hue and saturation kept) until its contrast on white reaches `ratio`."""
     import colorsys
 
     hue, lightness, saturation = colorsys.rgb_to_hls(*[int(colour[i:i + 2], 16) / 255 for i in (1, 3, 5)])
@@ -63,17 +49,14 @@ def darkened(colour: str, ratio: float) -> str:
 
 
 def legend_below(ax: matplotlib.axes.Axes, ncols: int = 3, gap_pt: float = 36, **kwargs) -> matplotlib.legend.Legend:
-    """A legend under the Axes, off the data: `gap_pt` points below its bottom edge, room for the tick
-    labels and an x label at `FONT_PT`, whatever the Axes' height; short handles, so that three
-    entries fit under a half-width panel. A layout engine (`new_figure`'s default) makes room for it."""
+    """A legend `gap_pt` points under the Axes (below its tick labels and x label), off the data."""
     options = dict(loc="upper center", bbox_to_anchor=(0.5, 0.0), ncols=ncols, fontsize=FONT_PT, frameon=False,
                    borderaxespad=gap_pt / FONT_PT, handlelength=1.6, handletextpad=0.4, columnspacing=0.9)
     return ax.legend(**{**options, **kwargs})
 
 
 def log_gap_axes(ax: matplotlib.axes.Axes, xlabel: str, ylabel: str, scale_note: str) -> matplotlib.legend.Legend:
-    """Finish a plot of relative gradient gaps: a log y axis, both labels, a dotted grey line at 1e-7
-    labelled "1e-7: <scale_note>" (float32's rounding, or allclose's rtol), the legend below."""
+    """Finish a plot of relative gradient gaps: log y axis, labels, a dotted line at 1e-7 (`scale_note`), legend below."""
     ax.set_yscale("log")
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
@@ -82,10 +65,7 @@ def log_gap_axes(ax: matplotlib.axes.Axes, xlabel: str, ylabel: str, scale_note:
 
 
 def apply_style(figure: matplotlib.figure.Figure) -> matplotlib.figure.Figure:
-    """Raise every text of `figure` to at least `FONT_PT` (tick labels, axis labels, titles, legends,
-    annotations); returns the figure. Call it once the figure is drawn on, before its PNG is made."""
-    if not isinstance(figure, matplotlib.figure.Figure):
-        raise TypeError(f"figure must be a matplotlib Figure, got {type(figure).__name__}")
+    """Raise every text of a drawn `figure` to at least `FONT_PT`; returns the figure."""
     for ax in figure.axes:
         ax.tick_params(labelsize=FONT_PT)  # also for ticks made later, when the limits change
         ax.title.set_fontsize(max(ax.title.get_fontsize(), TITLE_PT))
@@ -96,13 +76,9 @@ def apply_style(figure: matplotlib.figure.Figure) -> matplotlib.figure.Figure:
 
 
 def new_figure(width: float, height: float, dpi: int = DPI, layout: str | None = "constrained") -> matplotlib.figure.Figure:
-    """A plain matplotlib Figure (no pyplot: nothing leaks into the notebook), `width` x `height`
-    inches at `dpi`, with a canvas to draw on. A still uses the default constrained layout (legends
-    below the Axes get their room); a live widget passes `layout=None` and fixes its Axes itself,
-    so that its cached backgrounds keep their places."""
+    """A plain Figure (no pyplot, nothing leaks) with a canvas; a live widget passes `layout=None` to fix its Axes."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    # Sizes checked before a canvas is made: at most 20 x 20 inches at 400 dpi (an 8000-pixel square).
     for name, value in (("width", width), ("height", height)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.5 <= value <= MAX_INCHES:
             raise ValueError(f"{name} must be a number of inches from 0.5 to {MAX_INCHES}, got {value!r}")
@@ -114,8 +90,7 @@ def new_figure(width: float, height: float, dpi: int = DPI, layout: str | None =
 
 
 def freeze_layout(figure: matplotlib.figure.Figure) -> matplotlib.figure.Figure:
-    """Lay `figure` out once with its layout engine (room for labels and legends below the Axes),
-    then keep those places: a live widget's cached backgrounds (`FastCanvas`) need Axes that stay put."""
+    """Lay `figure` out once, then keep those places: a `FastCanvas`'s cached backgrounds need Axes that stay put."""
     figure.canvas.draw()
     figure.set_layout_engine("none")
     return figure
