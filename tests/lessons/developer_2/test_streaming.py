@@ -16,8 +16,3 @@ def test_only_the_last_item_is_flagged(n):
 def test_boundaries_match_is_update_step_with_the_total(n, K):
     streamed = [is_update_step(i, K) or last for i, (_, last) in enumerate(with_last_flag(iter(range(n))))]
     assert streamed == [is_update_step(i, K, n) for i in range(n)]
-
-
-def test_a_non_iterable_gets_a_clear_error():
-    with pytest.raises(TypeError, match="items must be iterable"):
-        list(with_last_flag(42))

@@ -1,10 +1,6 @@
-"""The three ways of training compared at equal wall-clock time, measured on this machine.
+"""The three ways of training compared at equal wall-clock time, measured on this machine (present it so).
 
-Equal updates flatters accumulation (each of its updates costs K passes); equal examples is fair
-in arithmetic; equal time is what a person waiting for a run sees. Each regime trains from the
-same weights on the same draws with the lab's correct loop, `train`, and the clock stops while the
-loss on all examples is taken after each update. Timings depend on the
-machine and its load: callers should present them as measured here, not as facts.
+Equal updates flatters accumulation (each update costs K passes); equal time is what a person waiting sees.
 """
 from __future__ import annotations
 
@@ -44,12 +40,8 @@ class WallClockRace:
 
 
 def race_at_equal_time(config: AccumulationConfig) -> WallClockRace:
-    """Train accumulated (K micro-batches of b, one step), big batch (K·b at once, one step) and
-    small batches (one step per micro-batch of b) over the same examples, timing only the training.
-
-    Each regime is the lab's correct loop `train` (the big batch and the small batches with K = 1); an optimizer
-    hook stops the clock after each update while the loss on all examples is taken.
-    """
+    """Accumulated, big batch (K·b at once) and small batches (a step per b) over the same examples, each
+    with the lab's loop `train`; the clock stops after each update while the loss on all examples is taken."""
     check_config(config)
     config = replace(config, mistake=None)  # the race is about time, not about mistakes
     x, y = make_regression_data(config.num_examples, config.seed)

@@ -1,24 +1,9 @@
 """Hugging Face Accelerate's documented accumulation recipes, as loops the auditor can run.
 
-    from widgets.audit import audit_training_loop
-    from widgets.lessons.developer_4.accelerate_adapter import accelerate_loop, accelerate_items_loop
     audit_training_loop(accelerate_loop(), accumulation_steps=4)
 
-Each factory returns `loop(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None)`
-that hands the auditor's own model, optimizer and scheduler to `Accelerator.prepare`, so the
-auditor's instruments see every backward pass, step and scheduler step Accelerate makes. Nothing
-in Accelerate is patched. CPU only (`Accelerator(cpu=True)`), no trackers, nothing written to disk.
-
-- `accelerate_loop`: the usage guide's recipe, `Accelerator(gradient_accumulation_steps=K)`,
-  `with accelerator.accumulate(model):`, `accelerator.backward(loss)`, clipping under
-  `if accelerator.sync_gradients:` (the `clip_grad_norm_` docstring), step/schedule/zero_grad on
-  every batch (the prepared optimizer and scheduler skip them until the update is complete); it
-  logs the loss in scope when `sync_gradients` is True, as a loop that logs at the update does.
-- `accelerate_items_loop`: the usage guide's recipe for losses normalised by a count of items
-  ("Gradient accumulation on training samples of variable size"): the window of micro-batches is
-  read ahead, each summed loss is multiplied by K and divided by the number of items in the
-  whole window (`accelerator.backward` divides by K again), one step per window. On the auditor's
-  regression problem an item is one target value; on its token problem, one real (not padding) token.
+Each loop hands the auditor's model, optimizer and scheduler to `Accelerator.prepare` (CPU, nothing
+patched, nothing written), so the auditor sees every backward, step and scheduler step Accelerate makes.
 """
 from __future__ import annotations
 
@@ -35,8 +20,7 @@ Loop = Callable[..., list]
 
 
 def _prepared(model, optimizer, batches, accumulation_steps: int, scheduler):
-    """An Accelerator for K, and the auditor's objects prepared by it over a data loader that
-    yields the same micro-batches again (one TensorDataset, batch_size = the micro-batch size)."""
+    """An Accelerator for K, and the auditor's objects prepared by it over a loader of the same micro-batches."""
     accelerator = Accelerator(gradient_accumulation_steps=accumulation_steps, cpu=True)
     objects = [model, optimizer, loader_of(batches)] + ([scheduler] if scheduler is not None else [])
     prepared = accelerator.prepare(*objects)
@@ -79,7 +63,8 @@ def accelerate_loop(clip_norm: float | None = None, clip_on_sync_only: bool = Tr
 
 
 def accelerate_items_loop(clip_norm: float | None = None) -> Loop:
-    """The documented recipe for item-normalised losses (num_items_in_batch), one step per window."""
+    """The documented recipe for item-normalised losses ("training samples of variable size"): the window read
+    ahead, each summed loss x K / the window's items (`accelerator.backward` divides by K), one step per window."""
     clip_norm = _checked_clip_norm(clip_norm)
 
     def accelerate_num_items(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):

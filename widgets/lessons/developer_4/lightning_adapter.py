@@ -1,35 +1,12 @@
 """PyTorch Lightning's documented accumulation recipe, as loops the auditor can run.
 
-    from widgets.audit import audit_training_loop
-    from widgets.lessons.developer_4.lightning_adapter import lightning_loop
     audit_training_loop(lightning_loop(), accumulation_steps=4)
 
-`lightning_loop()` returns `loop(model, optimizer, loss_fn, batches, accumulation_steps,
-scheduler=None)`: a `LightningModule` around the auditor's model whose `training_step` returns the
-mean loss and calls `self.log("train_loss", loss)`, and whose `configure_optimizers` returns the
-auditor's optimizer and warmup scheduler (`"interval": "step"`), trained for one epoch by
-`Trainer(accumulate_grad_batches=K, gradient_clip_val=clip_norm)` on the CPU, with no checkpoints,
-no progress bar, no model summary. "What is logged" is what a logger would receive: the Trainer
-gets an in-memory logger (`_ListLogger`, it writes no file) and the loop returns its `train_loss`s.
-
-`exact=True` is the smallest change that makes every update the big-batch one, the uneven final
-window and item-count normalisation included (Lightning has no documented way; it divides every
-loss by K): at the epoch's start the module counts the items of each window of K batches, and
-`training_step` returns its summed loss x K / the items of its window; it logs the window's mean.
-
-Two seams, both Lightning's own extension points; nothing in Lightning is patched:
-- `_StepAfterClosure`, a precision plugin. Lightning calls `optimizer.step(closure)`, and the
-  closure runs the window's last forward/backward and the clipping *inside* the optimizer's step,
-  where the auditor's optimizer, which records when `step` is entered, would see the pile before
-  them. The plugin runs Lightning's closure first and then `optimizer.step()`, which is what
-  `torch.optim.SGD.step(closure)` does anyway, so the update is the same and the record is right.
-- Quiet: Lightning's info lines ("GPU available: False ...") go to the `pytorch_lightning`
-  logger, silenced during the run as Lightning's docs show (`logging.getLogger(...).setLevel`);
-  the `PossibleUserWarning` about data-loader workers is filtered by category, as its docs say,
-  and torch's FutureWarning about Lightning's use of a deprecated pytree class by its text.
-
-Lightning imports torch._dynamo, which imports matplotlib: so pytorch_lightning is imported only
-when a loop runs, and importing this module stays torch-only.
+`Trainer(accumulate_grad_batches=K, gradient_clip_val=clip_norm)` trains a `LightningModule` around the
+auditor's model for one epoch on the CPU; the loop returns the `train_loss`s an in-memory logger received.
+`exact=True` is the smallest change that makes every update the big-batch one (Lightning divides every loss
+by K): each loss is summed x K / its window's item count. Nothing in Lightning is patched; it is imported
+only when a loop runs (it imports matplotlib through torch._dynamo).
 """
 from __future__ import annotations
 
@@ -49,7 +26,7 @@ Loop = Callable[..., list]
 
 @functools.cache
 def lightning_classes() -> SimpleNamespace:
-    """The Lightning classes this adapter needs, defined on first use (see the module docstring)."""
+    """The Lightning classes this adapter needs, defined on first use."""
     import pytorch_lightning as pl
     from pytorch_lightning.loggers import Logger
     from pytorch_lightning.plugins.precision import Precision
@@ -71,7 +48,10 @@ def lightning_classes() -> SimpleNamespace:
             pass
 
     class _StepAfterClosure(Precision):
-        """Run Lightning's closure (forward, backward, clipping), then step: see the module docstring."""
+        """Run Lightning's closure (forward, backward, clipping), then step, as `SGD.step(closure)` does.
+
+        Lightning runs the closure inside `optimizer.step`, where the auditor, which records when step
+        is entered, would see the pile before the window's last backward."""
 
         def optimizer_step(self, optimizer, model, closure, **kwargs):
             result = self._wrap_closure(model, optimizer, closure)
@@ -128,8 +108,7 @@ def _quiet():
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", category=PossibleUserWarning)
-            # Lightning 2.6.6 still builds a torch pytree LeafSpec, which torch 2.13 deprecates;
-            # it says nothing about accumulation
+            # Lightning's use of a torch pytree class torch deprecates: nothing about accumulation
             warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)`", category=FutureWarning)
             yield
     finally:
@@ -138,7 +117,7 @@ def _quiet():
 
 def lightning_loop(clip_norm: float | None = None, exact: bool = False) -> Loop:
     """`Trainer(accumulate_grad_batches=K, gradient_clip_val=clip_norm)` on a LightningModule, as a loop;
-    `exact=True` normalises each loss by its window's item count (see the module docstring)."""
+    `exact=True` normalises each loss by its window's item count."""
     clip_norm = None if clip_norm is None else check_float("clip_norm", clip_norm, 0.0, 1e6)
     if not isinstance(exact, bool):
         raise TypeError(f"exact must be True or False, got {exact!r}")
