@@ -39,7 +39,6 @@ LISTED = {
     "widgets.lessons.researcher_1.controls.make_token_spread_widget",
     "widgets.lessons.researcher_1.precision.make_precision_problem",
     "widgets.lessons.researcher_2.batchnorm.GhostBatchNorm1d",
-    "widgets.lessons.researcher_2.batchnorm.ghost_batch_matches_accumulation",
     "widgets.lessons.researcher_2.batchnorm.make_norm_data",
     "widgets.lessons.researcher_2.batchnorm.running_stats_after_one_update",
     "widgets.lessons.researcher_2.contrastive.make_encoders",

@@ -1,8 +1,4 @@
-"""Reference measurements from a datacenter GPU, shipped with the package (see data/README.md).
-
-These are cited facts, not results of the lab's own code: whatever shows them must say they were
-measured on an NVIDIA H200. Pure Python (json): no torch needed to read them.
-"""
+"""Reference measurements from an NVIDIA H200, shipped with the package (data/README.md); whatever shows them says so."""
 from __future__ import annotations
 
 import json

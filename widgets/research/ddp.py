@@ -1,23 +1,11 @@
-"""A real two-process DistributedDataParallel run on the gloo backend, and the arithmetic of many machines.
+"""A real two-process DistributedDataParallel run on gloo, and the arithmetic of many machines.
 
-`run_ddp` spawns `world_size` worker processes (a private rendezvous, a timeout), each of
-which trains the same small model twice with gradient accumulation: once letting DDP all-reduce
-after every micro-step, once with `no_sync()` on all but the last micro-step of each update. A DDP
-communication hook counts the all-reduces and their bytes. The workers are always ended, also
-when one raises or the run times out, and each one exits by itself within a second if the process
-that started it dies (a kernel killed for memory). The workers' code lives here, not in a notebook, because
-spawned processes import it by name.
-
-The workers meet through a file store in a new mode-700 folder (`private_rendezvous`): no port, so
-neither another user of this machine nor another machine can read or write it; a janitor process
-deletes the folder when the run ends or the process that started it dies. gloo's own connections
-between the workers are TCP on 127.0.0.1, on ports the rendezvous tells only the workers: another
-local user can connect to one (loopback has no owner check), not into a connection already made;
-random bytes sent to them were ignored (`make reliability`'s rendezvous), but gloo authenticates
-no one, so a peer speaking its protocol as the workers join could disturb a run (instructor/hub.md).
-An explicit `port=` falls back to a TCP store on that port, which any local user can reach: only
-for a machine of your own.
-"""
+`run_ddp` spawns W workers that each train the same small model twice, all-reducing after every micro-step
+and with `no_sync()`; a communication hook counts the all-reduces and their bytes. The workers live here
+because spawned processes import them by name; they always end, also when one raises, the run times out or
+the kernel dies. They meet through a file store in a new mode-700 folder (`private_rendezvous`), which no
+other user or machine can reach; gloo's own links are TCP on 127.0.0.1 and authenticate no one
+(instructor/hub.md). An explicit `port=` uses a TCP store any local user can reach: for a machine of your own."""
 from __future__ import annotations
 
 import contextlib
@@ -77,18 +65,17 @@ def make_data(num_examples: int, seed: int = 0) -> tuple[torch.Tensor, torch.Ten
 
 def rank_micro_batch(update: int, rank: int, micro_step: int, world_size: int, accumulation_steps: int,
                      micro_batch_size: int) -> slice:
-    """The examples rank `rank` sees at `micro_step` of `update`: update u covers the global batch
-    [u W K b, (u + 1) W K b), and each rank takes a contiguous K b of it."""
+    """The examples rank `rank` sees at `micro_step` of `update`: a contiguous K b of update u's W K b."""
     start = (update * world_size + rank) * accumulation_steps * micro_batch_size + micro_step * micro_batch_size
     return slice(start, start + micro_batch_size)
 
 
 @dataclass(frozen=True)
 class RankGrid:
-    """What every gloo run's config shares (`DDPConfig`, researcher_6's `RanksConfig`, researcher_7's
-    `FSDPConfig`): W ranks (`world_size`), each taking K micro-steps (`accumulation_steps`) of b
-    examples (`micro_batch_size`) per update, each a whole number from 1 to its entry of
-    `GRID_LIMITS`. A subclass adds its fields, sets its own limits and calls this `__post_init__`."""
+    """W ranks of K micro-steps of b examples, each a whole number from 1 to its `GRID_LIMITS` entry.
+
+    Shared by `DDPConfig`, researcher_6's `RanksConfig` and researcher_7's `FSDPConfig`: a subclass adds its
+    fields and limits and calls this `__post_init__`."""
 
     world_size: int = 2
     accumulation_steps: int = 4
@@ -128,9 +115,7 @@ class DDPConfig(RankGrid):
         return self.examples_per_update * self.num_updates * (INPUTS + OUTPUTS) * FLOAT32
 
     def seconds_estimate(self) -> float:
-        """A high estimate of `run_ddp`'s seconds: starting the workers (15 s for two on a busy 2-core
-        machine), then 2 trainings of U K micro-steps, each a forward, a backward and an all-reduce on
-        loopback (~2 ms measured; 5 ms taken), a little more per example."""
+        """A high estimate of `run_ddp`'s seconds: 10 s + 4 s per worker to start, then ~5 ms per micro-step."""
         micro_steps = 2 * self.num_updates * self.accumulation_steps
         return 10.0 + 4.0 * self.world_size + micro_steps * (5e-3 + 2e-6 * self.micro_batch_size)
 
@@ -173,11 +158,7 @@ def _train(config: DDPConfig, rank: int, use_no_sync: bool) -> dict:
 
 def _gloo_worker(rank: int, rendezvous: str, results, fail_on_rank: int | None, timeout_s: float, *,
                  job: Callable, config: object) -> None:
-    """One worker process of `run_workers`: join the gloo group at `rendezvous` (gloo's own links on
-    127.0.0.1), run `job(config, rank)`, report ("ok", rank, what it returned), or ("no_backend" |
-    "error", rank, why); always leave the group. `job` is a module-level function: a spawned process
-    imports it by name. Started through `core.orphans.run_with_parent`, which made it end with its
-    parent before this module (and torch) was imported."""
+    """One worker of `run_workers`: join the gloo group, report ("ok" | "no_backend" | "error", rank, payload), leave."""
     import torch.distributed as dist
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # stay on the loopback interface
     torch.set_num_threads(1)
@@ -238,8 +219,7 @@ def train_single_process(config: DDPConfig) -> list[float]:
 
 @contextlib.contextmanager
 def environment(variables: dict[str, str]) -> Iterator[None]:
-    """Set `variables` in os.environ for the block (a process spawned inside inherits them), then put
-    back what was there before, also on error."""
+    """Set `variables` in os.environ for the block (spawned processes inherit them), then restore them."""
     before = {name: os.environ.get(name) for name in variables}
     os.environ.update(variables)
     try:
@@ -253,8 +233,7 @@ def environment(variables: dict[str, str]) -> Iterator[None]:
 
 
 def usable_port(port: int | None) -> int | None:
-    """None for the private rendezvous (the default); else `port`, checked free before any process
-    starts (a clear DDPError if it is taken, instead of workers that time out)."""
+    """None for the private rendezvous; else `port`, checked free before any process starts."""
     if port is None:
         return None
     port = check_int("port", port, 1, 65535)
@@ -274,8 +253,7 @@ _JANITOR = "import shutil, sys; sys.stdin.buffer.read(); shutil.rmtree(sys.argv[
 
 @contextlib.contextmanager
 def private_rendezvous() -> Iterator[str]:
-    """A gloo rendezvous only this user's processes can reach: `file://` to a store in a new mode-700
-    folder (mkdtemp), deleted when the block ends and, through a janitor process, also after a crash."""
+    """A `file://` gloo store in a new mode-700 folder, deleted at the end and, by a janitor process, after a crash."""
     folder = tempfile.mkdtemp(prefix="lab-gloo-")  # mode 700: no other user reads, writes or lists it
     try:
         janitor = subprocess.Popen([sys.executable, "-I", "-S", "-c", _JANITOR, folder], stdin=subprocess.PIPE,
@@ -298,10 +276,7 @@ def private_rendezvous() -> Iterator[str]:
 
 def prepare_gloo_run(function: str, config: object, config_type: type, timeout_s: float,
                      fail_on_rank: int | None, port: int | None = None):
-    """The checks before any worker starts, for `run_ddp`, `run_across_ranks` and `run_fsdp`: `config`
-    (None: `config_type()`) is of its type, `timeout_s` in (0, 3600], `port` free (`usable_port`),
-    `fail_on_rank` one of the ranks, the run within the lab's time ceiling (`check_time`), and this torch
-    build has the gloo backend. Returns (config, timeout_s, port)."""
+    """The checks before any worker starts (config type, timeout, port, rank, time budget, gloo); (config, timeout_s, port)."""
     config = config if config is not None else config_type()
     if not isinstance(config, config_type):
         name = config_type.__name__  # "an FSDPConfig" (said eff-ess-dee-pee), "a DDPConfig", "a RanksConfig"
@@ -321,12 +296,10 @@ def prepare_gloo_run(function: str, config: object, config_type: type, timeout_s
 def run_workers(job: Callable, config: object, world_size: int, port: int | None, timeout_s: float,
                 fail_on_rank: int | None, who: str, no_backend_hint: str = "",
                 env: dict[str, str] | None = None) -> dict[int, object]:
-    """The lab's one way to run gloo workers (researcher_5, 6 and 7): spawn `world_size` processes that
-    join one gloo group and each run `job(config, rank)` (`_gloo_worker`), collect what each returns,
-    and end every started process whatever happens: a timeout, a worker's error or death, a start that
-    fails, Kernel > Interrupt. They meet at a private rendezvous (`port=None`), or at a TCP store on
-    `port`. `who` names a worker in the messages ("DDP worker"); `env` is set only while the workers
-    start. Returns rank -> what `job` returned there."""
+    """Run `job(config, rank)` in `world_size` gloo workers; rank -> what each returned.
+
+    Every started process ends whatever happens (timeout, a worker's error or death, a failed start, an
+    interrupt). `who` names a worker in messages; `env` is set only while they start."""
     if port is not None:
         return _run_workers(job, config, world_size, f"tcp://127.0.0.1:{port}", f"127.0.0.1:{port}", timeout_s,
                             fail_on_rank, who, no_backend_hint, env)
@@ -389,10 +362,7 @@ def _run_workers(job: Callable, config: object, world_size: int, rendezvous: str
 
 def run_ddp(config: DDPConfig | None = None, timeout_s: float = 60.0, port: int | None = None,
             fail_on_rank: int | None = None) -> DDPResult:
-    """Spawn the workers, wait for both trainings, end every process; raise DDPError if anything fails.
-
-    `port=None`: the private rendezvous; a port: a TCP store there (any local user can reach it);
-    `fail_on_rank` makes that worker raise (to show the clean-up)."""
+    """Run both trainings in the workers and the single-process reference; DDPError if anything fails."""
     config, timeout_s, port = prepare_gloo_run("run_ddp", config, DDPConfig, timeout_s, fail_on_rank, port)
     start = time.perf_counter()
     hint = "" if port is None else "Is the port taken, or were the processes killed? Try again with port=None."
@@ -418,16 +388,14 @@ def communication_per_update(gradient_bytes: float, workers: int, accumulation_s
 
 
 def sharded_gradient_bytes(gradient_bytes: float, workers: int, skip_sync: bool) -> float:
-    """Gradient memory per worker under ZeRO-2 / FSDP during accumulation: a 1/N shard when each
-    micro-step reduce-scatters, the full unsharded gradient when the sync is skipped (no_sync)."""
+    """Gradient bytes per worker under ZeRO-2 / FSDP while accumulating: a 1/N shard, or all of it under no_sync."""
     g = check_float("gradient_bytes", gradient_bytes, 0.0, math.inf, low_inclusive=True)
     n = check_int("workers", workers, 1)
     return g if skip_sync else g / n
 
 
 def sampler_shards(num_examples: int, world_size: int, drop_last: bool) -> list[list[int]]:
-    """The indices `DistributedSampler` (no shuffle) gives each rank: padded by repeating the first
-    examples so that every rank gets the same count, or with the tail dropped (`drop_last`)."""
+    """The indices `DistributedSampler` (no shuffle) gives each rank: padded by repeating, or the tail dropped."""
     from torch.utils.data import DistributedSampler
     n = check_int("num_examples", num_examples, 1)
     w = check_int("world_size", world_size, 1)

@@ -1,20 +1,9 @@
 """The four memory terms of training, in bytes, counted from the tensors themselves.
 
-- parameters, gradients and optimizer state: the `nbytes` of the tensors that hold them;
-- activations: what autograd saves for backward, caught with `torch.autograd.graph.saved_tensors_hooks`
-  and counted once per storage. Autograd also saves weights (a linear layer keeps its weight for
-  the input gradient); those are parameter storage, so `activations` subtracts them and
-  `saved_total` keeps them: both are reported.
-
-- the peak: the most bytes the micro-step's operators hold at once over forward and backward, as
-  in the middle of an accumulation window (the gradient buffer exists and backward adds into it),
-  counted by `PeakBytesCounter`. What autograd saves is the state after the forward; backward
-  adds activation gradients, and checkpointing rebuilds a block's activations there.
-
-Of the four terms, only activations grow with the micro-batch size b. `TinyGPT` is a
-decoder-only transformer laid out like the one Korthikanti et al. (2022) count, so their formula
-can be checked against what autograd really saves (`widgets.research.planner`).
-"""
+Parameters, gradients and optimizer state are the `nbytes` of their tensors; activations are what autograd
+saves for backward, counted once per storage, less the weights it saves too (`saved_total` keeps them); the
+peak (`PeakBytesCounter`) is the most a micro-step's operators hold at once. `TinyGPT` is laid out like the
+transformer Korthikanti et al. (2022) count, so `widgets.research.planner`'s formula can be checked against it."""
 from __future__ import annotations
 
 import copy
@@ -70,8 +59,7 @@ def optimizer_state_bytes(optimizer: torch.optim.Optimizer) -> int:
 
 
 class Block(torch.nn.Module):
-    """One pre-LayerNorm decoder layer: attention with a causal mask, then a 4h MLP with GELU.
-    `sdpa`: attention by `F.scaled_dot_product_attention` (fused: no s x s scores kept for backward)."""
+    """One pre-LayerNorm decoder layer: causal attention, then a 4h GELU MLP; `sdpa`: fused attention."""
 
     def __init__(self, hidden: int, heads: int, dropout: float, sdpa: bool = False):
         super().__init__()
@@ -99,17 +87,13 @@ class Block(torch.nn.Module):
 
 
 def tiny_gpt_parameters(layers: int, hidden: int, seq_len: int, vocab: int) -> int:
-    """TinyGPT's parameter count: the two embeddings, `layers` blocks of 12 h^2 + 13 h, the last
-    LayerNorm (the head is the token embedding, tied)."""
+    """TinyGPT's parameter count: two embeddings, `layers` blocks of 12 h^2 + 13 h, the last LayerNorm (tied head)."""
     return (vocab + seq_len) * hidden + layers * (12 * hidden * hidden + 13 * hidden) + 2 * hidden
 
 
 def micro_step_estimate(layers: int, hidden: int, heads: int, seq_len: int, vocab: int,
                         micro_batch_size: int, checkpointing: bool = False) -> tuple[int, float]:
-    """(bytes, seconds) of `measure_memory_terms` on such a TinyGPT, on the high side: a copy of the
-    weights, their gradients and Adam's two states (5 x the parameters), what autograd saves (the
-    published formula at float32, x 1.5, plus the logits three times), and two micro-steps of 3 x
-    the forward's flops (4 x with checkpointing) at `FLOPS_PER_SECOND`."""
+    """A high estimate of (bytes, seconds) of `measure_memory_terms` on such a TinyGPT."""
     b, s, h = micro_batch_size, seq_len, hidden
     params = tiny_gpt_parameters(layers, h, s, vocab)
     saved = layers * activation_bytes_per_layer(s, b, h, heads, element_bytes=FLOAT32, mask_bytes=1) * 3 // 2
@@ -119,8 +103,7 @@ def micro_step_estimate(layers: int, hidden: int, heads: int, seq_len: int, voca
 
 
 class TinyGPT(torch.nn.Module):
-    """A small decoder-only transformer (token + position embeddings, `layers` blocks, tied head);
-    `sdpa`: fused attention in every block."""
+    """A small decoder-only transformer (token + position embeddings, `layers` blocks, tied head); `sdpa`: fused attention."""
 
     def __init__(self, layers: int = 2, hidden: int = 64, heads: int = 4, seq_len: int = 32, vocab: int = 128,
                  dropout: float = 0.1, seed: int = 0, sdpa: bool = False):
@@ -177,11 +160,9 @@ def lm_loss(model: TinyGPT, tokens: torch.Tensor, targets: torch.Tensor) -> torc
 
 
 def chunked_lm_backward(model: TinyGPT, tokens: torch.Tensor, targets: torch.Tensor, chunks: int) -> float:
-    """`lm_loss(...).backward()` with the loss taken in `chunks` pieces of the sequence, as a chunked
-    (or fused) cross-entropy does: the trunk runs once; each piece's logits, log-softmax and their
-    gradients are made and freed before the next piece's; then the trunk's backward takes the
-    gathered gradient of its output. The same gradient, a `chunks`-th of the loss's working set.
-    Returns the loss (the mean over every token)."""
+    """`lm_loss(...).backward()` with the loss taken in `chunks` pieces of the sequence, as a chunked cross-entropy does.
+
+    The same gradient for a `chunks`-th of the loss's working set; returns the loss (the mean over every token)."""
     if not isinstance(model, TinyGPT):
         raise TypeError(f"model must be a TinyGPT, got {type(model).__name__}")
     check_int("chunks", chunks, 1, tokens.shape[1])
@@ -200,8 +181,7 @@ def chunked_lm_backward(model: TinyGPT, tokens: torch.Tensor, targets: torch.Ten
 
 def measure_memory_terms(model: TinyGPT, micro_batch_size: int, optimizer: str = "adam",
                          checkpointing: bool = False, seed: int = 0, allocator: bool = False) -> MemoryTerms:
-    """One micro-step and one optimizer step on a copy of `model`, every term counted in bytes;
-    `allocator`: the micro-step runs a second time under the profiler, for `allocator_peak`."""
+    """One micro-step and one optimizer step on a copy of `model`, every term in bytes (`allocator`: also `allocator_peak`)."""
     if not isinstance(model, TinyGPT):
         raise TypeError(f"model must be a TinyGPT, got {type(model).__name__}")
     b = check_int("micro_batch_size", micro_batch_size, 1, 4096)

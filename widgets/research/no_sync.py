@@ -1,9 +1,4 @@
-"""Where `no_sync` goes: one update's micro-steps on a DistributedDataParallel model, synced once.
-
-DDP all-reduces the gradients during every backward pass. Under `model.no_sync()` it only adds
-into the local `.grad`; the last micro-step, outside it, all-reduces the whole pile. Notebook
-researcher_5 shows `accumulate_micro_steps` in a cell; the workers of `widgets.research.ddp` run it.
-"""
+"""Where `no_sync` goes: one update's micro-steps on a DDP model, all-reduced once, by the last micro-step's backward."""
 from __future__ import annotations
 
 import contextlib

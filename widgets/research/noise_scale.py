@@ -1,14 +1,8 @@
 """The gradient noise scale B_simple, for free from the accumulation window (McCandlish et al., 2018).
 
-Inside one update the K micro-batch gradients (b examples each) and their mean (K*b examples) are
-taken at the same parameters: exactly the two batch sizes the unbiased estimators of the paper's
-appendix A need. With |G_B|^2 the squared norm of a gradient over B examples,
-
-    E|G_B|^2 = |G|^2 + tr(Sigma) / B,
-
-so two batch sizes B_small = b and B_big = K*b give |G|^2 and tr(Sigma), and B_simple =
-tr(Sigma) / |G|^2, in examples. Nothing here draws; records go to `widgets.lessons.researcher_3.draw`.
-"""
+The K micro-batch gradients of one window (b examples each) and their mean (K*b) are taken at the same
+parameters: the two batch sizes the paper's unbiased estimators need, from E|G_B|^2 = |G|^2 + tr(Sigma) / B.
+B_simple = tr(Sigma) / |G|^2, in examples."""
 from __future__ import annotations
 
 import math
@@ -22,9 +16,7 @@ from widgets.core.config import check_float, check_int
 
 @dataclass(frozen=True)
 class NoiseScale:
-    """What `estimate_noise_scale` found. `b_simple` is in examples; `grad_sq` is |G|^2 and
-    `trace_sigma` is tr(Sigma) of one example's gradient, both in (loss unit / parameter unit)^2.
-    `per_window` holds each window's own ratio, to show how noisy a single window is."""
+    """What `estimate_noise_scale` found: B_simple in examples, |G|^2, tr(Sigma) of one example, each window's ratio."""
 
     b_simple: float
     grad_sq: float
@@ -41,11 +33,7 @@ def _ratio(trace: float, grad_sq: float) -> float:
 
 
 def window_noise(micro_grads: torch.Tensor, micro_batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Unbiased |G|^2 and tr(Sigma) of each accumulation window (McCandlish et al., 2018, appendix A).
-
-    micro_grads: (windows, K, P), the mean gradient of each of a window's K micro-batches of b examples.
-    Returns two (windows,) tensors; their means' ratio tr(Sigma) / |G|^2 is B_simple, in examples.
-    """
+    """Unbiased |G|^2 and tr(Sigma) of each window; micro_grads (windows, K, P) -> two (windows,) tensors."""
     K = micro_grads.shape[1]
     small_sq = micro_grads.pow(2).sum(-1).mean(-1)  # mean |G_b|^2 over the K micro-batches
     big_sq = micro_grads.mean(1).pow(2).sum(-1)     # |G_Kb|^2 of their mean: the accumulated gradient
@@ -56,23 +44,12 @@ def window_noise(micro_grads: torch.Tensor, micro_batch_size: int) -> tuple[torc
 
 
 def estimate_noise_scale(micro_grads: torch.Tensor, micro_batch_size: int) -> NoiseScale:
-    """B_simple = tr(Sigma) / |G|^2 from the micro-batch gradients of accumulation windows.
+    """B_simple = tr(Sigma) / |G|^2 from micro_grads (windows, K, P) or (K, P): each micro-batch's mean gradient.
 
-    micro_grads: shape (windows, K, P) or (K, P) for one window. Entry [w, k] is the *mean*
-        gradient (flattened, P parameters) of micro-batch k of window w; the K micro-batches of a
-        window are independent draws taken at the same parameters. K >= 2.
-    micro_batch_size: b, the examples in each micro-batch (>= 1).
-
-    Per window, with B_small = b and B_big = K*b, |G_small|^2 the mean over the K micro-batches
-    of their squared norms and |G_big|^2 the squared norm of their mean (the accumulated
-    gradient), the unbiased estimators of McCandlish et al. (2018, appendix A) are
-
+    With B_small = b, B_big = K*b, |G_small|^2 the micro-batches' mean squared norm and |G_big|^2 their mean's:
         |G|^2     = (B_big |G_big|^2 - B_small |G_small|^2) / (B_big - B_small)
         tr(Sigma) = (|G_small|^2 - |G_big|^2) / (1/B_small - 1/B_big)
-
-    Both are averaged over the windows *before* the ratio is taken (a ratio of noisy estimates
-    is biased). Returns a `NoiseScale`; `b_simple` is in examples (inf if |G|^2 <= 0).
-    """
+    both averaged over the windows before the ratio (a ratio of noisy estimates is biased); inf if |G|^2 <= 0."""
     if not isinstance(micro_grads, torch.Tensor):
         raise TypeError(f"micro_grads must be a torch.Tensor of shape (windows, K, P) or (K, P), "
                         f"got {type(micro_grads).__name__}")
@@ -96,8 +73,7 @@ def estimate_noise_scale(micro_grads: torch.Tensor, micro_batch_size: int) -> No
 
 
 def b_simple_from_norms(small_sq: float, big_sq: float, micro_batch_size: int, accumulation_steps: int) -> float:
-    """B_simple of one window from two numbers: the mean squared norm of its micro-batch gradients
-    (`small_sq`) and the squared norm of their mean (`big_sq`). In examples."""
+    """B_simple of one window from its micro-gradients' mean squared norm and their mean's squared norm."""
     b = check_int("micro_batch_size", micro_batch_size, 1)
     k = check_int("accumulation_steps", accumulation_steps, 2)
     small_sq = check_float("small_sq", small_sq, 0.0, math.inf)
@@ -108,15 +84,9 @@ def b_simple_from_norms(small_sq: float, big_sq: float, micro_batch_size: int, a
 
 
 def linear_regression_b_simple(dim: int, noise_std: float, distance: float) -> float:
-    """The exact B_simple of linear regression, in examples.
+    """The exact B_simple of linear regression at distance |delta| from the optimum: dim + 1 + dim noise_std^2 / distance^2.
 
-    Inputs x ~ N(0, I_dim), targets y = x . w* + eps with eps ~ N(0, noise_std^2), a linear model
-    without bias at w = w* + delta with |delta| = `distance`, squared-error loss. Each example's
-    gradient is 2 x (x . delta - eps), so G = 2 delta and, by Isserlis' theorem
-    (E[x x^T (x . delta)^2] = |delta|^2 I + 2 delta delta^T),
-    tr(Sigma) = 4 ((dim + 1) |delta|^2 + dim noise_std^2). Hence
-    B_simple = dim + 1 + dim noise_std^2 / distance^2.
-    """
+    x ~ N(0, I), y = x . w* + eps: G = 2 delta and, by Isserlis' theorem, tr(Sigma) = 4 ((dim + 1) |delta|^2 + dim noise_std^2)."""
     d = check_int("dim", dim, 1)
     sigma = check_float("noise_std", noise_std, 0.0, math.inf, low_inclusive=True)
     r = check_float("distance", distance, 0.0, math.inf)
@@ -127,10 +97,7 @@ def linear_regression_micro_grads(
     dim: int, noise_std: float, distance: float, windows: int, accumulation_steps: int,
     micro_batch_size: int, seed: int = 0,
 ) -> torch.Tensor:
-    """Micro-batch gradients of the linear-regression setting above, shape (windows, K, dim).
-
-    Each is the gradient of the mean squared error of b fresh examples, all at the same w:
-    2/b X^T (X delta - eps), written out (tests check it against autograd)."""
+    """Micro-batch gradients 2/b X^T (X delta - eps) of that setting, shape (windows, K, dim), b fresh examples each."""
     d = check_int("dim", dim, 1)
     sigma = check_float("noise_std", noise_std, 0.0, math.inf, low_inclusive=True)
     r = check_float("distance", distance, 0.0, math.inf)
@@ -163,8 +130,7 @@ def ema(values: list[float] | tuple[float, ...], decay: float) -> list[float]:
 
 
 def smoothed_b_simple(grad_sq: list[float], trace_sigma: list[float], decay: float = 0.9) -> list[float]:
-    """B_simple over training as the paper smooths it: an EMA of |G|^2 and of tr(Sigma) separately,
-    then their ratio (in examples)."""
+    """B_simple over training as the paper smooths it: EMAs of |G|^2 and tr(Sigma), then their ratio."""
     if len(grad_sq) != len(trace_sigma):
         raise ValueError(f"grad_sq and trace_sigma must have the same length, got {len(grad_sq)} and {len(trace_sigma)}")
     return [_ratio(t, s) for s, t in zip(ema(grad_sq, decay), ema(trace_sigma, decay))]
@@ -172,12 +138,10 @@ def smoothed_b_simple(grad_sq: list[float], trace_sigma: list[float], decay: flo
 
 @dataclass(frozen=True)
 class ExactNoise:
-    """The two noise scales of McCandlish et al. (2018) at one point, from every example's gradient.
+    """The two noise scales of McCandlish et al. (2018) at one point, in examples.
 
-    `b_simple` = tr(Sigma) / |G|^2 assumes the loss curves equally in every direction;
-    `b_noise` = tr(H Sigma) / (G^T H G) weighs the noise and the gradient by the Hessian H: it is
-    the batch at which, for SGD at its best step size on the local quadratic, one step gains half
-    what a noiseless step would. Both in examples."""
+    `b_noise` = tr(H Sigma) / (G^T H G) weighs noise and gradient by the Hessian: the batch at which one SGD step at its
+    best step size gains half what a noiseless step would; `b_simple` assumes equal curvature in every direction."""
 
     b_simple: float
     b_noise: float
@@ -189,9 +153,7 @@ class ExactNoise:
 
 
 def exact_noise_scales(per_example_grads: torch.Tensor, hessian: torch.Tensor) -> ExactNoise:
-    """B_simple and B_noise of a finite data set: per_example_grads (n, P), each example's gradient
-    of the mean loss's summand; hessian (P, P), the Hessian of the mean loss. G is their mean and
-    Sigma their covariance over the n examples (1/n, the data set is the whole distribution)."""
+    """B_simple and B_noise of a finite data set from per-example gradients (n, P) and the mean loss's Hessian (P, P)."""
     if not isinstance(per_example_grads, torch.Tensor) or per_example_grads.dim() != 2 or len(per_example_grads) < 2:
         raise ValueError("per_example_grads must be a tensor of shape (n, P) with n >= 2 examples")
     p = per_example_grads.shape[1]

@@ -1,38 +1,16 @@
 """Memory on paper, and a planner that picks (b, K) for a memory budget and a target effective batch.
 
-Transformer terms at real scale (bytes; s = sequence length, b = micro-batch size, h = hidden
-size, a = heads, L = layers, V = vocabulary, P = parameters):
-
-- activations, Korthikanti et al. (2022, arXiv:2205.05198, section 4, no tensor or sequence
-  parallelism): per layer s*b*h*(34 + 5*a*s/h) with 16-bit activations and 1-byte dropout masks;
-  with full recomputation (checkpointing every layer) only each layer's input is kept, 2*s*b*h; the
-  last LayerNorm keeps its input and output on top (2*s*b*h*e).
-  Written out per element, e bytes per activation and m per mask: s*b*h*(16e + 2m) + a*s^2*b*(2e + m),
-  which is the formula at e = 2, m = 1 and lets it be checked against fp32 measurements (e = 4);
-  without dropout (m = 0) there are no masks and no dropped copy of the attention probabilities:
-  s*b*h*16e + a*s^2*b*e. With FlashAttention / SDPA (Dao et al. 2022, arXiv:2205.14135) the s x s
-  scores, softmax and its dropout mask are never stored: the a*s^2*b term drops out (`sdpa=True`).
-- the peak of a micro-step, which the per-layer count does not reach (`PaperMemory.peak`): the
-  most of three moments, each on top of what the layers keep for backward:
-  at the loss's backward, its working set: the log-softmax saved for backward, the gradient that
-  arrives at it and the logits' gradient it makes, s*b*V each at the loss's dtype (fp32), plus the
-  logits themselves where the caller keeps them (a model that returns them); in a layer's backward,
-  the gradients of that layer's activations (counted as large as the activations themselves, an
-  upper estimate: on a CPU the allocator needed half to six tenths of it) and, with checkpointing,
-  the layer rebuilt first; and, with a tied embedding, its gradient (V*h), which the
-  output layer's backward makes first and which waits there until the input lookup's part joins it
-  at the very end (the two parts and their sum: 3 V*h at the gradient's dtype).
-- mixed-precision Adam, Rajbhandari et al. (2020, ZeRO, arXiv:1910.02054): 2P bytes of 16-bit
-  weights, 2P of 16-bit gradients and 12P of fp32 optimizer state (master weights, momentum,
-  variance): 16P in all; 18P when the gradients accumulate in fp32 (4P). ZeRO shards them over
-  N ranks (`zero_bytes_per_rank`).
-
-Still left out: the allocator's fragmentation and a kernel's private scratch space, the optimizer
-step's own temporaries (after backward, when the activations are gone), and communication buffers.
-`benchmarks/planner_peak.py` holds the peak against the CPU allocator's.
-
-Pure torch-free Python.
-"""
+Bytes of a decoder-only transformer (s sequence, b micro-batch, h hidden, a heads, L layers, V vocabulary,
+P parameters; e bytes per activation, m per dropout mask):
+- activations kept per layer (Korthikanti et al. 2022, arXiv:2205.05198): s*b*h*(16e + 2m) + a*s^2*b*(2e + m),
+  s*b*h*(34 + 5*a*s/h) at e = 2, m = 1; fused attention (SDPA) drops the a*s^2*b term; full recomputation keeps
+  each layer's input only, s*b*h*e.
+- the peak of a micro-step (`PaperMemory.peak`): the most of the loss's backward (3 s*b*V at the loss's dtype,
+  + the logits if kept), a layer's backward (its activations' gradients, an upper estimate, + the layer rebuilt
+  under checkpointing), and a tied embedding's gradient (3 V*h).
+- mixed-precision Adam (ZeRO, arXiv:1910.02054): 2P weights + 2P gradients + 12P optimizer state = 16P.
+Left out: fragmentation, kernels' scratch space, the optimizer step's temporaries, communication buffers
+(`benchmarks/planner_peak.py` compares the peak with the CPU allocator's). Torch-free."""
 from __future__ import annotations
 
 import math
@@ -79,9 +57,7 @@ PRESETS = {
 def activation_bytes_per_layer(seq_len: int, micro_batch_size: int, hidden: int, heads: int,
                                element_bytes: int = 2, mask_bytes: int = 1, recompute: bool = False,
                                sdpa: bool = False) -> int:
-    """Korthikanti et al. (2022): activation bytes one transformer layer keeps for backward;
-    `mask_bytes=0`: no dropout, hence no masks and no dropped copy of the attention probabilities;
-    `sdpa`: fused attention keeps no s x s tensor, so the a*s^2*b term is dropped."""
+    """Activation bytes one layer keeps for backward (`mask_bytes=0`: no dropout; `sdpa`: no s x s term)."""
     s = check_int("seq_len", seq_len, 1)
     b = check_int("micro_batch_size", micro_batch_size, 1)
     h = check_int("hidden", hidden, 1)
@@ -96,10 +72,7 @@ def activation_bytes_per_layer(seq_len: int, micro_batch_size: int, hidden: int,
 
 @dataclass(frozen=True)
 class Precision:
-    """Bytes per element of each kind of tensor; the default is mixed-precision Adam (Rajbhandari et
-    al.): 16-bit weights, gradients and activations, 12 bytes of fp32 optimizer state per parameter,
-    1-byte dropout masks (0: no dropout), 16-bit logits that the caller keeps (a model returns them),
-    a loss computed in fp32."""
+    """Bytes per element of each kind of tensor; the default is mixed-precision Adam with 1-byte dropout masks."""
 
     weights: int = 2
     grads: int = 2
@@ -127,9 +100,7 @@ FLOAT32 = Precision(weights=4, grads=4, optimizer=8, activations=4, masks=0, log
 
 @dataclass(frozen=True)
 class PaperMemory:
-    """The terms in bytes for one micro-batch of b sequences, from the formulas above: the four of
-    the paper's count (weights, gradients, optimizer state, activations kept for backward), then
-    the working sets that make the peak."""
+    """The terms in bytes for a micro-batch of b sequences: the paper's four, then the peak's working sets."""
 
     shape: TransformerShape
     micro_batch_size: int
@@ -169,10 +140,7 @@ class PaperMemory:
 
 def transformer_memory(shape: TransformerShape, micro_batch_size: int, recompute: bool = False,
                        sdpa: bool = False, precision: Precision = MIXED, loss_chunks: int = 1) -> PaperMemory:
-    """Every term for a micro-batch of b sequences: the weights, gradients and optimizer state at
-    `precision`, the L layers' activations (Korthikanti et al.), and the working sets of the peak.
-    `loss_chunks`: the loss taken in that many pieces of the sequence (a chunked or fused
-    cross-entropy), each piece's working set freed before the next: a `loss_chunks`-th of it."""
+    """Every term for a micro-batch of b sequences; `loss_chunks`: a chunked loss holds 1/chunks of its working set."""
     if not isinstance(shape, TransformerShape):
         raise TypeError(f"shape must be a TransformerShape (or one of PRESETS), got {type(shape).__name__}")
     if not isinstance(precision, Precision):
@@ -205,10 +173,7 @@ def plan_micro_batches(
     fixed_bytes: int, working_bytes: Callable[[int], float], memory_budget: int, effective_batch_size: int,
     micro_step_seconds: Callable[[int], float] | None = None,
 ) -> list[Plan]:
-    """Every b that divides the effective batch, with K = effective_batch_size / b, its predicted
-    memory (fixed + `working_bytes(b)`, bytes: what a micro-step of b adds at its peak) and, given
-    `micro_step_seconds(b)`, time per update (K x that). `fits` says whether it is within
-    `memory_budget` (bytes)."""
+    """Each b dividing the effective batch, with K, memory (fixed + `working_bytes(b)`) and time per update."""
     fixed = check_int("fixed_bytes", fixed_bytes, 0)
     if not callable(working_bytes):
         raise TypeError(f"working_bytes must be a function of b (bytes at the peak beyond the fixed ones), "
@@ -241,15 +206,10 @@ ZERO_STAGES = {0: "DDP (nothing sharded)", 1: "ZeRO-1 (optimizer state)", 2: "Ze
 
 def zero_bytes_per_rank(parameters: int, stage: int, world_size: int, grad_bytes: int = 2,
                         no_sync: bool = False) -> dict[str, int]:
-    """Bytes one of N ranks holds for mixed-precision Adam under ZeRO stage 0-3 (Rajbhandari et al. 2020):
-    16-bit weights 2P, gradients grad_bytes x P (2, or 4 for an fp32 accumulator), fp32 optimizer state
-    12P; stage 1 shards the optimizer state over the N ranks, stage 2 also the gradients, stage 3 also
-    the weights (FSDP FULL_SHARD). A shard is ceil(P / N) parameters (flat buffers are padded to N).
+    """Bytes one of N ranks holds for mixed-precision Adam under ZeRO stage 0-3; {"weights", "grads", "optimizer", "total"}.
 
-    `no_sync=True` is an accumulation micro-step under FSDP's no_sync: the gradient is kept unsharded,
-    the full grad_bytes x P on every rank, until the window's last micro-step reduce-scatters it
-    (meta-pytorch/tnt PR #1057: a 26B model on 16 ranks, 3.25 GB of bf16 gradient
-    shards per rank, ~52 GB unsharded). Returns {"weights", "grads", "optimizer", "total"} in bytes."""
+    Stage 1 shards the optimizer state, 2 also the gradients, 3 also the weights (a shard: ceil(P / N)).
+    `no_sync`: FSDP accumulating without reduce-scatter keeps the whole gradient on every rank until the window ends."""
     p = check_int("parameters", parameters, 1)
     stage = check_int("stage", stage, 0, 3)
     n = check_int("world_size", world_size, 1, 1_000_000)
@@ -265,9 +225,7 @@ def zero_bytes_per_rank(parameters: int, stage: int, world_size: int, grad_bytes
 
 @dataclass(frozen=True)
 class Sharding:
-    """How the fixed terms lie on N ranks: ZeRO `stage` 0-3 (3 = FSDP FULL_SHARD) over `world_size`
-    ranks, gradients of `grad_bytes` each (4: an fp32 accumulator), `no_sync`: FSDP accumulating
-    without reduce-scatter, each rank keeping the whole gradient across the window."""
+    """How the fixed terms lie on `world_size` ranks: ZeRO `stage` 0-3, gradient bytes, `no_sync`."""
 
     stage: int = 0
     world_size: int = 1
@@ -280,13 +238,10 @@ class Sharding:
 
 @dataclass(frozen=True)
 class PlannerModel:
-    """What the planner needs of a model: bytes that do not grow with b, bytes per example (the
-    activations kept without and with checkpointing, the loss's working set, one layer's activations
-    for backward's working set and checkpointing's rebuilt layer), a tied embedding's gradient, and
-    optionally a time model, seconds per micro-step = overhead_s + per_example_s x b (checkpointing
-    adds one forward, taken as 1/3 of forward + backward). With `parameters` known (mixed-precision
-    Adam), the fixed bytes can be laid out over ranks by a `Sharding`. A measured model may give
-    its activations only: the working sets then count as 0."""
+    """What the planner needs of a model: fixed bytes, bytes per example, and optionally seconds per micro-step.
+
+    Time: overhead_s + per_example_s x b, checkpointing adding one forward (1/3). A measured model may give its
+    activations only: the working sets then count as 0; with `parameters`, a `Sharding` lays out the fixed bytes."""
 
     name: str
     fixed_bytes: int
@@ -310,8 +265,7 @@ class PlannerModel:
                                    sharding.no_sync)["total"]
 
     def working(self, micro_batch_size: int, recompute: bool = False) -> float:
-        """Bytes beyond the fixed ones at the micro-step's peak, the most of `transformer_memory`'s
-        three moments: the loss's backward, a layer's backward, the embedding's gradient."""
+        """Bytes beyond the fixed ones at the micro-step's peak, the most of `transformer_memory`'s three moments."""
         b = check_int("micro_batch_size", micro_batch_size, 1)
         kept = b * (self.recompute_bytes_per_example if recompute else self.activation_bytes_per_example)
         layer = b * self.layer_bytes_per_example * (2 if recompute else 1)  # rebuilt, then its gradients
@@ -329,8 +283,7 @@ class PlannerModel:
 
 
 def paper_planner_model(shape: TransformerShape, sdpa: bool = False, precision: Precision = MIXED) -> PlannerModel:
-    """A transformer for the planner, from the formulas (`transformer_memory`, per sequence);
-    `sdpa`: fused attention, no s x s term."""
+    """A transformer for the planner, from `transformer_memory` per sequence; `sdpa`: no s x s term."""
     one = transformer_memory(shape, 1, sdpa=sdpa, precision=precision)
     ckpt = transformer_memory(shape, 1, recompute=True, sdpa=sdpa, precision=precision)
     return PlannerModel(shape.name + (", SDPA attention" if sdpa else ""), one.fixed, float(one.activations),

@@ -1,14 +1,8 @@
 """What autograd keeps for backward, and the most a micro-step holds at once, in bytes, measured.
 
-`SavedTensorCounter` is the measurement notebook researcher_4 shows in a cell; `memory.py`'s
-`measure_memory_terms` counts with it. It sees what is saved when the forward ends, not the peak:
-during backward, gradients of activations are allocated while saved tensors are still alive, and
-checkpointing rebuilds a block's activations. Two ways to count the peak: `PeakBytesCounter` follows
-every tensor the operators return, from the forward through the backward, and keeps the most alive
-at once (the same on every CPU); `allocator_peak` reads the CPU allocator's own allocations and frees
-from `torch.profiler` (what a memory budget sees; a tensor is freed as soon as its last reference
-goes, where the first count frees it at the next operator).
-"""
+`SavedTensorCounter` sees what is saved when the forward ends; the peak comes later, in backward. Two counts
+of the peak: `PeakBytesCounter` follows every tensor the operators return (the same on every CPU), and
+`allocator_peak` reads the CPU allocator's own events from `torch.profiler` (what a memory budget sees)."""
 from __future__ import annotations
 
 import os
@@ -23,8 +17,7 @@ from torch.utils._pytree import tree_leaves
 
 
 class SavedTensorCounter(torch.autograd.graph.saved_tensors_hooks):
-    """Context manager: bytes of the distinct storages autograd saves for backward while it is open;
-    `parameter_bytes` is the part that is parameter storage (weights saved for backward)."""
+    """Bytes of the distinct storages autograd saves while open; `parameter_bytes`: the part that is weights."""
 
     def __init__(self, model: torch.nn.Module):
         self._param_ptrs = {p.untyped_storage().data_ptr() for p in model.parameters()}
@@ -49,12 +42,9 @@ class SavedTensorCounter(torch.autograd.graph.saved_tensors_hooks):
 
 
 class PeakBytesCounter(TorchDispatchMode):
-    """Context manager: bytes of the storages that operators allocate while it is open (forward,
-    backward and checkpointing's recomputation alike), `now` alive and the `peak`. Storages that
-    existed before (weights, an existing .grad that backward adds into, inputs) are not counted.
+    """Bytes of the storages operators allocate while open: `now` alive and the `peak`; storages made before are not counted.
 
-    It counts the tensors operators return, not a kernel's private scratch space, so the count
-    is the same on every CPU and thread count (an allocator's own statistics would not be)."""
+    It counts tensors operators return, not a kernel's scratch space, so it is the same on every CPU and thread count."""
 
     def __init__(self):
         super().__init__()
@@ -81,9 +71,7 @@ class PeakBytesCounter(TorchDispatchMode):
 
 
 def allocator_peak(step: Callable[[], object]) -> int:
-    """Run `step()` under `torch.profiler` with its memory events: the highest running sum of the CPU
-    allocator's allocations (positive) and frees (negative), in bytes above what was allocated when
-    it started."""
+    """The highest running sum of the CPU allocator's allocations and frees during `step()`, in bytes (`torch.profiler`)."""
     from torch.profiler import ProfilerActivity, profile
     with _native_stderr_hidden(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         step()
@@ -98,9 +86,7 @@ def allocator_peak(step: Callable[[], object]) -> int:
 
 @contextmanager
 def _native_stderr_hidden():
-    """The profiler's native library writes a time-stamped line to the process's stderr when it starts
-    and stops (no setting turns it off): the file descriptor points at /dev/null meanwhile, so that a
-    notebook's output is the same on every run. Python's own sys.stderr is left alone."""
+    """Point file descriptor 2 at /dev/null: the profiler's native library prints a time-stamped line nothing turns off."""
     sys.stderr.flush()
     saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 2)

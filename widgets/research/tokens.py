@@ -1,12 +1,8 @@
 """Token-count normalisation: why a mean of per-micro-batch token means is not the window's mean.
 
-A causal language model's loss is a mean over the *real* tokens of a batch (padding carries
-`ignore_index`). Split the batch into K micro-batches and average their token means, and every
-micro-batch weighs 1/K whatever its token count: the loss and gradient no longer match one big
-batch. Summing token losses and dividing by the real tokens of the whole accumulation window,
-counted before the first backward, makes them match again. Everything here runs in float64, so
-that a failed allclose is the normaliser and never rounding.
-"""
+Averaging K micro-batches' token means weighs each 1/K whatever its real tokens; summing the token losses and
+dividing by the whole window's real tokens, counted before the first backward, matches one big batch. Float64
+throughout, so that a failed allclose is the normaliser and never rounding."""
 from __future__ import annotations
 
 import math
@@ -41,13 +37,7 @@ class TokenBatch:
 def make_token_batch(
     num_sequences: int = 16, max_len: int = 24, length_spread: float = 0.8, vocab_size: int = 12, seed: int = 0
 ) -> TokenBatch:
-    """Generated sequences of varying length, right-padded to `max_len`.
-
-    Each sequence has max_len - floor(length_spread * (max_len - 2) * u) tokens, u uniform in [0, 1):
-    spread 0 makes every sequence full length (no padding), spread 1 lets lengths fall to 2.
-    The tokens follow a noisy rule (next = 3 * previous + 1 mod vocab, one in four random), so a
-    model has something to learn; labels are the inputs shifted by one.
-    """
+    """Noisy-rule sequences (next = 3 * prev + 1 mod vocab, one in four random), right-padded to `max_len`; labels shift by one."""
     check_int("num_sequences", num_sequences, 1, 4096)
     check_int("max_len", max_len, 3, 4096)
     length_spread = check_float("length_spread", length_spread, 0.0, 1.0, low_inclusive=True)
@@ -139,10 +129,7 @@ def token_weights(labels: torch.Tensor, class_weights: torch.Tensor | None = Non
 
 def token_loss_sum(model: torch.nn.Module, inputs: torch.Tensor, labels: torch.Tensor,
                    class_weights: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """The summed (weighted) token loss of a batch and the summed weight of its real tokens.
-
-    Without class weights every real token weighs 1, so the second number is the token count.
-    """
+    """The summed (weighted) token loss of a batch and the summed weight of its real tokens."""
     if inputs.shape != labels.shape:
         raise ValueError(f"labels must have the shape of inputs {tuple(inputs.shape)}, got {tuple(labels.shape)}")
     logits = model(inputs)
@@ -154,11 +141,7 @@ def token_loss_sum(model: torch.nn.Module, inputs: torch.Tensor, labels: torch.T
 
 def accumulate_window(model: torch.nn.Module, micro_batches: list[tuple[torch.Tensor, torch.Tensor]], normaliser: str,
                       class_weights: torch.Tensor | None = None) -> float:
-    """Backward over one window's micro-batches [(inputs, labels), ...]; returns the loss to log.
-
-    "per_micro_batch": each micro-batch's token mean, divided by K (the 2024 bug);
-    "window": each micro-batch's token-loss sum, divided by the real tokens of the whole window.
-    """
+    """Backward over a window's [(inputs, labels), ...] with `normaliser` "per_micro_batch" (the 2024 bug) or "window"; the loss to log."""
     K = len(micro_batches)
     # This way divides before each backward, so it counts the window's denominator first (it can also come last: scale .grad after the last backward).
     window_weight = sum(token_weights(labels, class_weights).sum() for _, labels in micro_batches)
@@ -198,14 +181,7 @@ def big_batch_token_gradient(model: torch.nn.Module, batch: TokenBatch,
 
 def accumulated_token_gradient(model: torch.nn.Module, batch: TokenBatch, accumulation_steps: int,
                                normaliser: str, class_weights: torch.Tensor | None = None) -> TokenGradient:
-    """Accumulate over K micro-batches with one of two normalisers.
-
-    - "per_micro_batch": each micro-batch's token mean, divided by K (the 2024 bug);
-    - "window": each micro-batch's token-loss *sum*, divided by the real tokens of the whole
-      window, counted before the first backward (the fix).
-
-    The loop itself is `accumulate_window`, the function notebook researcher_1 shows in a cell.
-    """
+    """The gradient accumulated over K micro-batches with one of the two normalisers (`accumulate_window`)."""
     batch = _check_batch(batch)
     if normaliser not in NORMALISERS:
         raise ValueError(f"normaliser must be one of {NORMALISERS}, got {normaliser!r}")
@@ -241,12 +217,7 @@ def normaliser_gap(reference: TokenGradient, accumulated: TokenGradient) -> Norm
 def gap_against_spread(spreads: Sequence[float], accumulation_steps: int = 4, seeds: Sequence[int] = (0, 1, 2),
                        num_sequences: int = 16, max_len: int = 24,
                        progress: Callable[[Iterable], Iterable] | None = None) -> dict[str, list[float]]:
-    """Mean relative gradient gap of each normaliser at each length spread, averaged over `seeds`.
-
-    Returns {"spread": [...], "per_micro_batch": [...], "window": [...]}: the data of the plot.
-    `progress` wraps the loop over spreads (pass `tqdm.auto.tqdm` from a notebook; this layer
-    imports no widgets).
-    """
+    """Mean relative gradient gap of each normaliser at each length spread, averaged over `seeds`: the plot's data."""
     if not spreads:
         raise ValueError("spreads must hold at least one length spread")
     if not seeds:

@@ -72,6 +72,11 @@ def test_collectives_per_update(run):
         assert after_backward["reduce_scatters"] == throughout["reduce_scatters"] == layers
 
 
+def held_between_micro_steps(result, mode: str) -> int:
+    """Most bytes any rank held after a micro-step before the last."""
+    return max(b for r in result.per_rank[mode] for b in r["held_bytes"][:-1] if b is not None)
+
+
 @slow
 def test_unsharded_pile_measured_while_the_sync_is_off(run):
     result, _ = run
@@ -86,12 +91,10 @@ def test_unsharded_pile_measured_while_the_sync_is_off(run):
         assert all(0.9 * full < b < 1.2 * full for b in skipped[:-1]), skipped  # the whole gradient
         assert 0.4 * full < skipped[-1] < 0.7 * full  # reduce-scattered back to a shard at the last micro-step
         assert result.per_rank["no_sync"][rank]["sharded_grad_bytes"] == full // 2
-    assert 0.9 * full < result.held_between_micro_steps("no_sync") < 1.2 * full
-    assert result.held_between_micro_steps("sync_every_micro_step") < 0.7 * full
     # weights kept gathered: the whole weights (as many bytes as the gradient) on top of the whole gradient
-    assert 1.8 * full < result.held_between_micro_steps("no_sync, kept throughout") < 2.3 * full
+    assert 1.8 * full < held_between_micro_steps(result, "no_sync, kept throughout") < 2.3 * full
     # bf16 compute, fp32 reduce_dtype: the unsharded pile is float32, the whole fp32 gradient, not half of it
-    assert 0.9 * full < result.held_between_micro_steps("no_sync, bf16 compute") < 1.2 * full
+    assert 0.9 * full < held_between_micro_steps(result, "no_sync, bf16 compute") < 1.2 * full
 
 
 @slow

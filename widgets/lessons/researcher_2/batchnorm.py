@@ -151,20 +151,6 @@ def compare_norm(norm: str, accumulation_steps: int, num_examples: int = 64, see
                           accumulated_norm_gradient(model, x, y, accumulation_steps))
 
 
-def ghost_batch_matches_accumulation(accumulation_steps: int, num_examples: int = 64, seed: int = 0) -> NormComparison:
-    """One pass of ghost BN (ghost size b) against K accumulated micro-batches of plain BN.
-
-    The two are different code: ghost BN reshapes the big batch into groups inside one forward.
-    `big` holds the ghost-BN gradient, `accumulated` the plain BN accumulated one.
-    """
-    _micro_slices(num_examples, accumulation_steps)
-    b = num_examples // accumulation_steps
-    x, y = make_norm_data(num_examples, seed=seed)
-    ghost = big_batch_norm_gradient(make_norm_model("ghost_batch", seed=seed, ghost_size=b), x, y)
-    accumulated = accumulated_norm_gradient(make_norm_model("batch", seed=seed), x, y, accumulation_steps)
-    return NormComparison("ghost_batch", accumulation_steps, ghost, accumulated)
-
-
 @dataclass(frozen=True)
 class RunningStats:
     """BatchNorm's running mean after one update done both ways, and how many updates each counted."""

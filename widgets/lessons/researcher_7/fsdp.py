@@ -207,11 +207,6 @@ class FSDPResult:
         """The full gradient rank `rank` ended `mode`'s update with (gathered from the shards), float32."""
         return torch.frombuffer(bytearray(self.per_rank[mode][rank]["gradient"]), dtype=torch.float32)
 
-    def held_between_micro_steps(self, mode: str) -> int | None:
-        """Most bytes any rank held after a micro-step before the last (None where not measurable)."""
-        values = [b for r in self.per_rank[mode] for b in r["held_bytes"][:-1] if b is not None]
-        return max(values) if values else None
-
 
 def single_process_gradient(config: FSDPConfig) -> torch.Tensor:
     """The reference: one process, the whole W K b batch in one backward, same weights."""
