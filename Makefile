@@ -69,10 +69,13 @@ present: install
 
 LINTED := widgets tests tools benchmarks instructor present hub conftest.py
 RUFF := $(BIN)/ruff check $(LINTED)
+# What each part of widgets/ may import: pyproject.toml's import-linter contracts.
+IMPORTS := $(BIN)/lint-imports
 
-# The linter (ruff, pinned in requirements-test.txt; its rules are in pyproject.toml).
+# The linters (ruff and import-linter, pinned in requirements-test.txt; their rules are in pyproject.toml).
 lint: install-test
 	$(RUFF)
+	$(IMPORTS)
 
 # The second pass re-runs every notebook, and the unit tests that state a claim about rounding (marked
 # `rounding`), with torch's own kernels held to plain code (ATEN_CPU_CAPABILITY) and Intel MKL's matrix
@@ -82,6 +85,7 @@ lint: install-test
 CPU_LEG := ATEN_CPU_CAPABILITY=default MKL_ENABLE_INSTRUCTIONS=SSE4_2
 test: install-test
 	$(RUFF)
+	$(IMPORTS)
 	$(BIN)/python -m pytest
 	$(CPU_LEG) $(BIN)/python -m pytest notebooks -q -p no:cacheprovider
 	$(CPU_LEG) $(BIN)/python -m pytest tests -m rounding -q -p no:cacheprovider
@@ -90,6 +94,7 @@ test: install-test
 # the tests marked slow (they start processes or run a notebook; tests/conftest.py): `make test` has them.
 check: install-test
 	$(RUFF)
+	$(IMPORTS)
 	$(BIN)/python -m pytest tests -m "not browser and not slow"
 
 # The loop while changing one lesson (CONTRIBUTING.md): the linter, then that lesson's unit tests, those
@@ -100,6 +105,7 @@ check: install-test
 quick: export QUICK_LESSON := $(value LESSON)
 quick: install-test
 	$(RUFF)
+	$(IMPORTS)
 	$(BIN)/python tools/quick.py
 
 # Re-execute every notebook in place (after changing one) and write the plans again (they cite cell

@@ -3,10 +3,9 @@
     python tools/quick.py researcher_7   # tests/lessons/researcher_7, the shared parts it imports, the tree rules
     python tools/quick.py                # every shared part's unit tests and the tree rules
 
-The shared parts a lesson uses are read from its files' imports (the surface's lazy ones
-included): a lesson that never imports `widgets.audit` does not wait for the auditor's tests.
-The rules over the whole tree (layers, notebook imports, shared constants, claims, readability,
-the notebook pages) always run.
+The shared parts a lesson uses are read from its files' imports: a lesson that never imports
+`widgets.audit` does not wait for the auditor's tests. The rules over the whole tree (layers,
+notebook imports, claims, readability, the notebook pages) always run.
 Tests marked `slow` or `browser` are left out, as `make check` leaves them out. Two pytest processes
 run side by side, one per core of a 2-core machine: the lesson's tests with the tree rules, and the
 shared parts' tests (without a lesson: the auditor's, the drawings' and the controls' beside the
@@ -23,7 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ("core", "lab", "exercises", "draw", "controls", "research", "audit")
-RULES = ("tests/test_layers.py", "tests/test_notebook_imports.py", "tests/test_shared_constants.py",
+RULES = ("tests/test_layers.py", "tests/test_notebook_imports.py",
          "tests/test_claims.py", "tests/test_readability.py", "tests/test_notebook_pages.py")
 
 
@@ -32,7 +31,7 @@ def lessons() -> list[str]:
 
 
 def shared_parts_of(lesson: str) -> list[str]:
-    """The shared parts (`core`, `audit`, ...) the lesson's files import, directly or by a surface's name."""
+    """The shared parts (`core`, `audit`, ...) the lesson's files import."""
     used = set()
     for path in sorted((ROOT / "widgets" / "lessons" / lesson).glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
@@ -41,8 +40,6 @@ def shared_parts_of(lesson: str) -> list[str]:
                 names = [node.module]
             elif isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
-            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-                names = [node.value]  # a lazy surface maps names to module paths given as strings
             for name in names:
                 parts = name.split(".")
                 if len(parts) > 1 and parts[0] == "widgets" and parts[1] in SHARED:

@@ -26,10 +26,10 @@ CPU_LEG = {"ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2"
 def steps(venv: Path = VENV, check: bool = False, windows: bool = os.name == "nt") -> list[tuple[dict, list[str]]]:
     """(extra environment, command) of each step of `make test` (or `make check`), in order."""
     python = str(venv_bin(venv, "python", windows))
-    lint = ({}, [str(venv_bin(venv, "ruff", windows)), "check", *LINTED])
+    lint = [({}, [str(venv_bin(venv, "ruff", windows)), "check", *LINTED]), ({}, [str(venv_bin(venv, "lint-imports", windows))])]
     if check:
-        return [lint, ({}, [python, "-m", "pytest", "tests", "-m", "not browser and not slow"])]
-    return [lint, ({}, [python, "-m", "pytest"]),
+        return [*lint, ({}, [python, "-m", "pytest", "tests", "-m", "not browser and not slow"])]
+    return [*lint, ({}, [python, "-m", "pytest"]),
             (CPU_LEG, [python, "-m", "pytest", "notebooks", "-q", "-p", "no:cacheprovider"]),
             (CPU_LEG, [python, "-m", "pytest", "tests", "-m", "rounding", "-q", "-p", "no:cacheprovider"])]
 
