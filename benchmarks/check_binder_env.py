@@ -1,18 +1,10 @@
-"""Rebuild the Binder environment in a fresh virtual environment and re-run the notebooks in it.
+"""Rebuild the Binder environment in a fresh venv (no Docker) and re-run the notebooks in it with nbval.
 
-    python benchmarks/check_binder_env.py                         # every notebook, through nbval
+    python benchmarks/check_binder_env.py                         # every notebook
     python benchmarks/check_binder_env.py notebooks/00_start_here.ipynb
 
-What Binder's image does, minus Docker: copy the repository (tracked and not-ignored files),
-`pip install -r binder/requirements.txt` into a new venv, run `binder/postBuild` in the copy,
-then check that `widgets` imports from the copy, that JupyterLab has the widget extension, and
-that nbval passes on the notebooks with that environment's kernel. Two differences: the
-`--extra-index-url` of PyTorch's CPU index is dropped (this machine cannot reach it), so
-`torch==...+cpu` must come from a local wheel (pip's find-links) or another reachable index; and
-the Python is this machine's, recorded next to what binder/runtime.txt asks for.
-
-Too slow for `make test` (a few minutes); the result goes to benchmarks/results/binder_env.json,
-which tests/test_binder.py reads.
+PyTorch's CPU index is unreachable here: `torch==...+cpu` comes from a local wheel (pip's find-links).
+Writes benchmarks/results/binder_env.json, which tests/test_binder.py reads.
 """
 from __future__ import annotations
 

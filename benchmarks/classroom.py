@@ -3,12 +3,9 @@
     python benchmarks/classroom.py                  # all of it (a few minutes on 2 cores)
     python benchmarks/classroom.py --rooms 5        # only the 5-kernel room
 
-Each learner's kernel runs a notebook from start to end (nbclient, in a worker process per
-learner; all start together). The kernels' resident memory is sampled every 50 ms: "peak" is the
-highest one kernel reached, "total" the highest sum over the kernels running at once. A JupyterLab
-server is started once and its resident memory read when idle, since every learner on a hub or
-on Binder has one beside the kernel. Written to benchmarks/results/classroom.json, which
-instructor/make_plans.py reads for the room plans (Binder's limit: 1 GB per user, at least).
+Each learner's kernel runs a notebook (nbclient, a worker process each, all started together), sampled
+every 50 ms; an idle JupyterLab server is measured once, since every learner has one beside the kernel.
+Writes benchmarks/results/classroom.json (instructor/make_plans.py reads it).
 """
 from __future__ import annotations
 

@@ -4,18 +4,9 @@
     python benchmarks/compat.py --profile colab --notebooks notebooks/00_start_here.ipynb
     python benchmarks/compat.py --find-links DIR                  # wheels already on disk (torch's are GBs)
 
-Two profiles, each in a fresh virtual environment in /tmp (removed after the run unless --keep):
-- "colab": requirements-colab.txt, Colab's published package list as close as installs on this Python
-  (ipywidgets 7.7.1 with widgetsnbextension 3.6 and notebook 6.5, torch 2.11.0);
-- "newest": torch 2.14.1 (the newest this machine's pip offers) and the newest of everything else.
-Then the lab's package, the way the notebooks' install cell installs it (widgets/lab/hosts.py): built
-from this checkout's tracked files, `pip install --no-deps`, then `install_missing()` (only the missing
-pure-Python packages, `--no-deps` too; never torch, numpy, ipykernel or ipywidgets). Then nbval over each
-notebook, one pytest per notebook, from a copy outside the checkout (the kernel imports the installed
-package, not the checkout's), with the masks of benchmarks/compat_sanitize.cfg and the warnings policy
-of benchmarks/compat_nbval.py. Writes benchmarks/results/compat.json: per profile the versions installed,
-`pip check`, and per notebook its result, time, failing cells with their errors, the cells that needed a
-mask (and which), and the warnings set aside. Not in CI: it downloads GBs.
+Profiles "colab" (requirements-colab.txt: ipywidgets 7) and "newest", each a fresh venv in /tmp; the lab
+installed as the notebooks' install cell does; nbval from a copy outside the checkout, with
+benchmarks/compat_sanitize.cfg and compat_nbval.py. Writes benchmarks/results/compat.json. Not in CI.
 """
 from __future__ import annotations
 

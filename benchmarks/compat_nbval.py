@@ -1,15 +1,7 @@
-"""nbval as `make compat` runs it (benchmarks/compat.py loads this with `-p compat_nbval`).
+"""nbval as `make compat` runs it (`-p compat_nbval`): warnings on stderr set aside, a JSON line per cell.
 
-Outputs are compared after the masks of benchmarks/compat_sanitize.cfg, as nbval does with
---nbval-sanitize-with. Two additions:
-
-- The policy for warnings on stderr. Python's warnings (`file:line: SomethingWarning: message` and
-  the source line Python prints under it) and torch's C++ ones (`[W... file:line] ...`) are taken out
-  of the stderr output of both the committed and the new run before the comparison, and recorded; a
-  stderr output that held nothing else is dropped. Anything else on stderr is compared like stdout. A
-  version may add a warning, never a verdict: the notebooks print theirs on stdout.
-- A record per cell, one JSON line to the file named by $COMPAT_RECORD: whether the outputs matched as
-  they are or only after masking, which masks changed them, and the warnings taken out.
+A version may add a warning, never a verdict (the notebooks print theirs on stdout): Python's and torch's
+warnings leave stderr before the comparison and are recorded in $COMPAT_RECORD with the masks that applied.
 """
 from __future__ import annotations
 

@@ -3,9 +3,8 @@
     python benchmarks/execute_notebooks.py                      # every notebook
     python benchmarks/execute_notebooks.py notebooks/x.ipynb    # just these
 
-Widget state is not stored in the notebook metadata: the live widgets need a kernel anyway,
-each explorer leaves a static PNG in its output for readers without one, and a `widgets`
-metadata entry without a `state` key breaks GitHub's notebook renderer.
+No widget state is saved: a `widgets` entry without `state` breaks GitHub's renderer, and each widget
+leaves a static PNG for readers without a kernel.
 """
 from __future__ import annotations
 

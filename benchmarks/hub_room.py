@@ -1,13 +1,9 @@
-"""The simulated room: N learners log in to a fresh hub over HTTP, spawn, and run start-here and
-beginner_2 through their own servers' kernel API, then try three checked exercises of beginner_1.
+"""The simulated room: N learners log in to a fresh hub, spawn, run start-here and beginner_2, then three exercises.
 
     python benchmarks/hub_room.py --learners 10      # make hub-room N=10 (as root)
 
-Records the time until all are spawned, each notebook's time, the peak memory (resident) of the
-hub, the proxy, the services and each learner (all processes of their uid), and every failure:
-benchmarks/results/hub_room.json. The hub runs in a throw-away state folder with throw-away system
-users; the run ends by itself (a deadline), and whatever happens stops everything it started and
-deletes those users (`tools/hub.py stop --forget`), then counts what is left (must be 0).
+Writes benchmarks/results/hub_room.json (spawn time, notebook times, peak memory per learner, failures);
+whatever happens, it stops all it started and deletes its throw-away users (`tools/hub.py stop --forget`).
 """
 from __future__ import annotations
 

@@ -1,13 +1,8 @@
-"""Size and time of the two installs, each in a fresh virtual environment in /tmp.
+"""Size and time of the two installs (`make lab`, then what `make test` adds), each in a fresh venv in /tmp.
 
     python benchmarks/install_size.py
 
-`learner`: what `make lab` installs (requirements.txt); `test`: what `make test` adds on top
-(requirements-test.txt). Each step is timed from `pip install` to its end, with pip's cache off
-(every wheel comes from this machine's package mirror on local disk or from PyPI), and sized with
-`du` of the venv afterwards. The torch wheel on this machine is the CPU build from local disk; the
-record says which build was installed. Written to benchmarks/results/install.json, which
-tools/install_notice.py reads to tell a new user what to expect.
+pip's cache off; sized with `du`. Writes benchmarks/results/install.json (tools/install_notice.py reads it).
 """
 from __future__ import annotations
 

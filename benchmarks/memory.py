@@ -3,22 +3,9 @@
     python benchmarks/memory.py notebooks/researcher_5_many_machines.ipynb
     python benchmarks/memory.py notebooks/researcher_5_many_machines.ipynb --limit-mb 800
 
-Adding up each process's RSS over-counts a process tree: every DDP worker maps torch's libraries,
-and the pages they share are counted once per process. Three readings, polled together:
-- `peak_rss_mb`: the per-process resident set sizes, summed (the over-count);
-- `peak_pss_mb`: the proportional set sizes, summed: a page shared by n processes counts 1/n in
-  each, also when some of them lie outside the tree;
-- `peak_resident_mb`: the physical pages resident in any process of the tree, each page counted
-  once (read from /proc/PID/pagemap). This is the resident set of the tree as a whole, what a
-  machine's RAM holds for it. Linux shows page frame numbers only to root (CAP_SYS_ADMIN); without
-  them it is None.
-`--limit-mb` also runs the notebook under a hard memory limit, the way Binder and Kubernetes limit a
-pod: a memory cgroup (v1 or v2) holding the runner, the kernel and the workers, no swap, and this
-machine's clean page cache dropped first, so that the libraries' pages are charged to the group as
-they are read (it needs root). The notebook must finish with no process killed for memory. The
-group's peak reaches the limit whenever the notebook reads more files than fit, because cached
-file pages are charged until they are reclaimed; a smaller limit given as well shows where the
-notebook stops fitting, so that the limit is seen to bite.
+Summed RSS counts pages the workers share once per process; PSS shares them out; `peak_resident_mb`
+counts each physical page once (/proc/PID/pagemap, root only). `--limit-mb` runs it in a memory cgroup with
+no swap and the page cache dropped first (root), as Binder and Kubernetes limit a pod.
 """
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""The offline plan, run: a wheel folder made once, then the learner set installed with no index.
+"""The offline plan, run: `make wheelhouse` in a copy, then the learner set installed with `--no-index`.
 
-    python benchmarks/offline_install.py
-
-Copies the checkout (tracked and new, not-ignored files) to /tmp, runs what `make wheelhouse`
-runs there, then installs the learner set into a fresh venv with `--no-index --find-links
-wheelhouse` and every pip configuration file switched off (so nothing but the folder is seen),
-and imports the lab. Written to benchmarks/results/offline_install.json.
+    python benchmarks/offline_install.py      # -> benchmarks/results/offline_install.json
 """
 from __future__ import annotations
 

@@ -3,25 +3,9 @@
     python benchmarks/readability.py          # every notebook -> benchmarks/results/readability.json
     python benchmarks/readability.py --table  # also print the README's table
 
-Measured per notebook, from the committed (executed) file, nothing run:
-
-- `prose_words`: words of the markdown a learner reads. Prose is markdown without code spans,
-  code blocks, maths ($...$, $$...$$), HTML tags and link targets (a link's text stays);
-- `numbers_per_100_words`: numbers in that markdown, counted as `tests/test_claims.py` finds them
-  (its NUMBER pattern, after its NOT_CLAIMS: years, list numbering, versions, names are not
-  numbers), per 100 prose words;
-- `words_before_first_visual`: prose words before the first code cell with an output carrying a
-  widget view or an image (None when the notebook has neither);
-- `longest_plain_output`: the most lines of plain text one cell prints (streams, tracebacks, and
-  results with no richer form than text/plain; a widget, an image, Markdown or HTML is not plain);
-- `long_code_lines`: code lines over 100 characters (they scroll sideways);
-- `markdown_links`: links in the markdown ([text](target) and <https://...>);
-- `ends_with_link_to_next`: the last cell is markdown with a link to the next notebook in reading
-  order (the last notebook's next is 00_start_here).
-
-`TARGETS` holds what issue 25 asks of start-here, the beginner and the developer tiers;
-`tests/test_readability.py` holds the committed JSON equal to a fresh measurement and the targets
-met, so a regression fails.
+Measured from the committed notebooks, nothing run; prose is markdown without code, maths, tags and link
+targets, numbers are counted as tests/test_claims.py finds them. tests/test_readability.py holds the
+committed JSON equal to a fresh measurement and `TARGETS` met.
 """
 from __future__ import annotations
 

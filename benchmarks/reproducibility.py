@@ -1,20 +1,11 @@
-"""Do the committed notebook outputs reproduce on another CPU? nbval over every notebook, once per leg.
-
-A leg holds both of torch's dispatchers to one code path: ATen's own kernels (ATEN_CPU_CAPABILITY) and
-Intel MKL, which does the CPU wheel's matrix products and picks its own path by CPU whatever ATen was
-told (MKL_ENABLE_INSTRUCTIONS caps the instruction set on Intel CPUs; on AMD CPUs MKL ignores it and
-only MKL_CBWR, its "conditional numerical reproducibility" switch, moves it), each with 1 and 2 threads.
+"""Do the committed notebook outputs reproduce on another CPU code path? nbval over every notebook, once per leg.
 
     python benchmarks/reproducibility.py                       # every leg this CPU can run
     python benchmarks/reproducibility.py --legs default:1 cbwr-auto:2
     python benchmarks/reproducibility.py --budget-s 1200       # start no leg after 20 minutes
 
-No set of legs spans every path a learner's machine may take (an AVX512 CPU, Apple's BLAS): the legs find
-what they can, and the notebooks print numbers at the rounding floor as bounds (widgets/core/floor.py).
-
-Writes benchmarks/results/reproducibility.json: each leg with its variables, passed and failed counts and
-seconds, or why it was skipped (the CPU lacks the instruction set) or not run (out of budget, or not
-asked for). A leg is a plain `pytest notebooks` run; its kernels inherit the variables.
+A leg pins ATen's kernels (ATEN_CPU_CAPABILITY) and MKL's (MKL_ENABLE_INSTRUCTIONS on Intel, MKL_CBWR on
+AMD, where MKL ignores the former), with 1 and 2 threads. Writes benchmarks/results/reproducibility.json.
 """
 from __future__ import annotations
 

@@ -3,13 +3,7 @@
     python instructor/make_plans.py             # make plans: writes plans.md, notebooks.md, room_setup.md here
     python instructor/make_plans.py --out DIR   # elsewhere (the tests)
 
-Nothing timed is typed in: a notebook's time in a plan is its measured run time from a fresh
-kernel (benchmarks/results.json, written by benchmarks/benchmark.py) plus reading time (the words
-of its markdown cells at the audience's reading speed), widget time (its live widgets) and
-exercise time (its checked exercises, counted from `.check(` calls). The rates below are the
-assumptions, stated once; change them and re-run. The room checklist reads
-benchmarks/results/classroom.json, hub_room.json and install.json. The exercises' answers are each exercise's
-`solution()`, the tested worked answer.
+A notebook's time is its measured run time plus reading, widget and exercise time at the rates below.
 """
 from __future__ import annotations
 
@@ -172,9 +166,9 @@ def exercise_set_maker(name: str):
     import widgets.lessons
 
     for lesson in pkgutil.iter_modules(widgets.lessons.__path__):
-        surface = importlib.import_module(f"widgets.lessons.{lesson.name}")
-        if name in surface.__all__:
-            return getattr(surface, name)
+        maker = getattr(importlib.import_module(f"widgets.lessons.{lesson.name}"), name, None)
+        if maker is not None:
+            return maker
     raise AttributeError(f"no lesson's surface offers {name!r}")
 
 
@@ -282,10 +276,10 @@ def write_room(classroom: dict, install: dict) -> str:
               "`wheelhouse/`); copy the checkout with `wheelhouse/` to each machine (USB stick); there, "
               "`make lab WHEELS=wheelhouse` installs with no network. Voila's page links icons from a CDN: offline "
               "they are missing, nothing else." + offline_measured(), "",
-              "**Projector**: `make present` (or `make present PRESET=forgot-to-divide`, or `STATE='GA2-…'` for a "
-              "share code: passed without a shell, a bad one stops before anything starts) prints the page's URL with "
-              "its token: open that URL; without the token the page is refused, and kernels no page is connected to "
-              "are shut down after 30 s. Learners paste a share code into `make_accumulation_explorer(state=code)`.", ""]
+              "**Projector**: `make present` (or `make present PRESET=forgot-to-divide`: passed without a shell, a bad "
+              "one stops before anything starts) prints the page's URL with its token: open that URL; without the token "
+              "the page is refused, and kernels no page is connected to are shut down after 30 s. The explorer shows "
+              "its own call, one line a learner can copy into a cell.", ""]
     return "\n".join(lines)
 
 

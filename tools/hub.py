@@ -8,10 +8,8 @@
     python tools/hub.py stop [--forget] # stop everything it started; --forget also deletes the
                                         # system users it created and the state folder
 
-Runs as root (each learner is a system user). The state folder ($LAB_HUB_STATE, else
-/var/lib/gradient-accumulation-lab-hub; mode 700, outside the checkout) holds room.json, the
-hub's database and cookie secret (mode 600), its log and hub.json (what is running).
-Every argument is checked (hub/settings.py) before anything runs.
+Runs as root (each learner is a system user); every argument is checked (hub/settings.py) before
+anything runs. The state folder ($LAB_HUB_STATE, mode 700, outside the checkout) holds the room.
 """
 from __future__ import annotations
 

@@ -1,15 +1,10 @@
-"""Put the badge row and the install cell (widgets/lab/hosts.py: `badge_source`, `cell_source`) at the top
-of notebooks, or check they are there.
+"""Put the badge row and the install cell (widgets/lab/hosts.py) at the top of notebooks, or check they are there.
 
     python tools/install_cell.py                          # every notebook: insert, or bring up to date
     python tools/install_cell.py --repository OWNER/NAME --tag v0.2.0   # after a fork or a release
     python tools/install_cell.py --check                  # exit status 1 if a notebook lacks it or differs
 
-The badge row (Open in Colab / Kaggle / Binder) is the notebook's first cell, a markdown cell tagged
-`lab-badges`; the install cell, tagged `lab-install`, follows it: the first code cell. Run with
-the lab's Python (.venv/bin/python). A notebook that gains the cell must be executed again
-(benchmarks/execute_notebooks.py): its cells' execution counts move. Changing only the repository or
-the tag changes no output (off Colab and Kaggle the cell prints the same line); the badges are markdown.
+A notebook that gains the cell must be executed again (its execution counts move).
 """
 from __future__ import annotations
 

@@ -3,8 +3,7 @@
     python3 tools/install_notice.py learner [--torch cpu]
     python3 tools/install_notice.py test
 
-Standard library only (it runs before the virtual environment exists). The sizes and times are
-the ones `benchmarks/install_size.py` measured, read from benchmarks/results/install.json.
+Standard library only (it runs before the venv exists); sizes from benchmarks/results/install.json.
 """
 from __future__ import annotations
 

@@ -4,13 +4,8 @@
     python tools/lab.py --stop             # stop this checkout's lab
     python tools/lab.py --configure        # only switch off the news pop-up (Binder's postBuild)
 
-Run with the lab's Python (.venv/bin/python). It switches off JupyterLab's "Jupyter news?" pop-up
-for this environment only (the overrides file of the lab's own JupyterLab: it would cover the
-notebook's readouts), finds a server of this checkout from the runtime files Jupyter writes (and
-checks that it answers), else starts one on a free port with a fresh token, waits until it answers,
-and prints the direct URL of the start-here notebook and how to stop it. Ctrl+C, SIGTERM and SIGHUP
-(the terminal closed) stop the server and its kernels. `--stop` stops only a process that is this
-checkout's JupyterLab (its command line and working folder say so), whatever a runtime file names.
+Run with the lab's Python. The news pop-up would cover the notebook's readouts. `--stop` stops only a
+process that is this checkout's JupyterLab (its command line and folder say so), whatever a runtime file names.
 """
 from __future__ import annotations
 

@@ -6,11 +6,7 @@
     python tools/setup_lab.py --install-only   # = make install (set up, start nothing)
     python tools/setup_lab.py --dry-run        # print the commands a fresh set-up runs (make -n -B lab)
 
-`python tools/run_tests.py` is `make test` the same way. Standard library only, for any Python 3.10+
-(the one that makes the venv); the same steps as the Makefile's recipes (tests/test_no_make.py holds
-them equal), with each system's venv layout: .venv\\Scripts\\python.exe on Windows, .venv/bin/python
-elsewhere. Like make, it installs again only when requirements.txt or pyproject.toml is newer than the
-last install (the stamp files .venv/.installed and .venv/.installed-test, the Makefile's own).
+Standard library only; the Makefile's steps and stamp files (tests/test_no_make.py holds them equal).
 """
 from __future__ import annotations
 
