@@ -27,6 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "compat.json"
 SANITIZE = ROOT / "benchmarks" / "compat_sanitize.cfg"
 PLUGIN = ROOT / "benchmarks" / "compat_nbval.py"
+from check_binder_env import copy_repository  # noqa: E402  (this folder is on sys.path: run as a script)
+
 NOTEBOOKS = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "notebooks").glob("*.ipynb"))
 # what the notebooks and nbval need, unpinned: the newest pip offers, beside the newest torch here
 NEWEST = ["torch==2.14.1", "numpy", "matplotlib", "pillow", "tqdm", "ipywidgets", "ipykernel", "nbformat",
@@ -66,20 +68,6 @@ def clean_env(python: Path) -> dict[str, str]:
     return env
 
 
-def tracked_copy(destination: Path) -> Path:
-    """This checkout's tracked files (as they are in the working tree) copied to `destination`: what a
-    clone at a tag holds, which is what the install cell's pip builds the package from."""
-    shutil.rmtree(destination, ignore_errors=True)
-    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True, check=True).stdout
-    for name in filter(None, files.decode().split("\0")):
-        source = ROOT / name
-        if source.is_file():
-            target = destination / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, target)
-    return destination
-
-
 def torch_requirement(name: str) -> str:
     """The profile's torch, as its install names it (`torch==X`)."""
     install = PROFILES[name]["install"]
@@ -106,7 +94,9 @@ def build_profile(name: str, folder: Path, find_links: list[str], log: Path) -> 
 
 def install_lab(python: Path, folder: Path, log: Path) -> dict:
     """The lab's package as the install cell installs it: --no-deps from the source, then install_missing()."""
-    source = tracked_copy(folder / "lab-source")
+    source = folder / "lab-source"
+    shutil.rmtree(source, ignore_errors=True)
+    copy_repository(source)  # what a clone at a tag holds: the install cell's pip builds from it
     env = clean_env(python)
     done = run([str(python), "-m", "pip", "install", "--progress-bar", "off", "--no-deps", str(source)], log, env=env)
     if done.returncode:
