@@ -11,7 +11,7 @@ from widgets.exercises.toolkit import ExerciseSet, Status
 from widgets.lessons import developer_1, developer_2, developer_3
 
 LESSONS = sorted(m.name for m in pkgutil.iter_modules(widgets.lessons.__path__))
-SETS = [(lesson, name) for lesson in LESSONS for name in importlib.import_module(f"widgets.lessons.{lesson}").__all__
+SETS = [(lesson, name) for lesson in LESSONS for name in dir(importlib.import_module(f"widgets.lessons.{lesson}"))
         if name.endswith("_exercises")]
 
 
