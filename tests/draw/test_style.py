@@ -41,7 +41,10 @@ def test_the_lab_draws_lines_with_the_darkened_palette_and_verdicts_with_text_co
     from widgets.exercises import toolkit
 
     assert OKABE_ITO == LINE_COLOURS
-    assert (prediction.RIGHT, prediction.WRONG) == (style.RIGHT_TEXT, style.WRONG_TEXT)
+    for guess in ("4", "5"):
+        widget = prediction.make_prediction("How many?", answer=4)
+        widget.commit(guess)
+        assert all(contrast(c) >= 4.5 for c in re.findall(r"color:(#[0-9A-Fa-f]{6})", widget.reveal.value))
     assert all(contrast(c) >= 4.5 for c in toolkit._COLOUR.values())
     html = readout.verdict_list_html(["allclose: True", "allclose: False"], ("allclose",))
     assert all(contrast(c) >= 4.5 for c in re.findall(r"color:(#[0-9A-Fa-f]{6})", html))

@@ -19,12 +19,6 @@ from widgets.controls.compat import Displayed, set_tooltip
 from widgets.draw.frames import errors_shown_in
 from widgets.draw.style import RIGHT_TEXT, WRONG_TEXT
 
-RIGHT, WRONG = RIGHT_TEXT, WRONG_TEXT
-
-
-def _close(value: float, target: float, rel: float) -> bool:
-    """Equal up to a relative tolerance: a guess of 3.9999998 is the answer 4."""
-    return math.isclose(value, target, rel_tol=rel, abs_tol=1e-9)
 
 
 def _escape(text: str) -> str:
@@ -98,12 +92,18 @@ class PredictionWidget(Displayed, W.VBox):
 
     def _read_guess(self, guess: object) -> object:
         """The guess as a number or one of the choices; a ValueError names what is allowed."""
+        if not self.choices:
+            return _parse_number(str(guess))
+        if guess not in self.choices:
+            picked = "nothing picked yet" if guess is None else f"{guess!r} is not one of the choices"
+            raise ValueError(f"{picked}: pick one of {', '.join(repr(c) for c in self.choices)}")
+        return guess
+
+    def _same(self, guess: object, other: object) -> bool:
+        """A pick equals a choice; a number is close to one within `rel_tolerance` (3.9999998 is 4)."""
         if self.choices:
-            if guess not in self.choices:
-                picked = "nothing picked yet" if guess is None else f"{guess!r} is not one of the choices"
-                raise ValueError(f"{picked}: pick one of {', '.join(repr(c) for c in self.choices)}")
-            return guess
-        return _parse_number(str(guess))
+            return guess == other
+        return math.isclose(guess, float(other), rel_tol=self.rel_tolerance, abs_tol=1e-9)
 
     def commit(self, guess: object = None) -> bool:
         """Lock in `guess` (default: the entry's) and reveal the answer; a guess not allowed leaves a message."""
@@ -113,7 +113,7 @@ class PredictionWidget(Displayed, W.VBox):
         try:
             value = self._read_guess(self.entry.value if guess is None else guess)
         except ValueError as error:
-            self.message.value = f"<span style='color:{WRONG}'>{_escape(str(error))}</span>"
+            self.message.value = f"<span style='color:{WRONG_TEXT}'>{_escape(str(error))}</span>"
             return False
         self.message.value = ""
         answered = False
@@ -122,26 +122,19 @@ class PredictionWidget(Displayed, W.VBox):
             answered = True
         if not answered:  # computing the answer failed: nothing is locked, the learner can try again
             return False
-        right = value == answer if self.choices else _close(value, answer, self.rel_tolerance)
+        right = self._same(value, answer)
         self.guess, self.correct, self.answer_shown = value, right, answer
         self.entry.disabled = self.button.disabled = True
         self.button.description = "Guess locked in"
         self.reveal.value = self._reveal_html(value, answer, right)
         return True
 
-    def _why_wrong(self, value: object) -> str:
-        for wrong, why in self.wrong_guesses.items():
-            same = value == wrong if self.choices else _close(value, float(wrong), self.rel_tolerance)
-            if same:
-                return why
-        return ""
-
     def _reveal_html(self, value: object, answer: object, right: bool) -> str:
         verdict = "Right" if right else "Not this time"
-        colour = RIGHT if right else WRONG
+        colour = RIGHT_TEXT if right else WRONG_TEXT
         lines = [f"<span style='color:{colour}'><b>{verdict}.</b></span> You guessed <b>{_escape(_plain(value))}</b>; "
                  f"the answer is <b>{_escape(_plain(answer))}</b>."]
-        why = "" if right else self._why_wrong(value)
+        why = "" if right else next((why for wrong, why in self.wrong_guesses.items() if self._same(value, wrong)), "")
         lines += [_escape(text) for text in (why, self.explanation) if text]
         return "<p style='margin:0.3em 0'>" + " ".join(lines) + "</p>"
 
