@@ -8,7 +8,7 @@ import pytest  # noqa: E402
 
 import widgets.lessons.researcher_1.controls as module  # noqa: E402
 from widgets.core.threads import one_thread  # noqa: E402
-from widgets.lessons.researcher_1.controls import make_token_spread_widget, spread_readout  # noqa: E402
+from widgets.lessons.researcher_1.controls import make_token_spread_widget  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +68,3 @@ def test_bad_starting_values_name_the_parameter(kwargs, match):
     with pytest.raises(ValueError, match=match):
         make_token_spread_widget(**kwargs)
 
-
-def test_readout_refuses_a_k_that_does_not_divide_the_window():
-    with pytest.raises(ValueError, match="accumulation_steps"):
-        spread_readout(0.5, 5)

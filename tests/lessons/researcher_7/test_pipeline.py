@@ -3,7 +3,6 @@ and a real pipeline of stage modules whose gradient is allclose to the unsplit m
 micro-batch's backward is dropped or its loss left unweighted)."""
 import inspect
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -107,13 +106,6 @@ def test_bad_input():
         split_model(make_mlp(depth=4), 5)
     with pytest.raises(ValueError, match="the timeline is for 2 stages and 3 micro-batches"):
         run_pipeline(split_model(make_mlp(), 2), make_micro_batches(4, 2), simulate("gpipe", 2, 3))
-
-
-def test_no_plotting_library_is_imported():
-    import subprocess
-    code = ("import sys, widgets.lessons.researcher_7.pipeline, widgets.lessons.researcher_7.fsdp; "
-            "print(any(m in sys.modules for m in ('matplotlib', 'ipywidgets')))")
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
 
 
 @pytest.mark.parametrize("micro_batches, sizes", [(1, [3]), (4, [3, 3, 3, 3]), (3, [4, 4, 1])])

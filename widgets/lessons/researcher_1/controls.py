@@ -1,11 +1,4 @@
-"""The token-length-spread widget: move the spread of sequence lengths and K, watch the per-micro-batch
-normaliser drift from the big batch while the window normaliser stays on it.
-
-Left: real tokens in each micro-batch of the window (unequal counts are what the bug weighs
-wrongly). Right: the gap of both normalisers at the current setting, over the curve of the
-notebook's sweep if one is given. Same pattern as the accumulation explorer: one figure made
-once, artists moved in place, a PNG in an `Image`; callback errors go to an `Output` below.
-"""
+"""The token-length-spread widget: move the spread of lengths and K; the per-micro-batch normaliser drifts, the window's stays."""
 from __future__ import annotations
 
 from typing import Mapping, Sequence
@@ -14,7 +7,7 @@ import ipywidgets as W
 
 from widgets.core.floor import below
 from widgets.core.shared import real_tokens
-from widgets.core.config import check_float, check_int
+from widgets.core.config import check_float
 from widgets.controls.readout import verdict_list_html
 from widgets.controls.compat import Displayed
 from widgets.draw.frames import OKABE_ITO, FastCanvas, errors_shown_in, with_static_fallback
@@ -38,12 +31,7 @@ FIGURE_INCHES = (8.6, 3.4)  # 860 px wide: the notebook's column at 1366x768, te
 
 
 def spread_readout(length_spread: float, accumulation_steps: int, seed: int = 0) -> dict:
-    """Everything the widget shows for one setting: tokens per micro-batch, losses, gaps, verdicts."""
-    length_spread = check_float("length_spread", length_spread, 0.0, 1.0, low_inclusive=True)
-    if accumulation_steps not in K_OPTIONS:
-        raise ValueError(f"accumulation_steps must be one of {K_OPTIONS} (it must divide the "
-                         f"{NUM_SEQUENCES} sequences), got {accumulation_steps!r}")
-    check_int("seed", seed, 0, 2**31 - 1)
+    """Everything the widget shows for one setting (checked by the widget): tokens per micro-batch, losses, gaps."""
     batch = make_token_batch(NUM_SEQUENCES, MAX_LEN, length_spread, seed=seed)
     model = TinyCausalLM(seed=seed)
     reference = big_batch_token_gradient(model, batch)
@@ -137,11 +125,11 @@ class TokenSpreadWidget(Displayed, W.VBox):
 
 def make_token_spread_widget(length_spread: float = 0.5, accumulation_steps: int = 4,
                              sweep: Mapping[str, Sequence[float]] | None = None) -> TokenSpreadWidget:
-    """Build (not display) the widget; `sweep` is `gap_against_spread`'s result, drawn behind the markers.
-    Bad values raise a ValueError naming the parameter."""
+    """Build (not display) the widget; `sweep`: `gap_against_spread`'s result, drawn behind the markers."""
     check_float("length_spread", length_spread, 0.0, 1.0, low_inclusive=True)
     if accumulation_steps not in K_OPTIONS:
-        raise ValueError(f"accumulation_steps must be one of {K_OPTIONS}, got {accumulation_steps!r}")
+        raise ValueError(f"accumulation_steps must be one of {K_OPTIONS} (it must divide the {NUM_SEQUENCES} "
+                         f"sequences), got {accumulation_steps!r}")
     if sweep is not None and not all(k in sweep for k in ("spread", *NORMALISERS)):
         raise ValueError(f"sweep must be the dict gap_against_spread returns, with keys 'spread' and {NORMALISERS}")
     return TokenSpreadWidget(length_spread, accumulation_steps, sweep)

@@ -1,8 +1,4 @@
-"""researcher_1's plots: each draws onto the Axes it is given and returns what it drew.
-
-Reference measurements from the H200 are drawn dashed, with "measured on an NVIDIA H200" in
-their label, so that no reader mistakes them for what the notebook computed.
-"""
+"""researcher_1's plots onto a given Axes; the H200 reference is dashed and labelled "measured on an NVIDIA H200"."""
 from __future__ import annotations
 
 from typing import Mapping, Sequence

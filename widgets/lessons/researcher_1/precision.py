@@ -1,11 +1,8 @@
 """Precision: how far an accumulated gradient lands from the exact (float64) big-batch gradient.
 
-The sum of K micro-batch gradients is the big-batch gradient only in exact arithmetic. In floating
-point every `.grad += ...` rounds to the precision of `.grad`: float32 loses nothing you can see,
-but a bfloat16 `.grad` (8 bits of mantissa) rounds at every one of the K additions, so its error
-grows with K. Keeping the sum in a float32 "master" copy of the gradient removes that growth.
-The problem mirrors the H200 reference measurement, smaller so that it runs on a laptop CPU.
-"""
+Every `.grad += ...` rounds to `.grad`'s dtype: invisible in float32, but a bfloat16 `.grad` rounds at each
+of the K additions, so its error grows with K; a float32 master copy of the sum removes that growth. The
+H200 reference measurement's problem, scaled down for a laptop CPU."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -131,11 +128,7 @@ def precision_curves(problem: PrecisionProblem, modes: Sequence[str] = tuple(MOD
 
 
 def summation_orders(problem: PrecisionProblem, accumulation_steps: int = 16) -> dict[str, float]:
-    """The same K float32 micro-batch gradients added forwards, backwards, and pairwise.
-
-    Returns each order's relative error against float64, and the largest difference between two
-    orders: nonzero, because float addition is not associative, and about float32's 1e-7.
-    """
+    """The same K float32 micro-gradients added forwards, backwards and pairwise: each one's error, and how far two differ."""
     problem = _check_problem(problem)
     n = problem.num_examples
     check_int("accumulation_steps", accumulation_steps, 2, n)

@@ -1,11 +1,7 @@
 """Batch norm under accumulation: the forward pass itself depends on which examples share a batch.
 
-BatchNorm (Ioffe & Szegedy, 2015) normalises each feature with the mean and variance of the
-batch it sees. Accumulating K micro-batches of b normalises each with *its own* b examples, so
-the gradient is not the big batch's; it is exactly the gradient of one big batch under ghost batch
-norm with ghost size b (Hoffer et al., 2017). Per-example norms (LayerNorm, GroupNorm) and BN with
-frozen statistics (eval mode) make accumulation exact again. Float64, so gaps are never rounding.
-"""
+K micro-batches of b normalise each with its own b examples: exactly ghost batch norm of size b (Hoffer et
+al., 2017), not the big batch. Per-example norms and frozen statistics make accumulation exact. Float64."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -163,8 +159,7 @@ class RunningStats:
 
 def running_stats_after_one_update(accumulation_steps: int, num_examples: int = 64, seed: int = 0,
                                    momentum: float = 0.1) -> RunningStats:
-    """One update's forward passes in training mode: the big batch moves the running mean once,
-    accumulation moves it K times, each time by `momentum` towards a micro-batch mean."""
+    """One update's forwards in training mode: the big batch moves the running mean once, accumulation K times."""
     slices = _micro_slices(num_examples, accumulation_steps)
     x, _ = make_norm_data(num_examples, seed=seed)
     big, acc = make_norm_model("batch", seed=seed), make_norm_model("batch", seed=seed)

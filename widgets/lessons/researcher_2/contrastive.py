@@ -1,13 +1,8 @@
-"""In-batch negatives (InfoNCE, CLIP-style) and gradient caching.
+"""In-batch negatives (InfoNCE, CLIP-style) and gradient caching, in float64.
 
-A contrastive loss scores each pair against every other example of the batch: with n examples,
-each sees n - 1 negatives (Radford et al., 2021, CLIP). Accumulating K micro-batches of b gives
-each only b - 1, so the loss itself is a different function, not a rescaled one. Gradient caching
-(Gao et al., 2021) gets the full-batch gradient back with micro-batch memory: embed everything
-without a graph, take the full-batch loss's gradient with respect to the embeddings, then re-run
-each micro-batch with a graph and backpropagate that slice of the cached gradient.
-Float64, so that a failed allclose is the method, never rounding.
-"""
+With n examples each pair sees n - 1 negatives; K micro-batches of b give each only b - 1, so the loss itself
+changes. Gradient caching (Gao et al., 2021) gets the full-batch gradient back with micro-batch memory: embed
+everything without a graph, take the loss's gradient at the embeddings, then backpropagate each micro-batch's slice."""
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -57,10 +52,7 @@ def make_encoders(dim: int = 8, embed_dim: int = 8, hidden: int = 32, seed: int 
 
 
 def info_nce(za: torch.Tensor, zb: torch.Tensor, temperature: float = 0.1) -> torch.Tensor:
-    """Symmetric InfoNCE of paired embeddings (n, d): row i of za must pick row i of zb among all n, and back.
-
-    The other n - 1 rows are the negatives: the loss depends on which examples share the batch.
-    """
+    """Symmetric InfoNCE of paired embeddings (n, d): row i of za must pick row i of zb among all n, and back."""
     temperature = check_float("temperature", temperature, 0.0, 1e6)
     if za.dim() != 2 or za.shape != zb.shape:
         raise ValueError(f"za and zb must be paired embeddings of the same shape (n, d), got "
@@ -90,8 +82,7 @@ def _check_inputs(encoders: object, a: torch.Tensor, b: torch.Tensor, accumulati
 
 
 def _check_scores(what: str, scored: int) -> None:
-    """Refuse an InfoNCE over `scored` pairs at once whose (scored x scored) similarity matrix would
-    not fit: the logits, two log-softmaxes and their gradients, about six float64 matrices."""
+    """Refuse an InfoNCE over `scored` pairs whose similarity matrices (about six, float64) would not fit."""
     check_memory(f"{what}: InfoNCE over {scored} pairs at once, {scored} x {scored} float64 scores",
                  6 * scored * scored * DTYPE.itemsize)
 
@@ -100,13 +91,8 @@ def _check_scores(what: str, scored: int) -> None:
 class ContrastiveRun:
     """One way of computing the update's gradient: its loss, flat gradient, and what it cost.
 
-    `forward_examples`: examples pushed through each tower (n for one pass, 2n for gradient cache).
-    Bytes are researcher_4's meter (`SavedTensorCounter`: distinct storages, weights left out), per
-    graph: `encoder_graph_bytes` what one pass of both towers keeps (the largest micro-batch's; the
-    whole batch's for one pass), `loss_graph_bytes` what the InfoNCE on n embeddings keeps, and
-    `peak_saved_bytes` the most held for one backward pass (their sum in one pass; their max for
-    gradient caching, whose graphs are freed one before the next is built).
-    """
+    `forward_examples`: examples through each tower; bytes are `SavedTensorCounter`'s per graph (both towers on the
+    largest micro-batch, the InfoNCE on n embeddings) and the most held for one backward."""
 
     loss: float
     grad: torch.Tensor
@@ -148,8 +134,7 @@ class _Watch:
 
 @contextmanager
 def _watched(encoders: torch.nn.ModuleDict) -> Iterator[_Watch]:
-    """Start from an empty .grad and count the examples the block runs; the hook goes and .grad is
-    emptied again afterwards, also when the block raises."""
+    """Count the examples the block runs, from an empty .grad; the hook goes and .grad is emptied again afterwards."""
     watch = _Watch()
     handle = encoders["a"].register_forward_hook(watch.count)
     encoders.zero_grad(set_to_none=True)
@@ -198,11 +183,7 @@ def naive_accumulated_contrastive(encoders: torch.nn.ModuleDict, a: torch.Tensor
 
 def gradient_cache_contrastive(encoders: torch.nn.ModuleDict, a: torch.Tensor, b: torch.Tensor,
                                accumulation_steps: int, temperature: float = 0.1) -> ContrastiveRun:
-    """Gradient caching (Gao et al., 2021): the full-batch loss with micro-batch activation memory.
-
-    The algorithm is `gradient_cache`, the function notebook researcher_2 shows in a cell; this
-    checks the inputs, runs it, and measures the two graphs it builds one at a time: the InfoNCE
-    on all n cached embeddings, and both towers on one micro-batch."""
+    """Gradient caching (`gradient_cache`, shown in a cell), checked, run and measured graph by graph."""
     slices = _check_inputs(encoders, a, b, accumulation_steps)
     _check_scores("gradient_cache_contrastive", a.shape[0])  # the cache is the full batch's scores
     with _watched(encoders) as watch:

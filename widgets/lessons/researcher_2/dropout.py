@@ -1,12 +1,8 @@
 """Dropout under accumulation: the same distribution of masks, not the same masks.
 
-`torch.nn.Dropout` draws its masks from the global generator in the order the forward pass asks
-for them. One big pass draws layer 1's mask for all n examples, then layer 2's; K micro-batch
-passes interleave them (layer 1 for b examples, layer 2 for b, ...), so the masks differ: the
-gradients are equal in expectation, not bit-equal. Drawing each example's mask from its own generator, seeded by
-(run seed, update step, example index), makes the mask a function of the example and the update alone: exact
-accumulation again, fresh masks every update, and the same masks on every CPU (no global generator state).
-"""
+One big pass draws layer 1's mask for all n examples, then layer 2's; K micro-batch passes interleave them, so
+the masks differ: gradients equal in expectation only. A mask drawn from each example's own generator, seeded
+by (run seed, update, example), makes accumulation exact again, with fresh masks every update."""
 from __future__ import annotations
 
 import torch
@@ -21,8 +17,7 @@ MAX_STEP = 10**6  # steps and example ids below 1_000_003 give distinct (step, e
 
 
 def mask_seed_for(mask_seed: int, step: int, example: int) -> int:
-    """One generator seed per (run seed, update step, example): masks differ per update and per example,
-    and never depend on which micro-batch the example lands in."""
+    """One generator seed per (run seed, update step, example), whatever micro-batch the example lands in."""
     return ((mask_seed * 1_000_003 + step) * 1_000_003 + example) % 2**63
 # High estimate for the time check: a forward and backward pass of the small MLP takes well under
 # 1 ms on one idle CPU thread (measured); take 2 ms, plus 2 us an example, for a busy shared one.
@@ -128,18 +123,13 @@ def _setup(mask_source: str, accumulation_steps: int, num_examples: int, seed: i
 
 def dropout_gradients(mask_source: str, accumulation_steps: int, num_examples: int = 32, seed: int = 0,
                       rng_seed: int = 0, dropout_layers: int = 2) -> tuple[torch.Tensor, torch.Tensor]:
-    """(big-batch gradient, accumulated gradient) of one update, the global generator reset to
-    `rng_seed` before each run. Flat, shape (P,) each."""
+    """(big-batch, accumulated) flat gradients of one update, the global generator reset to `rng_seed` before each."""
     model, x, y = _setup(mask_source, accumulation_steps, num_examples, seed, dropout_layers)
     return _update(model, x, y, accumulation_steps, check_int("rng_seed", rng_seed, 0, 2**31 - 1))
 
 
 def mean_gap_over_draws(accumulation_steps: int, draws: int, num_examples: int = 32, seed: int = 0) -> float:
-    """Relative gap between the mean of `draws` big-batch gradients and of `draws` accumulated ones
-    (global masks, a fresh generator seed per draw): max |Δ mean| / max |mean big-batch gradient|.
-
-    Equal in distribution: the gap of the means shrinks as the number of mask draws grows.
-    """
+    """Relative gap between the means of `draws` big-batch and accumulated gradients: shrinks as draws grow."""
     check_int("draws", draws, 1, 100_000)
     model, x, y = _setup("global", accumulation_steps, num_examples, seed, 2)
     # each draw is one big-batch pass and K micro-batch passes over the same n examples

@@ -1,16 +1,7 @@
-"""A small real problem trained with accumulation, B_simple read off every window, and the
-critical batch size measured the way McCandlish et al. (2018) measure it, over many seeds.
+"""A small real problem trained with accumulation, B_simple read off every window, and the critical batch.
 
-- `train_with_noise_scale`: the ordinary accumulation loop; after each micro-step the new part of
-  the `.grad` pile, times K, is that micro-batch's mean gradient, so every update hands
-  `estimate_noise_scale` one window for free.
-- runs of accumulated training until the full-data loss reaches a target, the sweep over K and the
-  learning-rate grid: `widgets.lessons.researcher_3.critical_race`; here `fit_tradeoff` fits
-  (S/S_min - 1)(E/E_min - 1) = 1, i.e. S = S_min + E_min / B, and B_crit = E_min / S_min;
-  `leave_one_out`: how far B_crit moves without each measured batch.
-- `noise_scales_at`: B_simple and the Hessian-weighted B_noise, exactly, from every example's
-  gradient and the closed-form Hessian.
-"""
+`fit_tradeoff` fits McCandlish et al.'s (2018) (S/S_min - 1)(E/E_min - 1) = 1, i.e. S = S_min + E_min / B, and
+B_crit = E_min / S_min; `noise_scales_at` gives B_simple and B_noise exactly, in closed form."""
 from __future__ import annotations
 
 import math
@@ -38,8 +29,7 @@ GRAPH_BYTES = 8 + (INPUTS + 4 * HIDDEN + 4 * CLASSES) * FLOAT32
 
 def training_estimate(num_examples: int, micro_batch_size: int, accumulation_steps: int,
                       num_updates: int) -> tuple[int, float]:
-    """(bytes, seconds), high estimates, of `num_updates` updates of K micro-batches of b on a
-    problem of n examples, the full-data loss taken before each update."""
+    """(bytes, seconds), high estimates, of `num_updates` updates of K micro-batches of b on n examples."""
     n, b, k = num_examples, micro_batch_size, accumulation_steps
     seconds = num_updates * (k * (MICRO_STEP_S + b * EXAMPLE_S) + n * EXAMPLE_S)
     return n * LOSS_BYTES + b * GRAPH_BYTES, seconds
@@ -104,8 +94,7 @@ def check_optimizer(name: object) -> str:
 
 @dataclass(frozen=True)
 class NoiseRecord:
-    """Per update: the full-data loss before it, the window's |G|^2, tr(Sigma) and B_simple, and
-    the EMA-smoothed B_simple (examples)."""
+    """Per update: the full-data loss before it, the window's |G|^2, tr(Sigma), B_simple and its EMA (examples)."""
 
     accumulation_steps: int
     micro_batch_size: int
@@ -189,8 +178,7 @@ def fit_tradeoff(effective_batches: Sequence[float], steps: Sequence[float]) -> 
 
 
 def leave_one_out(effective_batches: Sequence[float], steps: Sequence[float]) -> tuple[float, float]:
-    """How far B_crit moves when each measured batch in turn is left out of the fit: the (lowest,
-    highest) B_crit of those fits (a fit that fails, S_min or E_min not positive, is skipped)."""
+    """(lowest, highest) B_crit of the fits that each leave one measured batch out (failed fits skipped)."""
     fits = []
     for i in range(len(steps)):
         try:
@@ -205,8 +193,7 @@ def leave_one_out(effective_batches: Sequence[float], steps: Sequence[float]) ->
 
 def same_update_any_split(problem: TeacherProblem, effective_batch_size: int, micro_batch_sizes: Sequence[int],
                           learning_rate: float = 0.5, num_updates: int = 5) -> dict[int, torch.Tensor]:
-    """Train num_updates SGD updates on the same K*b examples per update, split as b x K for each b
-    in `micro_batch_sizes`; returns b -> final flat weights (they agree to float32 rounding)."""
+    """b -> final flat weights after SGD on the same K*b examples per update split as b x K."""
     n = check_int("effective_batch_size", effective_batch_size, 1)
     sizes = [check_int("micro_batch_sizes", b, 1, n) for b in micro_batch_sizes]
     for b in sizes:
@@ -232,8 +219,7 @@ def same_update_any_split(problem: TeacherProblem, effective_batch_size: int, mi
 
 
 def per_example_gradients(problem: TeacherProblem, model: torch.nn.Module) -> torch.Tensor:
-    """Every example's gradient of its own loss, (n, P) in float64, in `model.parameters()` order:
-    backpropagation through make_classifier's two layers written out (tests check it against autograd)."""
+    """Every example's gradient, (n, P) float64 in `model.parameters()` order, backpropagation written out."""
     n = problem_size(problem)
     if not isinstance(model, torch.nn.Sequential) or len(model) != 3:
         raise TypeError(f"model must be an MLP from make_classifier, got {type(model).__name__}")
@@ -249,11 +235,10 @@ def per_example_gradients(problem: TeacherProblem, model: torch.nn.Module) -> to
 
 
 def classifier_hessian(problem: TeacherProblem, model: torch.nn.Module) -> torch.Tensor:
-    """The Hessian of the mean cross-entropy over all of `problem` at `model`'s weights, (P, P) in
-    float64 and `model.parameters()` order, in closed form (tests check it against autograd):
-    the Gauss-Newton part J^T (diag(p) - p p^T) J plus the residual (p - onehot) times each logit's
-    own second derivative, which for z = W2 tanh(W1 x + c1) + c2 pairs W2 with layer one and layer
-    one with itself through tanh'' = -2 tanh tanh'."""
+    """The Hessian of the mean cross-entropy at `model`'s weights, (P, P) float64, in closed form.
+
+    Gauss-Newton J^T (diag(p) - p p^T) J plus the residual (p - onehot) times each logit's second derivative
+    (through tanh'' = -2 tanh tanh')."""
     n = problem_size(problem)
     if not isinstance(model, torch.nn.Sequential) or len(model) != 3:
         raise TypeError(f"model must be an MLP from make_classifier, got {type(model).__name__}")
@@ -290,6 +275,5 @@ def classifier_hessian(problem: TeacherProblem, model: torch.nn.Module) -> torch
 
 
 def noise_scales_at(problem: TeacherProblem, model: torch.nn.Module) -> ExactNoise:
-    """B_simple and B_noise of `problem` at `model`'s weights, exactly (float64): every example's
-    gradient and the full P x P Hessian of the mean loss, both in closed form."""
+    """B_simple and B_noise of `problem` at `model`'s weights, exactly (float64, closed form)."""
     return exact_noise_scales(per_example_gradients(problem, model), classifier_hessian(problem, model))

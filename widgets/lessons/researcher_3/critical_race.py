@@ -1,14 +1,4 @@
-"""researcher_3's runs to a target loss, and the sweep that measures the critical batch with them
-(McCandlish et al. 2018) over problems, seeds and a learning-rate grid.
-
-- `race_to_target`: the one run-to-a-target of this lesson, accumulated training (K micro-batches of
-  b per update, SGD or Adam) until the full-data loss reaches a target, for many runs at once (every
-  run's weights stacked along a first axis, runs never mix), so a grid of learning rates x seeds x
-  problems costs about one run per K. Its step counts are interpolated where the loss crosses the
-  target, so they are not rounded to whole updates. `model_at_target`: one run's weights there.
-- `sweep_effective_batch`: steps to the target as K grows at a fixed b, for every problem, seed and
-  learning rate (`SweepRecord`).
-"""
+"""researcher_3's runs to a target loss, many at once, and the sweep that measures the critical batch with them."""
 from __future__ import annotations
 
 import math
@@ -29,8 +19,7 @@ OUTCOMES = ("reached", "diverged", "slow", "stalled")
 
 @dataclass(frozen=True)
 class Run:
-    """One run of a race: `problem` indexes the race's problems; `seed` fixes the initial weights
-    (`make_classifier(seed)`) and the micro-batches drawn; betas and eps are Adam's."""
+    """One run of a race: its problem's index, the seed of its weights and draws, and its optimizer's settings."""
 
     problem: int
     seed: int
@@ -56,8 +45,7 @@ def _race_loss(weights: list[torch.Tensor], x: torch.Tensor, y: torch.Tensor) ->
 
 def race_estimate(num_examples: int, micro_batch_size: int, accumulation_steps: int, num_updates: int,
                   num_runs: int) -> tuple[int, float]:
-    """(bytes, seconds), high estimates, of a race: one micro-step serves all runs; the full-data loss
-    is taken for each."""
+    """(bytes, seconds), high estimates, of a race: one micro-step serves every run."""
     n, b, k, u, r = num_examples, micro_batch_size, accumulation_steps, num_updates, num_runs
     seconds = u * (k * (MICRO_STEP_S + r * b * EXAMPLE_S) + r * n * RACE_LOSS_S)
     # per run: its loss's activations and its copy of the inputs and labels, a micro-batch's graph, its draws
@@ -68,26 +56,19 @@ def race_to_target(
     problems: Sequence[TeacherProblem], micro_batch_size: int, accumulation_steps: int, runs: Sequence[Run],
     target_loss: float, optimizer: str = "sgd", max_updates: int = 120, give_up: float = 2.0,
 ) -> list[tuple[float | None, str]]:
-    """Runs of accumulated training, K micro-batches of b per update, no warmup, until the full-data
-    loss (taken before every update) is at or below `target_loss`; all `runs` at once.
+    """Accumulated training (K micro-batches of b) of every run at once until the full-data loss reaches `target_loss`.
 
-    The R runs' weights are stacked (R, ...), so one micro-step serves them all; the runs never mix
-    (the gradient of the sum of their losses is each run's own gradient), and each (problem, seed)
-    draws its micro-batches i.i.d. from its own generator. Returns (steps, outcome) per run: steps is
-    the update count at which the loss crosses the target, interpolated linearly between the last
-    loss above it and the first at or below it (so 2.4, not a whole 3: B_crit's fit is not rounded
-    to whole updates), None unless the outcome is 'reached'; the outcome is one of OUTCOMES:
-    'reached'; 'diverged' (loss not finite or above twice its start); 'slow' (stopped at `give_up` x
-    the steps of the fastest run of its problem and seed); 'stalled' (short of the target after
-    `max_updates`)."""
+    Runs are stacked along a first axis and never mix; each (problem, seed) draws its own micro-batches. Per run,
+    (steps, outcome): steps interpolated where the loss crosses the target (None unless 'reached'); outcome one of
+    OUTCOMES: 'diverged' (not finite or above twice its start), 'slow' (`give_up` x its replicate's fastest),
+    'stalled' (short of the target after `max_updates`)."""
     return _race(problems, micro_batch_size, accumulation_steps, runs, target_loss, optimizer, max_updates,
                  give_up)[0]
 
 
 def model_at_target(problem: TeacherProblem, micro_batch_size: int, accumulation_steps: int, learning_rate: float,
                     target_loss: float, seed: int = 0, max_updates: int = 400) -> torch.nn.Module:
-    """The SGD run of `race_to_target` (one run), as a `make_classifier` model with its weights at
-    the first update where the full-data loss is at or below the target."""
+    """One SGD run of `race_to_target`, as a `make_classifier` model with its weights where it reached the target."""
     run = Run(0, seed, learning_rate)
     ((steps, _),), weights = _race([problem], micro_batch_size, accumulation_steps, [run], target_loss, "sgd",
                                    max_updates, 2.0)
@@ -107,8 +88,7 @@ def _race(
     problems: Sequence[TeacherProblem], micro_batch_size: int, accumulation_steps: int, runs: Sequence[Run],
     target_loss: float, optimizer: str, max_updates: int, give_up: float,
 ) -> tuple[list[tuple[float | None, str]], list[torch.Tensor]]:
-    """`race_to_target`'s results and the stacked weights at the end (a run that stopped keeps the
-    weights it stopped with)."""
+    """`race_to_target`'s results and the stacked weights at the end."""
     if isinstance(problems, TeacherProblem):
         problems = [problems]
     n = problem_size(problems[0]) if problems else 0
@@ -189,9 +169,7 @@ def _race(
 
 @dataclass(frozen=True)
 class SweepRecord:
-    """Steps to the target for each problem, seed, effective batch (K at fixed b) and learning rate.
-
-    `runs[(problem seed, seed, B, lr)]` is (steps or None, outcome), as `race_to_target` returns."""
+    """`runs[(problem seed, seed, B, lr)]`: (steps or None, outcome) of every run of the sweep."""
 
     micro_batch_size: int
     effective_batches: tuple[int, ...]
@@ -207,8 +185,7 @@ class SweepRecord:
         return [(p, s) for p in self.problems for s in self.seeds]
 
     def best(self, problem: int, seed: int) -> dict[int, tuple[float, int] | None]:
-        """B -> (learning rate, steps) of the fastest run of this replicate that reached the target
-        (ties: the smaller learning rate)."""
+        """B -> (learning rate, steps) of this replicate's fastest run to the target (ties: the smaller rate)."""
         out = {}
         for B in self.effective_batches:
             reached = [(s, lr) for lr in self.learning_rates if (s := self.runs[(problem, seed, B, lr)][0]) is not None]
@@ -221,22 +198,18 @@ class SweepRecord:
         return [lr for lr, s in reached.items() if s == min(reached.values())] if reached else []
 
     def best_at_edge(self) -> list[tuple[int, int, int]]:
-        """(problem, seed, B) whose best learning rate (or one tied for best) is the grid's first or
-        last, or that never reached the target: there the grid may not hold the optimum."""
+        """(problem, seed, B) whose best rate is at the grid's edge, or that never reached the target."""
         edges = {self.learning_rates[0], self.learning_rates[-1]}
         return [(p, s, B) for p, s in self.replicates for B in self.effective_batches
                 if not self.tied_best(p, s, B) or edges & set(self.tied_best(p, s, B))]
 
     def smallest_diverging(self, problem: int, seed: int, B: int) -> float | None:
-        """The smallest learning rate on the grid that diverged at B for this replicate (None: none did):
-        the stability limit, as far as the grid resolves it."""
+        """The smallest learning rate of the grid that diverged at B for this replicate, or None."""
         diverged = [lr for lr in self.learning_rates if self.runs[(problem, seed, B, lr)][1] == "diverged"]
         return min(diverged) if diverged else None
 
     def linear_rule(self, problem: int, seed: int) -> dict[int, tuple[float, int | None, str]]:
-        """B -> (learning rate, steps, outcome) of the linear scaling rule lr(B) = lr*(B0) B / B0 from
-        this replicate's best learning rate at the smallest batch B0, read off the grid (a rate off
-        the grid gets outcome 'off the grid')."""
+        """B -> (lr, steps, outcome) under linear scaling from the best rate at the smallest B ('off the grid' if it is)."""
         B0 = self.effective_batches[0]
         lr0 = self.best(problem, seed)[B0][0]
         out = {}

@@ -1,6 +1,4 @@
-"""Drawing for researcher notebook 3: B_simple over training, the steps/examples trade-off, the
-best learning rate of every replicate against the effective batch. Each function draws onto the `Axes` it is given
-and returns what it drew; no figure is made here."""
+"""researcher_3's plots onto a given Axes: B_simple over training, the trade-off, the best learning rate against B."""
 from __future__ import annotations
 
 import math
@@ -33,8 +31,7 @@ def draw_noise_over_training(record: NoiseRecord, ax_loss, ax_noise) -> dict:
 
 
 def draw_tradeoff(points: list[tuple[int, float]], fit: Tradeoff, ax, b_simple: float | None = None) -> dict:
-    """Measured (examples E, steps S) per effective batch, the fitted hyperbola, S_min and E_min
-    as asymptotes. `points` are (B, S) pairs; returns the artists, `marker` is free to move."""
+    """Measured (E, S) per effective batch, the fitted hyperbola and its asymptotes; `marker` is free to move."""
     check_ax(ax)
     if not isinstance(fit, Tradeoff):
         raise TypeError(f"fit must be a Tradeoff, got {type(fit).__name__}")
@@ -65,9 +62,7 @@ def draw_tradeoff(points: list[tuple[int, float]], fit: Tradeoff, ax, b_simple: 
 
 
 def draw_best_learning_rate(best: dict[int, list[float]], ax, diverging: dict[int, list[float]] | None = None) -> dict:
-    """Each replicate's best learning rate on the grid against the effective batch B (dots), their
-    median (line), linear scaling from that median at the smallest B (dashed) and, if given, the
-    median smallest learning rate that diverged (the stability limit, dotted). Log-log, base 2."""
+    """Each replicate's best learning rate against B, their median, linear scaling and the stability limit (log-log)."""
     check_ax(ax)
     batches = sorted(best)
     if not batches or not all(best[B] for B in batches):

@@ -1,6 +1,4 @@
-"""The (b, K) planner: a model, a memory budget and a target effective batch in; feasible (b, K)
-pairs with predicted memory and time per update out, checkpointing as an option, and the fixed
-terms laid out per rank for ZeRO stages 0-3 / FSDP (a column each), no_sync and fp32 gradients."""
+"""The (b, K) planner: a model, a memory budget and an effective batch in; (b, K) with memory and time out."""
 from __future__ import annotations
 
 import html
@@ -63,8 +61,7 @@ def plan_lines(model: PlannerModel, budget_gb: float, target: int, recompute: bo
 
 
 def zero_columns(model: PlannerModel, target: int, recompute: bool, sharding: Sharding | None) -> dict[int, list[float]]:
-    """{b: [memory per rank in GB under ZeRO stage 0, 1, 2, 3]} for every b dividing `target`, with
-    the world size, gradient bytes and no_sync of `sharding`; {} for a model without a parameter count."""
+    """{b: memory per rank in GB under ZeRO stages 0-3} for each b dividing `target`; {} without a parameter count."""
     if sharding is None or model.parameters is None:
         return {}
     fixed = [model.fixed(Sharding(stage, sharding.world_size, sharding.grad_bytes, sharding.no_sync))
@@ -171,8 +168,7 @@ def _table(plans: list, zero: dict[int, list[float]], budget_gb: float) -> str:
 
 def make_planner_widget(measured: PlannerModel | None = None, model: str = "7B", budget_gb: float = 80.0,
                         target: int = 64, recompute: bool = False) -> PlannerWidget:
-    """Build (not display) the planner. `measured` adds a model measured in the notebook (with a time model);
-    each preset comes twice, with plain attention and with SDPA (fused) attention."""
+    """Build (not display) the planner; `measured`: a model measured in the notebook; presets come with and without SDPA."""
     models = {}
     for shape in PRESETS.values():
         for sdpa in (False, True):

@@ -1,5 +1,4 @@
-"""Drawing for researcher notebook 4: the four memory terms against b, time per update against b
-(this CPU beside the H200 reference, each on its own axes), and a plan's memory against a budget."""
+"""researcher_4's plots onto a given Axes: the memory terms and time per update against b, a plan against a budget."""
 from __future__ import annotations
 
 from widgets.draw.frames import OKABE_ITO, check_ax
@@ -30,8 +29,7 @@ def draw_memory_terms(rows: list[MemoryTerms], ax, scale: float = 1e6, unit: str
 
 def draw_time_per_update(cpu: list[tuple[int, float]], gpu: dict[str, list[tuple[int, float]]], ax_cpu, ax_gpu,
                          cpu_label: str, gpu_label: str) -> dict:
-    """Time per update against b: `cpu` is (b, ms) measured here; `gpu` maps a precision to (b, ms)
-    measured elsewhere, drawn on its own axes and labelled as such by `gpu_label`."""
+    """Time per update against b: `cpu` measured here; `gpu` (per precision) on its own axes, labelled `gpu_label`."""
     check_ax(ax_cpu, "ax_cpu")
     check_ax(ax_gpu, "ax_gpu")
     line, = ax_cpu.plot(*zip(*cpu), marker="o", color=OKABE_ITO[0], linewidth=2)

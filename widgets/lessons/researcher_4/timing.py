@@ -1,9 +1,4 @@
-"""Time per update at a fixed effective batch, as the micro-batch size b shrinks (K = n / b grows).
-
-Measured with `time.perf_counter` around real updates of a small transformer on this machine's
-CPU; the result depends on the machine and on whatever else runs on it. Nothing here asserts a
-speed: the benchmark script and the notebook report what they measured.
-"""
+"""Time per update at a fixed effective batch as b shrinks, measured on this CPU (nothing here asserts a speed)."""
 from __future__ import annotations
 
 import statistics
@@ -72,8 +67,7 @@ class MicroStepFit(NamedTuple):
 
 
 def fit_micro_step_time(rows: Sequence[TimingRow]) -> MicroStepFit:
-    """Least squares of seconds per update = K (overhead + per_example x b): returns
-    (overhead seconds per micro-step, seconds per example)."""
+    """Least squares of seconds per update = K (overhead + per_example x b): (overhead, per_example) in seconds."""
     if len(rows) < 2:
         raise ValueError(f"rows must hold at least two TimingRow, got {len(rows)}")
     x = torch.tensor([[r.accumulation_steps, r.accumulation_steps * r.micro_batch_size] for r in rows],

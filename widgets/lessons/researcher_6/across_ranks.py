@@ -1,15 +1,8 @@
-"""Token counts across ranks, on a real two-process gloo run: who divides by what.
+"""Token counts across ranks on a real gloo run: who divides by what.
 
-`run_across_ranks` spawns W workers (DDP over gloo on CPU, a private rendezvous, a timeout, a
-watchdog that ends a worker whose parent died: the process handling of `widgets.research.ddp`).
-For each count imbalance, rank 0's sequences hold `TARGETS_PER_ROW` real targets each and the
-other ranks' sequences 1/imbalance of that. Each worker all-reduces its count, then runs one
-window under each loop of `LOOPS` (from `widgets.lessons.researcher_6.invariance`) and reports the gradient
-DDP left in `.grad`. The parent compares it with one process on the whole window.
-
-`_train` lives here, not in a notebook, because spawned processes import it by name (the workers are
-`widgets.research.ddp.run_workers`'s), as is their rendezvous: private to this user.
-"""
+For each imbalance, rank 0's sequences hold `TARGETS_PER_ROW` real targets and the others' 1/imbalance of that;
+each worker runs every loop of `LOOPS` on one window and reports DDP's `.grad`, compared with one process. The
+workers are `widgets.research.ddp.run_workers`'s; `_train` lives here because spawned processes import it."""
 from __future__ import annotations
 
 import time
@@ -111,8 +104,7 @@ class RanksResult:
 
 
 def token_weights(rank_counts: Sequence[int]) -> dict[str, list[float]]:
-    """The weight one real target of each rank gets in the final gradient: 1 / (W n_r) under per-rank
-    means averaged by DDP, 1 / N_total with the all-reduced count (both fixes)."""
+    """The weight of one real target of each rank: 1 / (W n_r) under DDP-averaged per-rank means, 1 / N_total fixed."""
     counts = [check_int(f"rank_counts[{r}]", n, 1) for r, n in enumerate(rank_counts)]
     if not counts:
         raise ValueError("rank_counts must hold one count per rank")

@@ -1,5 +1,4 @@
-"""Drawing for researcher notebook 6 (across ranks): the gradient's error as the ranks' token counts
-part, one line per way of dividing. Draws onto the `Axes` it is given and returns what it drew."""
+"""researcher_6's plot onto a given Axes: the gradient's error as the ranks' token counts part."""
 from __future__ import annotations
 
 from typing import Mapping, Sequence
@@ -16,8 +15,7 @@ LABELS = {"per_rank_mean": "per-rank mean, averaged by DDP (the bug)",
 
 
 def draw_imbalance_gap(ax, imbalances: Sequence[float], rel_errors: Mapping[str, Sequence[float]]) -> dict[str, Line2D]:
-    """|g - one process| / |one process| against the count imbalance (rank 0's targets per row over
-    rank 1's), one line per loop: `rel_errors` maps a loop name to one value per imbalance."""
+    """|g - one process| / |one process| against the count imbalance, one line per loop of `rel_errors`."""
     ax = check_ax(ax)
     lines = {}
     for colour, (name, values) in zip((OKABE_ITO[5], OKABE_ITO[2], OKABE_ITO[0]), rel_errors.items()):

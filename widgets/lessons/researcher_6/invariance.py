@@ -1,18 +1,9 @@
 """The invariance oracle: for fixed data, the final gradient must not change as (b, K, world size) vary.
 
-One window of padded sequences, Hugging Face style (`labels` = `input_ids` with padding set to
-IGNORE_INDEX, unshifted: the loss shifts them), is split over W ranks x K micro-batches x b
-sequences. Each rank runs one of the loops below on its K micro-batches, then the W ranks'
-gradients are averaged, as DDP's all-reduce does. The oracle asks every (W, K, b) of a grid for
-the gradient of one process on the whole window (plain `cross_entropy`, mean over the real
-targets). The loops are written out in full, one per way of dividing, so that each bug is a line a
-reader sees; `widgets.lessons.researcher_6.across_ranks` runs the same loops on real gloo workers.
-
-Every loop has the signature `loop(model, micro_batches, world_size, all_ranks_count) -> None`:
-it leaves this rank's gradient in `.grad`. `all_ranks_count` is the real targets of all ranks,
-what the count all-reduce returns (the simulator sums it; a gloo worker all-reduces it).
-Everything runs in float64, so that a failed allclose is the division and never rounding.
-"""
+One window of padded sequences (Hugging Face `labels`, unshifted) is split over W ranks x K micro-batches of b;
+each rank runs a loop, the ranks' gradients are averaged as DDP does, and every (W, K, b) must give one process's
+gradient. Each loop, written out so each bug is a line, is `loop(model, micro_batches, world_size,
+all_ranks_count) -> None` and leaves this rank's gradient in `.grad`. Float64: a failed allclose is the division."""
 from __future__ import annotations
 
 import math
@@ -121,8 +112,7 @@ def window_and_k(model, micro_batches, world_size, all_ranks_count) -> None:
 
 
 def engine_backward(loss: torch.Tensor, accumulation_steps: int, scale_wrt_gas: bool = True) -> None:
-    """What DeepSpeed's `engine.backward(loss)` does: divide by the accumulation steps first
-    (`scale_wrt_gas=True`, its default), then back-propagate."""
+    """DeepSpeed's `engine.backward(loss)`: divide by the accumulation steps first (`scale_wrt_gas=True`), then backward."""
     (loss / accumulation_steps if scale_wrt_gas else loss).backward()
 
 

@@ -9,8 +9,7 @@ KIND_COLOUR = {"F": OKABE_ITO[0], "B": OKABE_ITO[1]}
 
 
 def draw_timeline(timeline: Timeline, ax, label_cells: bool = True) -> dict:
-    """One row per stage (stage 0 on top), one cell per slot: forwards blue, backwards orange,
-    the micro-batch's number in its cell; blank cells are the bubble. Returns the bars and labels."""
+    """One row per stage, one cell per slot (forwards blue, backwards orange, blank: the bubble); the bars and labels."""
     check_ax(ax)
     if not isinstance(timeline, Timeline):
         raise TypeError(f"timeline must be a Timeline (from simulate), got {type(timeline).__name__}")

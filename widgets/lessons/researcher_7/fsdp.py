@@ -1,19 +1,7 @@
-"""FSDP2 (`torch.distributed.fsdp.fully_shard`) with gradient accumulation: two gloo processes on the CPU.
+"""FSDP2 (`fully_shard`) with gradient accumulation: two gloo processes on the CPU, one update in each of MODES.
 
-`run_fsdp` spawns `world_size` workers that shard a small MLP layer by layer and run one update
-of K micro-steps in each of the MODES: syncing (reduce-scattering) the gradient after every
-micro-step; with `set_requires_gradient_sync(False)` on all but the last micro-step (FSDP2's
-`no_sync`); the same, keeping the gathered weights after backward (`set_reshard_after_backward(False)`),
-then after forward too (`set_reshard_after_forward(False)`); and `no_sync` on a second copy that
-computes in bfloat16 and reduces in float32 (`MixedPrecisionPolicy`), where FSDP2 keeps the
-unsharded gradient in its reduce dtype.
-Each worker measures, after every micro-step, the bytes its process holds above the start of the
-update (glibc's `mallinfo2`: every live allocation, so also FSDP's own unsharded gradient, which
-.grad does not show while the sync is off), and counts its all-gathers and reduce-scatters by
-wrapping torch.distributed's functions. Process handling is researcher_5's (`widgets.research.ddp`):
-spawn, a private rendezvous, a timeout, every worker ended also on error, and each one exits by
-itself if the process that started it dies.
-"""
+Each worker measures the bytes its process holds after every micro-step (glibc's `mallinfo2`, which sees FSDP's
+unsharded gradient while the sync is off) and counts its collectives. Process handling: `widgets.research.ddp`."""
 from __future__ import annotations
 
 import ctypes
@@ -110,8 +98,7 @@ class _Counted:
 
 
 def sharded_update(model, x, y, config: FSDPConfig, rank: int, sync_every_micro_step: bool, counts: dict) -> dict:
-    """One update of K micro-steps on an FSDP2-sharded `model` (each worker runs it): the bytes this
-    process holds after each micro-step above the update's start, and the collectives it called."""
+    """One update of K micro-steps on an FSDP2-sharded `model`: bytes held after each, and the collectives called."""
     K = config.accumulation_steps
     base = process_bytes()
     held = []
@@ -128,8 +115,7 @@ def sharded_update(model, x, y, config: FSDPConfig, rank: int, sync_every_micro_
 
 
 def _gradient_after(model) -> dict:
-    """The update's gradient, read after it: every unit's weights back to shards (where .grad lives;
-    a unit told to keep them gathered has not freed them), then the shard's bytes and the full gradient."""
+    """The update's gradient: every unit back to shards, then the shard's bytes and the full gradient."""
     from torch.distributed.fsdp import FSDPModule
     for module in model.modules():
         if isinstance(module, FSDPModule):
@@ -155,8 +141,7 @@ def _sharded_model(config: FSDPConfig, mesh, bf16: bool) -> torch.nn.Module:
 
 
 def _fsdp_job(config: FSDPConfig, rank: int) -> dict:
-    """What each FSDP worker runs (in its gloo group): shard the model, warm up, run every mode (each
-    update ends with the weights resharded, so the next starts as FSDP's defaults leave it)."""
+    """What each FSDP worker runs: shard the model, warm up, run every mode (each ending resharded)."""
     from torch.distributed.device_mesh import init_device_mesh
     mesh = init_device_mesh("cpu", (config.world_size,))
     models = {bf16: _sharded_model(config, mesh, bf16) for bf16 in (False, True)}
@@ -183,8 +168,7 @@ def _fsdp_job(config: FSDPConfig, rank: int) -> dict:
 
 @dataclass(frozen=True)
 class FSDPResult:
-    """mode -> rank -> record (held_bytes per micro-step, collectives, the gradient as float32 bytes), and
-    the one-process gradient."""
+    """mode -> rank -> record (held bytes per micro-step, collectives, the gradient), and the one-process gradient."""
 
     config: FSDPConfig
     per_rank: dict[str, list[dict]]

@@ -1,16 +1,8 @@
 """Pipeline parallelism is gradient accumulation: GPipe and 1F1B schedules, simulated and run.
 
-`simulate` places every micro-batch's forward (F) and backward (B) on a stages x time grid, a
-forward one slot, a backward `backward_slots` (about 2 in a real model: gradients for the input
-and for the weights), as soon as its input is ready and its stage is free, in the order the
-schedule gives each stage. With `split_backward` the backward keeps only the input's gradient (B,
-one slot), which the stage before waits for, and the weights' gradient (W, the rest) waits for
-the stage's first idle slot: the idea of zero-bubble schedules (Qi et al., 2024). The bubble
-fraction and the activations each stage holds are read off that grid, not from a formula;
-`bubble_formula` is the (p - 1) / (m + p - 1) they are checked against.
-`run_pipeline` then executes a timeline's operations in its order, on one process with p stage
-modules, and sums the micro-batches' gradients into .grad: the same gradient as the unsplit model.
-"""
+`simulate` places each micro-batch's forward and backward on a stages x slots grid as soon as its input is
+ready and its stage free; the bubble and the activations held are read off that grid and checked against
+`bubble_formula`, (p - 1) / (m + p - 1). `run_pipeline` runs a timeline: the same gradient as the unsplit model."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -26,8 +18,7 @@ SCHEDULES = ("gpipe", "1f1b")
 
 @dataclass(frozen=True)
 class Op:
-    """One operation of the timeline: `kind` "F", "B" (or "W", the weights' gradient split off a
-    backward) of `micro_batch` on `stage`, during the slots [start, start + slots)."""
+    """One operation: `kind` "F", "B" or "W" (the weights' gradient split off) of `micro_batch` on `stage`, in its slots."""
 
     stage: int
     micro_batch: int
@@ -41,10 +32,7 @@ class Op:
 
 
 def stage_order(schedule: str, stage: int, stages: int, micro_batches: int) -> list[tuple[str, int]]:
-    """The order in which `stage` runs its 2 m operations, [("F", 0), ..., ("B", m - 1)].
-
-    GPipe: every forward, then every backward. 1F1B: p - 1 - stage forwards to fill the pipe,
-    then one forward and one backward in turn, then the backwards left."""
+    """The order of `stage`'s 2 m operations: GPipe all forwards then all backwards; 1F1B fills, then alternates."""
     m = micro_batches
     if schedule == "gpipe":
         return [("F", i) for i in range(m)] + [("B", i) for i in range(m)]
@@ -76,8 +64,7 @@ class Timeline:
         return (total - sum(op.slots for op in self.ops)) / total
 
     def in_flight(self, stage: int) -> list[int]:
-        """Micro-batches whose activations `stage` holds at the end of each slot (forward done, the
-        backward that frees them not yet: B, or W where the backward is split)."""
+        """Micro-batches whose activations `stage` holds at the end of each slot."""
         split = any(op.kind == "W" for op in self.ops)
         frees = "W" if split else "B"
         held, counts = 0, []
@@ -95,13 +82,10 @@ class Timeline:
 
 def simulate(schedule: str, stages: int, micro_batches: int, backward_slots: int = 1,
              split_backward: bool = False) -> Timeline:
-    """Place every operation at the first slot where its stage is free and its input has arrived:
-    F(s, i) after F(s - 1, i); B(s, i) after B(s + 1, i), or after F(s, i) on the last stage; a
-    forward takes one slot, a backward `backward_slots`. `split_backward`: the backward is B (the
-    input's gradient, one slot) and W (the weights', backward_slots - 1 slots, any time after its B),
-    and a stage runs a waiting W whenever its next F or B cannot start (here W's wait until the
-    stage is idle, so a stage keeps every micro-batch's activations until its W: GPipe's memory;
-    the ZB-H1 schedule of Qi et al. places them to keep 1F1B's)."""
+    """Place each operation at the first slot where its stage is free and its input has arrived.
+
+    A forward takes one slot, a backward `backward_slots`; `split_backward` splits it into B (the input's gradient,
+    one slot) and W (the weights', run when the stage would idle: zero-bubble's idea, Qi et al. 2024)."""
     if schedule not in SCHEDULES:
         raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
     p = check_int("stages", stages, 1, 64)
@@ -153,8 +137,7 @@ def split_model(model: torch.nn.Sequential, stages: int) -> list[torch.nn.Sequen
 
 def gpipe_two_stages(stage0: torch.nn.Module, stage1: torch.nn.Module,
                      micro_batches: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
-    """GPipe on two stage modules in one process: every forward, then every backward. Afterwards .grad
-    holds the gradient of the mean MSE over all examples, added up micro-batch by micro-batch."""
+    """GPipe on two stage modules: every forward, then every backward; .grad ends as the whole batch's."""
     n = sum(len(x) for x, _ in micro_batches)
     held = []
     for x, y in micro_batches:  # all forwards first (GPipe)
@@ -177,9 +160,7 @@ class PipelineRun:
 
 def run_pipeline(stages: list[torch.nn.Module], micro_batches: list[tuple[torch.Tensor, torch.Tensor]],
                  timeline: Timeline) -> PipelineRun:
-    """Run every operation of `timeline` in slot order; .grad holds the gradient of the mean MSE
-    over all examples afterwards. A stage's input is the previous stage's output, detached: the
-    gradient crosses the cut by hand, as it would cross the wire between two machines."""
+    """Run `timeline` in slot order, the gradient crossing each cut by hand; .grad ends as the whole batch's."""
     if len(stages) != timeline.stages or len(micro_batches) != timeline.micro_batches:
         raise ValueError(f"the timeline is for {timeline.stages} stages and {timeline.micro_batches} micro-batches, "
                          f"got {len(stages)} stages and {len(micro_batches)} micro-batches")

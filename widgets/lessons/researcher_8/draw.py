@@ -1,6 +1,4 @@
-"""Drawing for the losses that see the batch: the weight each completion's tokens get under each RL loss
-type, and the expert loads per domain after training a router. Each draws onto the Axes it is given
-and returns what it drew."""
+"""researcher_8's plots onto a given Axes: token weights per loss type, expert loads per domain."""
 from __future__ import annotations
 
 from typing import Mapping, Sequence
@@ -12,8 +10,7 @@ from widgets.draw.style import legend_below
 
 
 def draw_token_weights(ax: Axes, lengths: Sequence[int], weights: Mapping[str, Sequence[float]]) -> dict:
-    """One group of bars per completion (labelled by its length), one bar per loss type: the weight each
-    of its tokens gets, relative to the window's plain token mean (1 / all tokens), so 1 is the token mean."""
+    """Bars per completion, one per loss type: its tokens' weight relative to the window's token mean."""
     ax = check_ax(ax)
     if not weights or any(len(w) != len(lengths) for w in weights.values()):
         raise ValueError(f"weights must map each loss type to one weight per completion ({len(lengths)})")
@@ -31,8 +28,7 @@ def draw_token_weights(ax: Axes, lengths: Sequence[int], weights: Mapping[str, S
 
 
 def draw_expert_load(ax: Axes, load: Sequence[Sequence[float]], title: str = "") -> list:
-    """Stacked bars, one per expert: how much of its load comes from each domain (`load[d][e]`, fractions
-    of domain d's tokens; each domain holds the same number of tokens, so heights add up to the expert's share x D)."""
+    """Stacked bars per expert: how much of its load comes from each domain."""
     ax = check_ax(ax)
     if not load or len({len(row) for row in load}) != 1:
         raise ValueError("load must be a non-empty list of rows, one per domain, each with one value per expert")

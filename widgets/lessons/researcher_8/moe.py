@@ -1,13 +1,8 @@
 """Mixture-of-experts load balancing under accumulation: the auxiliary loss is a product of batch statistics.
 
-The Switch-style balance loss is E * sum_e f_e * P_e: f_e the fraction of tokens routed to expert e
-(counted, not differentiable), P_e the mean router probability of e (differentiable). A product of two
-batch means is not a weighted sum over tokens, so K micro-batch losses, each divided by K, are not the
-window's loss: with domain-homogeneous micro-batches each one is pushed to spread over every expert
-(Qiu et al. 2025), which stops experts from specialising by domain. The fix: route the window first,
-count f over it, then give each micro-batch its share of E * sum_e f_e * P_e (`window_aux_step`).
-Float64 throughout.
-"""
+The Switch balance loss E * sum_e f_e * P_e multiplies two batch means (f counted, P differentiable), so K
+micro-batch losses / K are not the window's: domain-homogeneous micro-batches are each pushed to spread over
+every expert (Qiu et al. 2025). The fix: count f over the window first (`window_aux_step`). Float64."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -23,8 +18,7 @@ AUX_MODES = ("none", "micro_batch", "global", "micro_batch_not_divided")
 
 @dataclass(frozen=True)
 class DomainTokens:
-    """Tokens from `num_domains` domains: `x` (N, d), `y` (N,) targets, `domain` (N,) ids; the
-    tokens of domain j are rows j*n .. (j+1)*n - 1, so a micro-batch of n consecutive rows is one domain."""
+    """Tokens of `num_domains` domains, x (N, d), y (N,), domain (N,); n consecutive rows are one domain."""
 
     x: torch.Tensor
     y: torch.Tensor
@@ -53,8 +47,7 @@ def make_domain_tokens(num_domains: int = 4, tokens_per_domain: int = 64, dim: i
 
 
 class TinyMoE(torch.nn.Module):
-    """A router and `num_experts` linear experts, top-k routing: out = sum over the chosen experts of
-    p_e(x) * expert_e(x) (Switch-style: the router learns through the gate value it multiplies by)."""
+    """A router and `num_experts` linear experts, top-k: out = sum over the chosen experts of p_e(x) expert_e(x)."""
 
     def __init__(self, dim: int = 8, num_experts: int = 4, top_k: int = 1, seed: int = 0):
         super().__init__()
@@ -91,8 +84,7 @@ def aux_loss(probs: torch.Tensor, chosen: torch.Tensor) -> torch.Tensor:
 
 
 def router_z_loss_sum(model: TinyMoE, x: torch.Tensor) -> torch.Tensor:
-    """The router z-loss of Zoph et al. (2022), summed over x's tokens: sum_t logsumexp(router logits_t)^2
-    (divided by the window's tokens it is the usual mean; a per-token loss, it accumulates like the task loss)."""
+    """Zoph et al.'s (2022) router z-loss summed over tokens: sum_t logsumexp(router logits_t)^2."""
     return torch.logsumexp(model.router(x), dim=-1).pow(2).sum()
 
 
@@ -105,8 +97,7 @@ def full_batch_step(model: TinyMoE, x: torch.Tensor, y: torch.Tensor, aux_coef: 
 
 
 def micro_batch_aux_step(model: TinyMoE, micro_batches: list, aux_coef: float, divide_aux: bool = True) -> float:
-    """What most loops do: each micro-batch's task mean and its own aux loss, each divided by K
-    (`divide_aux=False`: the aux loss is not divided, the bug of NeMo Automodel PR #3359)."""
+    """Each micro-batch's task mean and own aux loss, each / K (`divide_aux=False`: the aux loss is not)."""
     K, N = len(micro_batches), sum(len(y) for _, y in micro_batches)
     total = 0.0
     for x, y in micro_batches:
@@ -137,8 +128,7 @@ def window_aux_step(model: TinyMoE, micro_batches: list, aux_coef: float) -> flo
 
 def step_gradient(model: TinyMoE, data: DomainTokens, accumulation_steps: int, aux_mode: str,
                   aux_coef: float = 0.1) -> tuple[float, torch.Tensor]:
-    """(loss, flat gradient) of one update under `aux_mode`: "global" (window_aux_step), "micro_batch",
-    "micro_batch_not_divided", or "full" (one pass, the oracle). .grad is left empty."""
+    """(loss, flat gradient) of one update under `aux_mode` ("full": one pass, the oracle); .grad left empty."""
     model.zero_grad(set_to_none=True)
     if aux_mode == "full":
         loss = full_batch_step(model, data.x, data.y, aux_coef)
@@ -169,8 +159,7 @@ def aux_values(model: TinyMoE, data: DomainTokens, accumulation_steps: int) -> t
 
 @dataclass(frozen=True)
 class RouterRun:
-    """After training: `load[d][e]` the fraction of domain d's tokens routed to expert e, `expert_load[e]`
-    the fraction of all tokens, `specialisation` the mean over domains of its largest load, `task_loss` the final MSE."""
+    """After training: per-domain and overall expert loads, their specialisation and the final task loss."""
 
     aux_mode: str
     load: list[list[float]]
@@ -181,8 +170,7 @@ class RouterRun:
 
 def train_router(aux_mode: str, seed: int = 0, accumulation_steps: int = 4, updates: int = 100,
                  aux_coef: float = 0.3, lr: float = 0.05, num_experts: int = 4, top_k: int = 1) -> RouterRun:
-    """Train a TinyMoE with Adam on `make_domain_tokens(seed=seed)`, K domain-homogeneous micro-batches
-    per update, the aux loss handled by `aux_mode` (one of AUX_MODES); report the expert loads."""
+    """Train a TinyMoE with Adam on K domain-homogeneous micro-batches per update under `aux_mode`; the loads."""
     if aux_mode not in AUX_MODES:
         raise ValueError(f"aux_mode must be one of {AUX_MODES}, got {aux_mode!r}")
     check_int("updates", updates, 1, 10_000)

@@ -1,15 +1,7 @@
-"""What changes after the first update on one generation: the PPO ratio leaves 1, clipping stops some
-tokens' gradients while the token count keeps them, and advantages belong to whole groups.
+"""What changes after the first update on one generation: the PPO ratio leaves 1, and advantages belong to groups.
 
-- `group_advantages`: GRPO's advantages, each completion's reward minus the mean of its prompt's
-  completions, over their std (`scale`; Dr GRPO drops the division, TRL's `scale_rewards=False`):
-  statistics of whole groups, to be taken before a generation is cut into micro-batches.
-- `clipped_token_losses`: PPO's clipped per-token surrogate -min(r A, clip(r, 1 - eps, 1 + eps) A),
-  r = pi / pi_old, and which tokens took the clipped, constant term (their gradient is zero). At the
-  first update on fresh completions r = 1 and it is the -A log pi of `rl_losses.token_losses` to first
-  order; with `steps_per_generation` > K or `num_iterations` > 1 the later updates are off-policy.
-Float64, like the rest of this lesson.
-"""
+Group advantages are statistics of whole groups, taken before a generation is cut into micro-batches; the
+clipped surrogate stops some tokens' gradients while the token count keeps them. Float64."""
 from __future__ import annotations
 
 import torch
@@ -19,8 +11,7 @@ from widgets.lessons.researcher_8.rl_losses import Completions, TinyPolicy
 
 
 def group_advantages(rewards: torch.Tensor, completions_per_prompt: int, scale: bool = True) -> torch.Tensor:
-    """(G,) rewards, prompt by prompt, -> (G,) advantages: reward minus its group's mean, over the
-    group's std when `scale`."""
+    """(G,) rewards -> (G,) advantages: reward minus its group's mean, over the group's std when `scale`."""
     if not isinstance(rewards, torch.Tensor) or rewards.dim() != 1:
         raise TypeError("rewards must be a 1-d tensor, one reward per completion")
     n = check_int("completions_per_prompt", completions_per_prompt, 2, len(rewards))
@@ -33,8 +24,7 @@ def group_advantages(rewards: torch.Tensor, completions_per_prompt: int, scale: 
 
 def clipped_token_losses(policy: TinyPolicy, completions: Completions, old_log_probs: torch.Tensor,
                          eps: float = 0.2) -> tuple[torch.Tensor, torch.Tensor]:
-    """(n, T) per-token losses -min(r A, clip(r, 1 - eps, 1 + eps) A) with r = exp(log pi - log pi_old),
-    and the (n, T) completion tokens where the min took the clipped term: no gradient flows there."""
+    """(n, T) losses -min(r A, clip(r, 1 - eps, 1 + eps) A), r = pi / pi_old, and where the clip took over."""
     if not isinstance(completions, Completions):
         raise TypeError(f"completions must be Completions (from make_completions), got {type(completions).__name__}")
     eps = check_float("eps", eps, 0.0, 1.0)

@@ -1,15 +1,8 @@
 """RL fine-tuning losses under accumulation: which normaliser survives re-partitioning into K micro-batches.
 
-A GRPO-style policy loss is a sum over completion tokens of -advantage x log-prob (the on-policy
-surrogate: at the first step the PPO ratio is 1 and its gradient is this), divided by a normaliser.
-The loss types differ only in that normaliser (TRL's names): `grpo` averages each completion's
-tokens, then the completions; `bnpo` takes the token mean of one micro-batch; `dr_grpo` divides by
-a constant (completions x the maximum completion length, Liu et al. 2025); `dapo` takes the token
-mean over the whole update (Yu et al. 2025). Accumulation is exact only when each micro-batch's
-normaliser is a count of the whole window, passed in; a count of the micro-batch itself makes a
-token's weight depend on which micro-batch it fell into. Float64 throughout, so a failed allclose
-is the normaliser and never rounding.
-"""
+The loss is a sum of -advantage x log-prob over completion tokens divided by a normaliser (TRL's names): `grpo`
+each completion's token mean, `bnpo` one micro-batch's token mean, `dr_grpo` a constant, `dapo` the update's
+token mean. Accumulation is exact only with a count of the whole window, passed in. Float64."""
 from __future__ import annotations
 
 import math
@@ -28,9 +21,7 @@ RTOL, ATOL = 1e-9, 1e-12  # float64: far above rounding, far below any normalise
 
 @dataclass(frozen=True)
 class Completions:
-    """G generated completions, right-padded to `max_len`: `features` (G, T, d) what the policy reads
-    at each token, `actions` (G, T) the sampled token ids, `mask` (G, T) 1.0 on completion tokens,
-    `advantages` (G,) one per completion (group-normalised rewards)."""
+    """G completions right-padded to T: features (G, T, d), actions (G, T), mask (G, T), advantages (G,)."""
 
     features: torch.Tensor
     actions: torch.Tensor
@@ -54,9 +45,7 @@ class Completions:
 
 def make_completions(num_completions: int = 24, completions_per_prompt: int = 4, max_len: int = 16,
                      min_len: int = 2, dim: int = 6, vocab_size: int = 5, seed: int = 0) -> Completions:
-    """Completions of lengths drawn uniformly in [min_len, max_len], `completions_per_prompt` of them
-    answering each prompt (GRPO's group); a completion's advantage is its reward minus the mean of its
-    prompt's completions, over their std."""
+    """Completions of uniform lengths, `completions_per_prompt` per prompt, with group-normalised advantages."""
     check_int("num_completions", num_completions, 1, 4096)
     check_int("completions_per_prompt", completions_per_prompt, 2, num_completions)
     if num_completions % completions_per_prompt:
@@ -101,8 +90,7 @@ def token_losses(policy: TinyPolicy, completions: Completions) -> torch.Tensor:
 def micro_batch_loss(token_losses: torch.Tensor, mask: torch.Tensor, loss_type: str, accumulation_steps: int,
                      max_len: int, window_tokens: float | None = None,
                      window_completions: float | None = None) -> torch.Tensor:
-    """The loss one of the window's K micro-batches sends to backward; `token_losses`, `mask` (n, T).
-    A window count left None is guessed as K x this micro-batch's; pass the true one to be exact."""
+    """The loss one micro-batch sends to backward; a window count left None is guessed as K x this one's."""
     K = accumulation_steps
     summed = (token_losses * mask).sum(dim=1)  # each completion's summed token loss, (n,)
     lengths = mask.sum(dim=1)  # each completion's tokens
@@ -130,8 +118,7 @@ def _check(loss_type: str, accumulation_steps: int, devices: int, completions: C
 
 
 def partition(num_completions: int, accumulation_steps: int, devices: int = 1) -> list[list[torch.Tensor]]:
-    """parts[rank][micro_step]: the completions' indices, consecutive, split as evenly as they go
-    (`tensor_split`: when K x devices does not divide them, the first micro-batches hold one more)."""
+    """parts[rank][micro_step]: consecutive completion indices, split as evenly as they go."""
     for name, value in (("num_completions", num_completions), ("accumulation_steps", accumulation_steps),
                         ("devices", devices)):
         check_int(name, value, 1)
@@ -143,10 +130,7 @@ def partition(num_completions: int, accumulation_steps: int, devices: int = 1) -
 
 def accumulated_policy_gradient(policy: TinyPolicy, completions: Completions, loss_type: str,
                                 accumulation_steps: int, devices: int = 1, window_counts: bool = False) -> torch.Tensor:
-    """The flat gradient one update gets: `devices` ranks each accumulate K micro-batches with
-    `micro_batch_loss`, and DDP averages the ranks' piles. `window_counts`: pass the window's
-    completion count (grpo, dr_grpo) over all ranks, divided by `devices` since DDP averages; dapo
-    always gets the window's tokens so (that is its definition)."""
+    """The flat gradient of one update: `devices` ranks accumulate K micro-batches each, DDP averages."""
     _check(loss_type, accumulation_steps, devices, completions)
     K, D = accumulation_steps, devices
     tokens = float(completions.mask.sum()) / D  # counted before the first backward: what each rank divides by
@@ -164,9 +148,7 @@ def accumulated_policy_gradient(policy: TinyPolicy, completions: Completions, lo
 
 
 def token_weights(lengths: list[list[int]], loss_type: str, max_len: int, window_counts: bool = False) -> list[list[float]]:
-    """The weight each token of each completion gets in the update, per micro-batch (`lengths[k]`:
-    the completion lengths of micro-batch k, one device): the loss is sum_i w_i sum_t loss_it.
-    Written from the definitions, independently of `micro_batch_loss` (the tests compare the two)."""
+    """Each token's weight per micro-batch (`lengths[k]`), written from the definitions (tests compare)."""
     if loss_type not in LOSS_TYPES:
         raise ValueError(f"loss_type must be one of {LOSS_TYPES}, got {loss_type!r}")
     K = len(lengths)
@@ -196,10 +178,7 @@ def invariance(policy: TinyPolicy, completions: Completions, loss_type: str, ks=
 
 def generation_update_gradients(policy: TinyPolicy, completions: Completions, steps_per_generation: int,
                                 accumulation_steps: int, normaliser: str) -> list[torch.Tensor]:
-    """dapo when one generation feeds `steps_per_generation` micro-steps but an update takes
-    `accumulation_steps` of them: each update's flat gradient (same weights, no step in between).
-    `normaliser`: "generation" divides by all tokens of the micro-batch's generation (the count a
-    trainer makes once per generation), "window" by the tokens of the micro-batch's update window."""
+    """dapo's update gradients when a generation feeds more micro-steps than an update takes, per `normaliser`."""
     if normaliser not in ("generation", "window"):
         raise ValueError(f"normaliser must be 'generation' or 'window', got {normaliser!r}")
     S, K = check_int("steps_per_generation", steps_per_generation, 1), check_int("accumulation_steps", accumulation_steps, 1)

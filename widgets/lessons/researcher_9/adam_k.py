@@ -1,18 +1,9 @@
-"""Adam when K changes the batch: the square-root SDE rule, beta kept by half-life, AdamW's timescale.
+"""Adam when K changes the batch: the square-root SDE rule, betas kept by half-life, AdamW's timescale.
 
-Growing K by a factor k multiplies the effective batch by k. For Adam, Malladi et al. (2022) derive
-the rule that keeps the same stochastic differential equation: lr x sqrt(k), 1 - beta1 and
-1 - beta2 x k, eps / sqrt(k). Scaling the learning rate alone is not that rule. Marek et al. (2025)
-keep beta2's half-life fixed in tokens instead: beta2 -> beta2**k. The lab's 'half_life_betas' rule is
-a hybrid of the two: Malladi's lr x sqrt(k) and eps / sqrt(k), with both betas by half-life
-(beta -> beta**k, the same to first order in 1 - beta, and a beta in [0, 1) for any k). AdamW's weight
-decay has its own timescale, tau = B / (lr * weight_decay * D) (Wang and Aitchison, 2024: in epochs of
-D examples; Bergsma et al., 2025: with D the whole run's tokens): change B through K and it moves.
-
-The runs are on noisy linear regression with S seeds in one weight tensor of shape (S, dim): Adam
-acts element by element, so each row is its own run, and S seeds cost one. Every run goes through
-the lab's one loop, `widgets.core.loop.train_loop`. Nothing here draws.
-"""
+Growing K by k multiplies the batch by k. Malladi et al. (2022): lr x sqrt(k), 1 - beta x k, eps / sqrt(k);
+Marek et al. (2025) keep beta2's half-life: beta2**k; 'half_life_betas' takes Malladi's lr and eps with both
+betas by half-life. AdamW's timescale tau = B / (lr * weight_decay * D) moves with B. S seeds run as the rows
+of one (S, dim) weight, through the lab's loop `train_loop`."""
 from __future__ import annotations
 
 import math
@@ -56,9 +47,7 @@ def half_life_examples(beta: float, batch: int) -> float:
 
 
 def scale_adam(base: AdamHyper, k: float, rule: str) -> AdamHyper:
-    """`base`'s hyperparameters for a batch k times larger, by one of RULES:
-    'unchanged'; 'lr_only' (lr x sqrt(k), betas and eps kept); 'malladi' (`malladi_scaled`);
-    'half_life_betas' (lr x sqrt(k) and eps / sqrt(k) as Malladi's, each beta -> beta**k)."""
+    """`base`'s hyperparameters for a batch k times larger, by one of RULES."""
     if not isinstance(base, AdamHyper):
         raise TypeError(f"base must be an AdamHyper, got {type(base).__name__}")
     k = check_float("k", k, 0.0, 1e6)
@@ -88,8 +77,7 @@ def set_hyper(optimizer: torch.optim.Optimizer, hyper: AdamHyper) -> None:
 
 @dataclass(frozen=True)
 class Regression:
-    """S independent noisy linear-regression streams: y = x . w_star + noise, x ~ N(0, I_dim).
-    x (S, n, dim), y (S, n), w_star and the common start w0 (S, dim); the start lies `distance` from w_star."""
+    """S noisy linear-regression streams: x (S, n, dim), y (S, n), w_star and the start w0 (S, dim)."""
 
     x: torch.Tensor
     y: torch.Tensor
@@ -140,8 +128,7 @@ class SeedRows(torch.nn.Module):
 
 
 def seed_rows_mse(prediction: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """Each seed's mean squared error over its micro-batch, summed over seeds: the seeds never mix,
-    so the sum's gradient for row s is seed s's own gradient of its mean loss."""
+    """Each seed's mean squared error, summed over seeds: row s's gradient is seed s's own."""
     return (prediction - target).pow(2).mean(dim=1).sum()
 
 
@@ -159,8 +146,7 @@ def micro_batches(problem: Regression, micro_batch_size: int) -> list[tuple[torc
 
 def adam_trajectory(problem: Regression, hyper: AdamHyper, micro_batch_size: int, accumulation_steps: int,
                     weight_decay: float = 0.0) -> torch.Tensor:
-    """Adam (AdamW when weight_decay > 0) from w0 through the whole stream, K micro-batches of b per
-    update, in one `train_loop` run; the weights after every update, shape (updates, S, dim)."""
+    """Adam (AdamW if weight_decay > 0) through the stream, K micro-batches of b per update: weights (updates, S, dim)."""
     if not isinstance(problem, Regression):
         raise TypeError(f"problem must be a Regression (from make_regression), got {type(problem).__name__}")
     if not isinstance(hyper, AdamHyper):
@@ -181,8 +167,7 @@ def adam_trajectory(problem: Regression, hyper: AdamHyper, micro_batch_size: int
 
 
 def trajectory_gap(reference: torch.Tensor, other: torch.Tensor, w_star: torch.Tensor) -> torch.Tensor:
-    """Per seed: the mean distance between two trajectories at the same examples, over the mean
-    distance the reference still has to go to w_star. Shapes (checkpoints, S, dim) -> (S,)."""
+    """Per seed, the mean distance between two trajectories over the reference's distance to w_star: (S,)."""
     if reference.shape != other.shape:
         raise ValueError(f"the trajectories must have the same shape, got {tuple(reference.shape)} and "
                          f"{tuple(other.shape)}")
@@ -193,8 +178,7 @@ def trajectory_gap(reference: torch.Tensor, other: torch.Tensor, w_star: torch.T
 
 @dataclass(frozen=True)
 class RuleRuns:
-    """`compare_rules`' record. gaps[k][rule]: per-seed `trajectory_gap` to the batch-b run;
-    final[k][rule]: per-seed excess loss after the whole stream; reference_final: the batch-b run's."""
+    """gaps[k][rule] and final[k][rule] per seed, against the batch-b run's reference_final."""
 
     gaps: dict[int, dict[str, torch.Tensor]]
     final: dict[int, dict[str, torch.Tensor]]
@@ -203,9 +187,7 @@ class RuleRuns:
 
 def compare_rules(problem: Regression, base: AdamHyper, micro_batch_size: int, ks: tuple[int, ...],
                   rules: tuple[str, ...] = ("lr_only", "malladi", "half_life_betas")) -> RuleRuns:
-    """Batch b (K = 1, `base`) against batch k*b (K = k, the same micro-batches) under each rule,
-    compared every k*b examples. A rule the batch breaks (the Malladi rule once k (1 - beta) >= 1)
-    is left out for that k. Every run sees the same examples: the same compute on one device."""
+    """Batch b against batch k*b on the same examples under each rule (a rule the batch breaks is left out)."""
     if not isinstance(problem, Regression):
         raise TypeError(f"problem must be a Regression (from make_regression), got {type(problem).__name__}")
     if not isinstance(ks, (tuple, list)) or not ks:
@@ -237,8 +219,7 @@ def compare_rules(problem: Regression, base: AdamHyper, micro_batch_size: int, k
 # --- AdamW's weight-decay timescale --------------------------------------------------------------
 
 def adamw_tau(batch: int, lr: float, weight_decay: float, dataset_size: int) -> float:
-    """AdamW's decay timescale in epochs, tau = B / (lr * weight_decay * D) (Bergsma et al., 2025):
-    each update multiplies the weights by 1 - lr * weight_decay, and an epoch has D / B updates."""
+    """AdamW's decay timescale in epochs, tau = B / (lr * weight_decay * D) (Bergsma et al., 2025)."""
     B = check_int("batch", batch, 1)
     lr = check_float("lr", lr, 0.0, 10.0)
     wd = check_float("weight_decay", weight_decay, 0.0, 1e3)
@@ -255,8 +236,7 @@ def weight_decay_for_same_tau(batch: int, lr: float, weight_decay: float, new_ba
 
 
 def adamw_shrink_per_epoch(batch: int, lr: float, weight_decay: float, dataset_size: int) -> float:
-    """What torch's AdamW does to a weight of 1 with a zero gradient over one epoch (D / B updates):
-    measured, to set beside exp(-1 / tau)."""
+    """What torch's AdamW does to a weight of 1 with zero gradient over one epoch, measured."""
     B, D = check_int("batch", batch, 1), check_int("dataset_size", dataset_size, 1)
     if D % B:
         raise ValueError(f"dataset_size must be a multiple of batch = {B}, got {D}")

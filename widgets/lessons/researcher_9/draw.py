@@ -1,6 +1,4 @@
-"""Drawing for researcher notebook 9 (Adam when K changes): the trajectory gaps per rule, and K and
-the loss over the examples of K-schedule runs. Each function draws onto the `Axes` it is given
-and returns what it drew; no figure is made here."""
+"""researcher_9's plots onto a given Axes: trajectory gaps per rule, K and the loss of K-schedule runs."""
 from __future__ import annotations
 
 from widgets.draw.frames import OKABE_ITO, check_ax
@@ -9,8 +7,7 @@ from widgets.draw.style import legend_below
 
 
 def draw_rule_gaps(gaps: dict[int, dict[str, list[float]]], ax) -> dict:
-    """Per k (groups) and rule (bars): the mean trajectory gap over seeds, each seed a dot.
-    `gaps`: k -> rule -> per-seed gaps. Returns rule -> its bar container."""
+    """Per k and rule: the mean trajectory gap over seeds, each seed a dot; rule -> its bars."""
     check_ax(ax)
     if not isinstance(gaps, dict) or not gaps:
         raise ValueError("gaps must be a non-empty dict k -> {rule: per-seed gaps}")
@@ -36,8 +33,7 @@ def draw_rule_gaps(gaps: dict[int, dict[str, list[float]]], ax) -> dict:
 
 
 def draw_k_runs(runs: dict[str, KRun], ax_k, ax_loss, target: float | None = None) -> dict:
-    """Left: K over the examples used. Right: the excess loss over the examples (log scale), with
-    the target. `runs`: label -> KRun. Returns label -> (K line, loss line)."""
+    """K, and the excess loss (log), over the examples used; label -> (K line, loss line)."""
     check_ax(ax_k, "ax_k")
     check_ax(ax_loss, "ax_loss")
     drawn = {}

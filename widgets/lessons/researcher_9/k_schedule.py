@@ -1,18 +1,4 @@
-"""K schedules: K warmed up from the noise scale measured during training, and the counting of
-updates that a learning-rate schedule needs when K changes mid-run.
-
-- `next_k`: the rule. After each update, K follows the smoothed B_simple (in micro-batches of b),
-  never falls, never passes k_max. B_simple comes from the accumulation window itself, through
-  researcher_3's public estimator `widgets.research.noise_scale.window_noise`.
-- `train_k_schedule`: Adam on one seed of the noisy regression (`widgets.lessons.researcher_9.adam_k`), one
-  `train_loop` call per update; a hook on the weight sees each micro-step's share of the pile (the
-  loop is watched, never patched). When K changes, Adam's hyperparameters follow the half-life
-  betas rule (`scale_adam(..., "half_life_betas")`), which holds for any k.
-- `scheduler_positions`: where an LR schedule stands after each update under three countings: the
-  optimizer updates (a schedule written in updates), the micro-steps (one written in what the run has
-  seen, examples or tokens; Lightning-AI/pytorch-lightning #21491 asks for that convention), and the
-  micro-steps divided by the K now in use, which belongs to neither and jumps back when K grows.
-"""
+"""K schedules: K warmed up from the noise scale measured in training, and how an LR schedule counts when K changes."""
 from __future__ import annotations
 
 import math
@@ -34,14 +20,7 @@ COUNTINGS = ("updates", "micro_steps", "micro_steps // K")
 
 
 def next_k(b_simple: float, micro_batch_size: int, k_now: int, k_max: int) -> int:
-    """K for the next update: the measured noise scale B_simple (examples) in micro-batches of b,
-    never below the K in use (a warm-up only grows) and never above k_max.
-
-    McCandlish et al. (2018): near the noise scale a step makes about half the progress an
-    infinite batch would, and at the critical batch a run spends twice the fewest examples to take
-    twice the fewest steps. Aiming K·b at B_simple trades examples for updates; it grows as the
-    loss falls.
-    """
+    """K for the next update: B_simple in micro-batches of b, never below the K in use, never above k_max."""
     if math.isnan(b_simple):
         return k_now
     wanted = min(k_max, b_simple / micro_batch_size)  # inf (noise swamps the signal) -> k_max
@@ -50,9 +29,7 @@ def next_k(b_simple: float, micro_batch_size: int, k_now: int, k_max: int) -> in
 
 @dataclass(frozen=True)
 class KRun:
-    """One run: per update its K, the examples used so far, the excess loss |w - w*|^2 after it and
-    the smoothed B_simple (examples) that chose the next K. `reached`: the update that first met
-    the target (None if never)."""
+    """Per update: K, examples so far, the excess loss and the smoothed B_simple; `reached`: the first update at target."""
 
     ks: list[int]
     examples: list[int]
@@ -72,11 +49,9 @@ class KRun:
 def train_k_schedule(problem: Regression, seed_index: int, base: AdamHyper, micro_batch_size: int, k_start: int,
                      k_max: int, target: float, warm_up: bool = True, ema_decay: float = 0.9,
                      settle: int = 10) -> KRun:
-    """Adam on row `seed_index` of `problem`, K micro-batches of b per update, from K = k_start
-    (`base` is tuned for it). With `warm_up`, K follows `next_k` of the EMA-smoothed B_simple;
-    without, K stays k_start. K first moves after `settle` updates: single windows of K = 2 give wild
-    estimates (|G|^2 at or below zero: B_simple infinite), and the EMA needs about 1 / (1 - ema_decay)
-    of them. Stops at the target excess loss or when the stream runs out."""
+    """Adam on row `seed_index`, from K = k_start; with `warm_up`, K follows `next_k` after `settle` updates.
+
+    Single windows of small K give wild estimates, so K waits for the EMA to settle. Stops at the target or the stream's end."""
     if not isinstance(problem, Regression):
         raise TypeError(f"problem must be a Regression (from make_regression), got {type(problem).__name__}")
     if not isinstance(base, AdamHyper):
@@ -123,11 +98,7 @@ def train_k_schedule(problem: Regression, seed_index: int, base: AdamHyper, micr
 
 
 def scheduler_positions(ks: list[int], counting: str) -> list[int]:
-    """The position an LR schedule has reached after each update, when update u accumulates ks[u]
-    micro-steps: 'updates' (stepped once per optimizer update: right for a schedule written in
-    updates), 'micro_steps' (stepped per micro-batch: right for one written in examples seen, K times
-    too fast for one written in updates) or 'micro_steps // K' (derived from the micro-steps with the
-    K now in use: right for neither once K changes)."""
+    """An LR schedule's position after each update counted in updates, micro-steps, or micro-steps // K."""
     if counting not in COUNTINGS:
         raise ValueError(f"counting must be one of {COUNTINGS}, got {counting!r}")
     if not ks or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in ks):
@@ -140,9 +111,7 @@ def scheduler_positions(ks: list[int], counting: str) -> list[int]:
 
 
 def scheduler_after_train_loop(ks: list[int], bug: bool = False) -> int:
-    """Run the lab's loop `train` once per update with K = ks[u] on a tiny model and a real LambdaLR; return the
-    scheduler's count (`last_epoch`). The lab's loop steps it once per update, so the count is
-    len(ks) for any K schedule; with the 'scheduler_every_micro_step' mistake's loop it is sum(ks)."""
+    """The LambdaLR's count after the lab's `train` runs one update per K of `ks`: len(ks)."""
     scheduler_positions(ks, "updates")  # the same check of ks
     model = torch.nn.Linear(1, 1)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
