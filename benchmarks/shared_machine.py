@@ -1,20 +1,13 @@
 """Reliability on a shared machine, as another user would try it (benchmarks/reliability.py runs these):
 
-- rendezvous: a DDP run (researcher_5's `run_ddp`, in a stand-in kernel) while another local user
-  (`nobody`, when run as root) tries its store folder, sends random bytes to the workers' gloo ports
-  from the moment each is seen listening, and every port is tried from this machine's other
-  addresses. Passes if the folder was closed to them, nothing answered from another address, the
-  run ended with the right weights or a DDPError (never a wrong result), and the folder is gone.
-  Then a second run's kernel is SIGKILLed: its folder must be gone within 10 s (the janitor).
-- progress_planting: another user creates a learner's LAB_PROGRESS_FILE (with passes) and its lock
-  first, in a shared /tmp-like folder, and holds the lock. Passes if the learner's check neither
-  waits on it nor shows the planted passes, and says why. Then 20 writes killed midway (SIGKILL at
-  the rename) leave no temporary file once the next write has run.
-- budget: benchmarks/sizes.py: every public builder, each size parameter at 2**24 and 2**40, under
-  LAB_MEMORY_LIMIT_MB=256. Passes if no call grew past 256 MB or tried to allocate past it.
-- projector_cap: present/serve.py (default cap 3) gets 10 page views at once, with the token. Passes
-  if at most 3 kernels ever ran, every other view got the page saying the view is full, and every
-  kernel was culled within cull + 120 s of the last view (their cells run first: slow on a loaded machine).
+- rendezvous: another user tries a DDP run's store folder and sprays its gloo ports; passes if the folder
+  was closed, nothing answered from another address, the run ended right or with a DDPError, and the
+  folder is gone (also within 10 s of its kernel's SIGKILL);
+- progress_planting: another user plants a learner's progress file and holds its lock first; passes if the
+  check neither waits nor shows the planted passes, and 20 writes killed midway leave no temporary file;
+- budget: benchmarks/sizes.py under LAB_MEMORY_LIMIT_MB=256;
+- projector_cap: 10 views at once of present/serve.py (cap 3); passes if at most 3 kernels ran, the others
+  got the page saying the view is full, and every kernel was culled in time.
 """
 from __future__ import annotations
 

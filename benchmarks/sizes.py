@@ -3,17 +3,10 @@
     python benchmarks/sizes.py            # a table; exit 1 if any builder went over
     python benchmarks/sizes.py --json     # the records (tests/core/test_sizes_checked.py reads them)
 
-A builder is a public function or class of `widgets` with a size-like parameter (an `int` named like
-`*_size`, `num_*`, `*_steps`, `layers`, `hidden`, `width`, `devices`, ...) that can be called from
-sizes alone (every other parameter has a default): what a learner types to make data, models,
-configs, splits and widgets. First a baseline: the smallest of 1, 2, 4, 8, 16 given to all its
-required sizes with which it returns. Then each size parameter in turn gets LARGE (2**24: past any
-budget if allocated naively, yet small enough that an allocator would try) and ENORMOUS (2**40), the
-others at the baseline, in a child forked for that one call, under LAB_MEMORY_LIMIT_MB=256, with a
-hard ceiling (RLIMIT_AS) a little above it so that a builder that does not check cannot take the
-machine. A call passes if it returned or refused (an exception other than an allocation that
-failed), and the child's peak resident memory grew by at most the budget; a failed allocation
-(MemoryError, torch's "can't allocate memory"), a kill or 30 s without an answer fail.
+A builder is a public function or class of `widgets` with a size-like int parameter that can be called from
+sizes alone. Each size in turn gets 2**24 and 2**40 (the others at the smallest that works), in a forked child
+under LAB_MEMORY_LIMIT_MB=256 with RLIMIT_AS a little above; it passes if it returned or refused without a
+failed allocation, a kill or 30 s, and its peak resident memory grew by at most the budget.
 """
 from __future__ import annotations
 
