@@ -13,7 +13,7 @@ import ipywidgets as W
 import pytest
 from IPython.core.formatters import DisplayFormatter
 
-from widgets.controls.compat import IPYWIDGETS_MAJOR, Displayed, set_titles, set_tooltip
+from widgets.controls.compat import IPYWIDGETS_MAJOR, Displayed, Picture, name_picture, set_titles, set_tooltip
 from widgets.controls.prediction import make_prediction
 
 PACKAGE = Path(__file__).resolve().parents[2] / "widgets"
@@ -89,6 +89,19 @@ def test_a_tooltip_lands_where_the_version_keeps_it(make):
 def test_titles_land_on_the_pages():
     accordion = set_titles(W.Accordion([W.Label("a"), W.Label("b")]), ["first", "second"])
     assert [accordion.get_title(i) for i in range(2)] == ["first", "second"]
+
+
+def test_name_picture_sets_the_text_alternative_and_returns_the_image():
+    image = Picture(format="png")
+    assert name_picture(image, "The bricks: 4 trips of 5") is image
+    if image.has_trait("tooltip"):  # ipywidgets 8
+        assert image.tooltip == "The bricks: 4 trips of 5"
+
+
+def test_the_front_end_receives_an_empty_description_beside_the_tooltip():
+    """ipywidgets 8's view sets the title only when `description` is "" (and fails when it is missing)."""
+    state = name_picture(Picture(format="png"), "a figure").get_state()
+    assert state["description"] == "" and state.get("tooltip", "a figure") == "a figure"
 
 
 def _calls_and_classes():

@@ -4,12 +4,15 @@
   widgets add their PNG and their line for nbval: `Displayed` gives 7 the path of 8.
 - Tooltips: 8 has `tooltip` on every widget, 7 `description_tooltip` beside a description: `set_tooltip`.
 - Titles of an Accordion or a Tab: 8 takes `titles=`, 7 only `set_title` (which 8 keeps): `set_titles`.
+- A live figure's text alternative: 8 makes an Image's tooltip the <img>'s title, but its view reads
+  `description` first, which an Image lacks (the view fails, no picture shows): `Picture`. 7 has no tooltip.
 """
 from __future__ import annotations
 
 from typing import Sequence
 
 import ipywidgets as W
+from traitlets import Unicode
 
 IPYWIDGETS_MAJOR = int(W.__version__.split(".")[0])
 
@@ -49,3 +52,16 @@ def set_titles(container: W.Box, titles: Sequence[str]) -> W.Box:
     for index, title in enumerate(titles):
         container.set_title(index, title)
     return container
+
+
+class Picture(W.Image):
+    """An `Image` whose tooltip reaches the page as the <img>'s title (use `name_picture`)."""
+
+    description = Unicode("", help="always empty: ipywidgets 8's view reads it before it sets the title").tag(sync=True)
+
+
+def name_picture(image: Picture, text: str) -> Picture:
+    """Give a live figure `text` as its text alternative where ipywidgets can (8); returns the image."""
+    if image.has_trait("tooltip"):
+        image.tooltip = text
+    return image

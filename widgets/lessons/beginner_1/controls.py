@@ -13,11 +13,9 @@ import ipywidgets as W
 
 from widgets.lessons.beginner_1.bricks import MAX_BRICKS_PER_TRIP, MAX_TRIPS, BricksState, describe, midway
 from widgets.lessons.beginner_1.draw import FIGURE_INCHES, draw_bricks, update_bricks
-from widgets.controls.compat import Displayed, set_tooltip
-from widgets.controls.names import Picture, name_picture
+from widgets.controls.compat import Displayed, Picture, name_picture, set_tooltip
 from widgets.draw.frames import FastCanvas, errors_shown_in, with_static_fallback
-from widgets.draw.style import DPI, PROJECTOR_DPI, new_figure
-from widgets.core.config import check_int
+from widgets.draw.style import DPI, new_figure
 
 PLAY_INTERVAL_MS = 900  # one trip per 0.9 s: slow enough to read the labels
 _SLIDER = dict(continuous_update=True, style={"description_width": "250px"}, layout=W.Layout(width="520px"))
@@ -28,6 +26,7 @@ class BricksWidget(Displayed, W.VBox):
     """Use `make_bricks_widget`; `play.value = True` plays the trips from the kernel."""
 
     def __init__(self, state: BricksState, dpi: int = DPI):
+        self.figure = new_figure(*FIGURE_INCHES, dpi=dpi, layout=None)  # checks dpi before any widget is made
         self.state = state
         self.controls = {
             "micro_batch_size": W.IntSlider(
@@ -53,7 +52,6 @@ class BricksWidget(Displayed, W.VBox):
         )
         self.readout = W.HTML()
         self.errors = W.Output()
-        self.figure = new_figure(*FIGURE_INCHES, dpi=dpi, layout=None)
         self._artists = draw_bricks(state, self.figure.add_axes((0, 0, 1, 1)))
         self.canvas = FastCanvas(self.figure, self._artists.moving)
         self.image = Picture(format="png", layout=W.Layout(width=f"{round(FIGURE_INCHES[0] * DPI)}px"))
@@ -151,6 +149,6 @@ class BricksWidget(Displayed, W.VBox):
 def make_bricks_widget(
     micro_batch_size: int = 5, accumulation_steps: int = 4, trip: int = 0, divided: bool = True, dpi: int = DPI
 ) -> BricksWidget:
-    """Build (not display) the bricks widget; `divided=False` ticks the forgot-to-divide box; `dpi` from 100 to 200."""
+    """Build (not display) the bricks widget; `divided=False` ticks the forgot-to-divide box; `dpi` 200 for the projector."""
     state = BricksState(micro_batch_size, accumulation_steps, trip, divided)
-    return BricksWidget(state, check_int("dpi", dpi, DPI, PROJECTOR_DPI))
+    return BricksWidget(state, dpi)
