@@ -57,13 +57,12 @@ doctor: install
 	$(BIN)/python -m widgets.lab.doctor
 
 # The projector view: the explorer and the bricks as a page with no code, large type (Voila).
-# make present PRESET=forgot-to-divide   or   make present STATE=<code from explorer.share_code()>
-# A code pasted from the chat never meets a shell: make exports it (its text as typed, $(value ...)
+# make present PRESET=forgot-to-divide   (other settings go in the page's address: the URL it prints)
+# A name pasted from the chat never meets a shell: make exports it (its text as typed, $(value ...)
 # expands nothing), present/serve.py checks it before Voila starts, then prints the URL with its token.
-# STATE and PRESET themselves stay out of the environment: exporting them would expand a $(shell ...).
-unexport STATE PRESET
+# PRESET itself stays out of the environment: exporting it would expand a $(shell ...).
+unexport PRESET
 present: export LAB_PRESET := $(value PRESET)
-present: export LAB_STATE := $(value STATE)
 present: install
 	$(BIN)/python present/serve.py
 

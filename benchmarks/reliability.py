@@ -59,8 +59,7 @@ import gc, json, random
 import psutil
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
-from widgets.lessons.beginner_2.controls import MAIN_MISTAKES, make_accumulation_explorer
-from widgets.core.shared import B_RANGE, K_RANGE
+from widgets.lessons.beginner_2.controls import B_RANGE, K_RANGE, MAIN_MISTAKES, make_accumulation_explorer, record_for
 
 box = make_accumulation_explorer()
 display(box)  # as in a notebook: the widget has a comm and sends its updates
@@ -92,7 +91,7 @@ def chunk(n):
         if box.errors.outputs:
             raise RuntimeError(box.errors.outputs[0].get("text", box.errors.outputs))
     print(json.dumps({"rss_mb": psutil.Process().memory_info().rss / 2**20, "pyplot": plt.get_fignums(),
-                      "figures": figures(), "cached_records": len(box._records)}))
+                      "figures": figures(), "cached_records": record_for.cache_info().currsize}))
 """
 
 
@@ -352,7 +351,7 @@ def projector_gets(gets: int = 20, cull_idle_s: int = 30, cull_interval_s: int =
             return error.code
 
     runtime = Path(tempfile.mkdtemp(prefix="projector-"))
-    env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(runtime), LAB_STATE="", LAB_PRESET="")
+    env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(runtime), LAB_PRESET="")
     server = subprocess.Popen([sys.executable, "present/serve.py", f"--cull-idle-s={cull_idle_s}",
                                f"--cull-interval-s={cull_interval_s}"], cwd=ROOT, env=env, text=True,
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True)

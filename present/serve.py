@@ -1,11 +1,11 @@
 """`make present`: the projector view (Voila on present/explorer.ipynb), safe to leave running in a room.
 
     LAB_PRESET=forgot-to-divide python present/serve.py    # what `make present PRESET=...` runs
-    LAB_STATE=GA2-2021-9 python present/serve.py           # ... and `make present STATE=<share code>`
 
-- A share code pasted from the chat reaches this script as an environment variable, never through
-  a shell; it is checked here (widgets.lab.presets) before Voila starts, and a bad one stops here
-  with the reason: nothing in it is ever run.
+- A preset's name reaches this script as an environment variable, never through a shell; it is
+  checked here (widgets.lab.presets) before Voila starts, and a bad one stops here with the reason.
+  Any other setting goes in the page's address (`&accumulation_steps=8&mistake=loss_not_divided`),
+  read as data by the page: nothing in it is ever run.
 - The page needs a token: the URL printed below carries it. Without it Voila answers 403 and
   starts no kernel (a crawler, an `<img src>` on another page, a stray curl).
 - Each page view starts a kernel (~370 MB). One that no page is connected to (a GET that ran no
@@ -35,20 +35,17 @@ PAGE = "present/explorer.ipynb"
 
 
 def checked_settings(env: dict) -> str:
-    """The caption the page will show for $LAB_STATE / $LAB_PRESET; SystemExit(2) saying why if bad."""
-    from widgets.lab.presets import StateCodeError, decode_state, preset
+    """What the page will show for $LAB_PRESET; SystemExit saying why if the name is not a preset's."""
+    from widgets.lab.presets import preset
 
-    state, name = env.get("LAB_STATE", "").strip(), env.get("LAB_PRESET", "").strip()
+    name = env.get("LAB_PRESET", "").strip()
+    if not name:
+        return "the healthy default"
     try:
-        if state:
-            decode_state(state)
-            return f"the share code {state}"
-        if name:
-            preset(name)
-            return f"the preset {name}"
-    except (StateCodeError, ValueError) as error:
+        preset(name)
+    except ValueError as error:
         raise SystemExit(f"make present: {error}\nNothing was started.") from None
-    return "the healthy default"
+    return f"the preset {name}"
 
 
 def free_port() -> int:
@@ -108,7 +105,7 @@ def serve(cull_idle_s: int, cull_interval_s: int, max_kernels: int, ready_timeou
             time.sleep(0.5)
         url = f"http://127.0.0.1:{port}/?token={token}"
         print("\n".join(["", "=" * 78, f"The projector view, showing {what}. Open (the token is the key):",
-                         f"    {url}", "Presets: add &preset=NAME; share codes: &state=CODE.",
+                         f"    {url}", "Presets: add &preset=NAME; settings: &accumulation_steps=8&mistake=loss_not_divided.",
                          "Stop it: Ctrl+C in this terminal.", "=" * 78, ""]), flush=True)
         return process.wait()
     except KeyboardInterrupt:

@@ -4,7 +4,7 @@ It renders both widgets with no code on the page, in large type; a preset from t
 shown; a key press on a slider changes the picture; the console stays clean. And in JupyterLab,
 from a kernel that the lab's server started, `widgets.doctor()` says "all good" and names JupyterLab.
 
-Without a browser (marked slow): `make present` hands a pasted share code to no shell; a bad code
+Without a browser (marked slow): `make present` hands a preset's name to no shell; a bad name
 stops present/serve.py before Voila starts; the page needs the token the printed URL carries; a
 kernel no page is connected to is culled in seconds; SIGTERM and SIGHUP stop Voila and its kernels.
 """
@@ -42,7 +42,7 @@ def voila(tmp_path_factory):
     pytest.importorskip("voila", reason="the projector view needs voila (requirements.txt)")
     work = tmp_path_factory.mktemp("voila")
     port, token = free_port(), secrets.token_hex(16)
-    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(work / "runtime"), "LAB_PRESET": "", "LAB_STATE": ""}
+    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(work / "runtime"), "LAB_PRESET": ""}
     command = [sys.executable, "-m", "voila", PAGE, "--no-browser", f"--port={port}", "--Voila.ip=127.0.0.1",
                f"--token={token}"]
     log = work / "voila.log"
@@ -97,7 +97,9 @@ def test_the_page_renders_both_widgets_without_code_in_large_type(browser, voila
         sync_api.expect(page.locator("label.widget-label", has_text="mistake").first).to_be_visible(timeout=60_000)
         assert page.locator("img.widget-image").count() >= 2  # the explorer's figure and the bricks'
         assert page.locator(".jp-CodeCell .jp-InputArea-editor, .CodeMirror, .cm-editor").count() == 0
-        assert "import" not in page.inner_text("body") and "make_accumulation_explorer" not in page.inner_text("body")
+        text = page.inner_text("body")  # the one call on the page is the explorer's own, for learners to copy
+        assert "import" not in text and text.count("make_accumulation_explorer") == 1
+        sync_api.expect(page.locator(".explorer-call")).to_contain_text("make_accumulation_explorer()")
         size = page.evaluate("() => parseFloat(getComputedStyle(document.querySelector('.widget-slider .widget-label')).fontSize)")
         assert size >= 20, f"slider labels are {size}px"
         sync_api.expect(page.locator(".projector-caption")).to_contain_text("healthy")
@@ -131,10 +133,17 @@ def test_a_preset_in_the_address_is_shown_and_a_key_press_changes_the_picture(br
 
 
 @pytest.mark.browser
-def test_a_bad_code_shows_the_default_and_says_why(browser, voila):
-    page, errors = open_page(browser, voila + "&state=GA2-2004-WB")
+def test_settings_in_the_address_are_shown_and_a_bad_one_shows_the_default_and_says_why(browser, voila):
+    page, errors = open_page(browser, voila + "&accumulation_steps=8&mistake=loss_not_divided")
     try:
-        sync_api.expect(page.locator(".projector-caption")).to_contain_text("mistyped or cut short")
+        sync_api.expect(page.locator(".explorer-call")).to_contain_text(
+            'make_accumulation_explorer(accumulation_steps=8, mistake="loss_not_divided")')
+        assert errors == [], errors
+    finally:
+        page.close()
+    page, errors = open_page(browser, voila + "&accumulation_steps=99&mistake=loss_not_divided")
+    try:
+        sync_api.expect(page.locator(".projector-caption")).to_contain_text("accumulation_steps must be from 1 to 16")
         assert page.locator(".widget-dropdown select").first.input_value() == "none: the correct loop"
         assert errors == [], errors
     finally:
@@ -169,36 +178,34 @@ def test_doctor_says_all_good_in_a_kernel_started_by_jupyterlab(tmp_path, browse
 
 # --- without a browser: the launcher ----------------------------------------------------------------
 
-PAYLOADS = ['GA2"; touch {m}; echo "', "GA2'; touch {m}; echo '", "GA2`touch {m}`", "GA2$(touch {m})",
-            "$(shell touch {m})", "GA2\\\"; touch {m}; echo \\\""]
+PAYLOADS = ['healthy"; touch {m}; echo "', "healthy'; touch {m}; echo '", "healthy`touch {m}`", "healthy$(touch {m})",
+            "$(shell touch {m})", "healthy\\\"; touch {m}; echo \\\""]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("variable", ["STATE", "PRESET"])
 @pytest.mark.parametrize("payload", PAYLOADS)
-def test_make_present_hands_a_pasted_code_to_no_shell(tmp_path, variable, payload):
-    """`make present STATE='<pasted>'`: the text arrives whole in $LAB_STATE and nothing in it runs.
+def test_make_present_hands_a_pasted_name_to_no_shell(tmp_path, payload):
+    """`make present PRESET='<pasted>'`: the text arrives whole in $LAB_PRESET and nothing in it runs.
     (A stand-in for the venv's python records what it was given; `-o install` skips the install.)"""
     marker = tmp_path / "ran"
     fake = tmp_path / "bin"
     fake.mkdir()
     for name in ("python", "voila"):  # voila: what the recipe called before it went through present/serve.py
-        (fake / name).write_text('#!/bin/sh\nprintf "%s" "$LAB_STATE" > "$RECORD.state"\n'
-                                 'printf "%s" "$LAB_PRESET" > "$RECORD.preset"\n')
+        (fake / name).write_text('#!/bin/sh\nprintf "%s" "$LAB_PRESET" > "$RECORD.preset"\n')
         (fake / name).chmod(0o755)
     text = payload.format(m=marker)
     env = {**os.environ, "RECORD": str(tmp_path / "got")}
-    done = subprocess.run(["make", "-s", "-o", "install", "present", f"BIN={fake}", f"{variable}={text}"], cwd=ROOT,
+    done = subprocess.run(["make", "-s", "-o", "install", "present", f"BIN={fake}", f"PRESET={text}"], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=60)
     assert not marker.exists(), f"the pasted text ran a command: {done.stdout}{done.stderr}"
     assert done.returncode == 0, done.stderr
-    assert (tmp_path / f"got.{variable.lower()}").read_text() == text
+    assert (tmp_path / "got.preset").read_text() == text
 
 
 def _serve(tmp_path, *args, **env) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "present/serve.py", *args], cwd=ROOT, text=True,
-                            env={**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"), "LAB_STATE": "",
-                                 "LAB_PRESET": "", **env},
+                            env={**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"), "LAB_PRESET": "",
+                                 **env},
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
 
 
@@ -249,12 +256,12 @@ def _end(process: subprocess.Popen, tree: list[psutil.Process]) -> None:
 
 
 @pytest.mark.slow
-def test_a_bad_code_stops_before_voila_starts(tmp_path):
-    process = _serve(tmp_path, LAB_STATE='GA2"; id; echo "')
+def test_a_bad_preset_stops_before_voila_starts(tmp_path):
+    process = _serve(tmp_path, LAB_PRESET='healthy"; id; echo "')
     try:
         output, _ = process.communicate(timeout=60)
         assert process.returncode != 0
-        assert "not a complete share code" in output and "Nothing was started" in output
+        assert "no preset named" in output and "Nothing was started" in output
         assert "Voila" not in output and "Voilà" not in output
     finally:
         if process.poll() is None:

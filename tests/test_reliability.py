@@ -24,7 +24,6 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from widgets.lessons.beginner_2 import controls as explorer  # noqa: E402
 from widgets.core import accumulation, config, symptoms, training  # noqa: E402
-from widgets.draw import frames as figures, training_plots as plots  # noqa: E402
 from widgets.core.config import AccumulationConfig  # noqa: E402
 from widgets.research.ddp import DDPConfig  # noqa: E402
 from widgets.research import noise_scale, tokens  # noqa: E402
@@ -32,7 +31,7 @@ from widgets.lessons.researcher_1 import precision  # noqa: E402
 from widgets.lessons.researcher_2 import batchnorm, contrastive, dropout, once_per_update  # noqa: E402
 from widgets.lessons.researcher_3 import critical_batch, critical_race  # noqa: E402
 from widgets.research.memory import TinyGPT, measure_memory_terms  # noqa: E402
-from widgets.lab import presets, progress  # noqa: E402
+from widgets.lab import progress  # noqa: E402
 
 
 @dataclass
@@ -44,14 +43,6 @@ class Case:
     error: type[Exception]
     word: str
     gap: str = ""  # not handled yet: what the function should do (the case is an expected failure)
-
-
-def _record():
-    return training.run_regimes(AccumulationConfig(accumulation_steps=2, micro_batch_size=2, num_updates=2))
-
-
-def _ax():
-    return Figure().subplots()
 
 
 X, Y = accumulation.make_regression_data(16, seed=0)
@@ -70,7 +61,6 @@ CASES: dict[str, list[Case]] = {
         Case("num_examples float", lambda: AccumulationConfig(num_examples=2.0), TypeError, "num_examples"),
         Case("learning_rate too big", lambda: AccumulationConfig(learning_rate=11), ValueError, "learning_rate"),
         Case("check_float bool", lambda: config.check_float("rate", True, 0, 1), TypeError, "rate"),
-        Case("waiting for a set of mistakes", lambda: config.waiting({"loss_not_divided"}), TypeError, "mistake"),
     ],
     "accumulation": [
         Case("window_size K zero", lambda: accumulation.window_size(0, 0), ValueError, "accumulation_steps"),
@@ -104,15 +94,6 @@ CASES: dict[str, list[Case]] = {
         Case("example_order of None", lambda: training.example_order(None), TypeError, "config"),
         Case("mistake_symptoms of a string", lambda: symptoms.mistake_symptoms("record"), TypeError, "record"),
     ],
-    "plots": [
-        Case("pile on no axes", lambda: plots.draw_gradient_pile(_record(), None), TypeError, "ax"),
-        Case("loss curves of None", lambda: plots.draw_loss_curves(None, _ax()), TypeError, "record"),
-        Case("pile max_steps zero", lambda: plots.draw_gradient_pile(_record(), _ax(), max_steps=0), ValueError, "max_steps"),
-    ],
-    "figures": [
-        Case("FastCanvas without a figure", lambda: figures.FastCanvas(None, []), TypeError, "figure"),
-        Case("FastCanvas moving a string", lambda: figures.FastCanvas(Figure(), "abc"), TypeError, "moving"),
-    ],
     "explorer": [
         Case("K not whole", lambda: explorer.make_accumulation_explorer(accumulation_steps=2.5), TypeError, "accumulation_steps"),
         Case("b zero", lambda: explorer.make_accumulation_explorer(micro_batch_size=0), ValueError, "micro_batch_size"),
@@ -126,14 +107,10 @@ CASES: dict[str, list[Case]] = {
         Case("tail as long as K", lambda: explorer.make_accumulation_explorer(tail_micro_batches=4), ValueError, "tail_micro_batches"),
         Case("mistake without its tail", lambda: explorer.make_accumulation_explorer(mistake="forget_final_step"),
              ValueError, "tail_micro_batches"),
-        Case("readout of a string", lambda: explorer.readout_lines("record"), TypeError, "record"),
     ],
     "progress": [
         Case("read_records of a number", lambda: progress.read_records(5), TypeError, "path"),
         Case("progress reset as text", lambda: progress.progress(reset="yes"), TypeError, "reset"),
-    ],
-    "presets": [
-        Case("share code of 10 MB", lambda: presets.decode_state("GA2-" + "0" * 10**7), ValueError, "share code"),
     ],
 }
 
@@ -191,7 +168,7 @@ def test_enough_bad_input_cases_that_pass():
     handled = [c for cases in CASES.values() for c in cases if not c.gap]
     assert len(handled) >= 25
     covered = {m for m, cases in CASES.items() if any(not c.gap for c in cases)}
-    assert covered >= {"config", "accumulation", "training", "figures", "explorer"}
+    assert covered >= {"config", "accumulation", "training", "explorer"}
 
 
 # --- many slider changes -----------------------------------------------------------------------
@@ -202,9 +179,8 @@ def _figures() -> int:
 
 
 def test_100_slider_changes_leak_no_figure_and_little_memory():
-    """Cycle K, b and the learning rate through a few values: the cache warms in the first lap, so
-    the later laps exercise the drawing path, where a figure leak would show. (Values whose axis
-    limits differ force a full redraw, ~0.3 s each here; the script covers those and cold runs.)"""
+    """Cycle K, b and the learning rate through a few values: after the first lap only the drawing
+    path runs, where a figure leak would show (benchmarks/reliability.py covers cold runs too)."""
     box = explorer.make_accumulation_explorer()
     controls = box.controls
     moves = [("accumulation_steps", v) for v in (3, 4)] + [("micro_batch_size", v) for v in (4, 8)]

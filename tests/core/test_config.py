@@ -3,13 +3,7 @@ import math
 
 import pytest
 
-from widgets.core.config import (
-    AccumulationConfig,
-    check_float,
-    check_int,
-    config_without_waiting_mistake,
-    waiting,
-)
+from widgets.core.config import AccumulationConfig, check_float, check_int
 
 BAD_CONFIGS = [
     (dict(accumulation_steps=0), ValueError, "accumulation_steps"),
@@ -100,9 +94,6 @@ def test_bad_clipping_and_warmup_are_refused(kwargs, error, word):
 def test_a_mistake_without_the_setting_it_needs_says_which_setting(mistake, setting):
     with pytest.raises(ValueError, match=f"{mistake} needs .*{setting}"):
         AccumulationConfig(mistake=mistake)
-    assert set(waiting(mistake)) == {setting}
-    config, unmet = config_without_waiting_mistake(mistake=mistake)
-    assert config.mistake is None and set(unmet) == {setting}
 
 
 def test_a_one_update_warmup_is_not_enough_for_the_scheduler_mistake():
@@ -110,11 +101,3 @@ def test_a_one_update_warmup_is_not_enough_for_the_scheduler_mistake():
     with pytest.raises(ValueError, match="warmup_updates >= 2"):
         AccumulationConfig(mistake="scheduler_every_micro_step", warmup_updates=1)
     assert AccumulationConfig(mistake="scheduler_every_micro_step", warmup_updates=2).warmup_updates == 2
-
-
-def test_waiting_checks_its_mistake():
-    with pytest.raises(TypeError, match="mistake"):
-        waiting(5)
-    with pytest.raises(ValueError, match="mistake"):
-        waiting("no_such_mistake")
-    assert waiting(None) == {} and waiting("loss_not_divided") == {}

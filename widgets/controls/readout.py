@@ -1,7 +1,4 @@
-"""A widget's readout as an HTML list: one sentence per line, each verdict in bold colour and also
-spelled out with a mark (✓ / ✗), so that colour is never the only signal. The explorers build the
-sentences; this turns them into the `HTML` widget's value.
-"""
+"""A readout as an HTML list: each verdict in bold colour and also marked ✓ or ✗, never colour alone."""
 from __future__ import annotations
 
 import html
@@ -12,11 +9,8 @@ from widgets.draw.style import RIGHT_TEXT, WRONG_TEXT
 _MARKS = {": True": (RIGHT_TEXT, " ✓"), ": False": (WRONG_TEXT, " ✗")}  # 4.5:1 on white
 
 
-def verdict_list_html(lines: Iterable[str], verdicts: Iterable[str]) -> str:
-    """`lines` as an HTML list; every "<verdict>: True" or "<verdict>: False" in them, for each of
-    `verdicts` (e.g. "gradients allclose"), in bold bluish green with ✓ or vermillion with ✗; a line that
-    ends on ✓ or ✗ (a plain readout's) has that mark coloured the same way."""
-    verdicts = tuple(verdicts)
+def verdict_list_html(lines: Iterable[str], verdicts: tuple[str, ...]) -> str:
+    """`lines` as a <ul>; each "<verdict>: True/False" of `verdicts`, and a line ending on ✓ or ✗, coloured."""
     items = []
     for line in lines:
         text = html.escape(line)

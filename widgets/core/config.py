@@ -1,22 +1,18 @@
-"""The run configuration and the input checks every public function shares.
-
-Torch-free on purpose: a learner's bad value is caught here, with the parameter's name and its
-allowed range, before anything reaches torch.
-"""
+"""The run configuration and the input checks every public function shares; torch-free, so a bad
+value is caught here, named with its allowed range, before anything reaches torch."""
 from __future__ import annotations
 
 import math
 import numbers
 from dataclasses import dataclass
-from typing import Any
 
 from widgets.core.mistakes import MISTAKES, check_mistake
 
 # The optimizers a run can use: its name in a config -> the torch.optim class it builds
-# (widgets.core.training.make_optimizer), which is also its label on the explorer. A share code
-# stores an optimizer by its index here: a new one is appended.
+# (widgets.core.training.make_optimizer), which is also its label on the explorer.
 OPTIMIZERS: dict[str, str] = {"sgd": "SGD", "adamw": "AdamW"}
 OPTIMIZER_NAMES: tuple[str, ...] = tuple(OPTIMIZERS)
+
 
 def check_int(name: str, value: object, low: int, high: int | None = None) -> int:
     """Return `value` if it is a whole number in [low, high]; else raise naming `name`."""
@@ -41,28 +37,14 @@ def check_float(name: str, value: object, low: float, high: float, *, low_inclus
     return value
 
 
-def waiting(mistake: str | None, *, tail_micro_batches: int = 0, max_grad_norm: float | None = None,
-            warmup_updates: int = 0) -> dict[str, str]:
-    """{setting: what to set} for each setting `mistake` needs that these settings lack ({} for none:
-    it acts). A mistake that waits changes nothing; `AccumulationConfig` refuses it."""
-    if check_mistake(mistake) is None:
-        return {}
-    return MISTAKES[mistake].waits_for(tail_micro_batches=tail_micro_batches, max_grad_norm=max_grad_norm,
-                                       warmup_updates=warmup_updates)
-
-
 @dataclass(frozen=True)
 class AccumulationConfig:
     """One accumulation experiment: K micro-batches of b examples make one update of K*b examples.
 
-    `tail_micro_batches` adds one last, shorter window of that many micro-batches (0 <= tail < K),
-    the uneven final window a real epoch often ends with. `max_grad_norm` clips the gradient once
-    per update (None: no clipping); `warmup_updates` ramps the learning rate linearly over that
-    many updates (0: constant). Every regime gets both, per update, so they stay comparable.
-    `optimizer` is one of `OPTIMIZER_NAMES` ("sgd" or "adamw"), the same for every regime.
-    `mistake` (None, or a name of `widgets.core.mistakes.MISTAKES`) runs the accumulated regime with
-    that mistake's loop; one that needs a setting (a tail, clipping, a warmup) raises a ValueError
-    when it is missing.
+    `tail_micro_batches` adds a last, shorter window (0 <= tail < K); `max_grad_norm` clips once per
+    update (None: off); `warmup_updates` ramps the learning rate linearly (0: constant); every regime
+    gets the same. `mistake` (None or a name of `MISTAKES`) runs the accumulated regime with that
+    mistake's loop, and a mistake missing the setting it needs is refused.
     """
 
     accumulation_steps: int = 4
@@ -91,8 +73,8 @@ class AccumulationConfig:
         check_int("warmup_updates", self.warmup_updates, 0, 1000)
         if self.optimizer not in OPTIMIZER_NAMES:
             raise ValueError(f"optimizer must be one of {OPTIMIZER_NAMES}, got {self.optimizer!r}")
-        unmet = waiting(self.mistake, tail_micro_batches=self.tail_micro_batches, max_grad_norm=self.max_grad_norm,
-                        warmup_updates=self.warmup_updates)
+        unmet = self.mistake and MISTAKES[self.mistake].waits_for(
+            tail_micro_batches=self.tail_micro_batches, max_grad_norm=self.max_grad_norm, warmup_updates=self.warmup_updates)
         if unmet:
             raise ValueError(f"mistake: {self.mistake} needs " + "; ".join(unmet.values()))
         if self.effective_batch_size > self.num_examples:
@@ -118,20 +100,8 @@ class AccumulationConfig:
         return self.num_updates + (1 if self.tail_micro_batches else 0)
 
 
-def config_without_waiting_mistake(**settings: Any) -> tuple[AccumulationConfig, dict[str, str]]:
-    """The config these settings describe, leaving out the mistake if it waits for a setting, and
-    what it waits for: what a control panel calls once per change (the config itself would raise).
-    Every setting is checked once, by the config itself."""
-    mistake = check_mistake(settings.pop("mistake", None))
-    defaults = AccumulationConfig.__dataclass_fields__
-    needs = {key: settings.get(key, defaults[key].default) for key in ("tail_micro_batches", "max_grad_norm", "warmup_updates")}
-    unmet = waiting(mistake, **needs)
-    return AccumulationConfig(mistake=None if unmet else mistake, **settings), unmet
-
-
 def check_config(config: object, name: str = "config") -> AccumulationConfig:
-    """Return `config` if it is an `AccumulationConfig`; else raise naming `name` (a dict is not one:
-    `AccumulationConfig(**settings)` checks each setting)."""
+    """Return `config` if it is an `AccumulationConfig`; else raise naming `name`."""
     if not isinstance(config, AccumulationConfig):
         raise TypeError(f"{name} must be an AccumulationConfig, got {type(config).__name__}")
     return config

@@ -10,12 +10,8 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from widgets.lessons.beginner_2.controls import (  # noqa: E402
-    B_RANGE,
-    K_RANGE,
-    make_accumulation_explorer,
-    readout_text,
-)
+from widgets.lessons.beginner_2.controls import B_RANGE, K_RANGE, make_accumulation_explorer  # noqa: E402
+from widgets.lessons.beginner_2.readout import readout_lines  # noqa: E402
 from widgets.core.accumulation import accumulated_gradient, big_batch_gradient, compare_gradients, make_model  # noqa: E402
 from widgets.core.accumulation import make_regression_data  # noqa: E402
 from widgets.core.config import AccumulationConfig  # noqa: E402
@@ -39,7 +35,11 @@ def explorer(shared_explorer):
         shared_explorer.controls[name].min = low
     for name, value in start.items():
         shared_explorer.controls[name].value = value
-    assert shared_explorer.record.config == shared_explorer.current_config()
+
+
+
+def readout_text(record, kind: str = "plain") -> str:
+    return "; ".join(readout_lines(record, kind=kind))
 
 
 def _pixels(png: bytes) -> np.ndarray:
@@ -76,6 +76,7 @@ def test_error_in_a_callback_is_shown_and_the_explorer_survives(explorer):
     slider.max = 5000  # a learner widening a slider past what the data allow
     slider.value = 4000
     assert "micro_batch_size" in explorer.errors.outputs[0]["text"]
+    assert explorer.record.config.micro_batch_size == 8  # the last good setting stays shown
     slider.value = 8
     slider.max = B_RANGE[1]
     assert explorer.errors.outputs == ()
@@ -199,3 +200,39 @@ def test_the_optimizer_dropdown_switches_the_runs(explorer):
     explorer.controls["learning_rate"].value = 0.01
     explorer.controls["mistake"].value = "loss_not_divided"
     assert "nearly cancels: at the end |w_accumulated - w_big_batch|" in readout_text(explorer.record, kind="detailed")
+
+
+def test_the_call_shown_builds_the_same_picture(explorer):
+    """The line under the figure is the call a learner copies: run as written, it shows the same picture."""
+    import ast
+
+    explorer.show(accumulation_steps=8, micro_batch_size=2, mistake="loss_not_divided", optimizer="adamw")
+    call = explorer.call()
+    assert call == ('make_accumulation_explorer(accumulation_steps=8, micro_batch_size=2, mistake="loss_not_divided", '
+                    'optimizer="adamw", readout="detailed")')
+    assert call in explorer.call_text.value
+    keywords = ast.parse(call, mode="eval").body.keywords  # read as data: nothing in it is run
+    again = make_accumulation_explorer(**{k.arg: ast.literal_eval(k.value) for k in keywords})
+    assert again.record.config == explorer.record.config
+    explorer.render(full=True)
+    again.render(full=True)
+    assert int(np.abs(_pixels(explorer.image.value) - _pixels(again.image.value)).max()) == 0
+    assert make_accumulation_explorer(num_updates=2).call() == "make_accumulation_explorer(num_updates=2)"
+
+
+def test_show_moves_the_controls_like_a_learner_and_refuses_what_they_cannot_show(explorer):
+    explorer.show(accumulation_steps=6, tail_micro_batches=5)  # the tail's max follows K, whatever the order
+    assert (explorer.controls["accumulation_steps"].value, explorer.controls["tail_micro_batches"].value) == (6, 5)
+    assert explorer.record.config.tail_micro_batches == 5 and "= 6 x 8 = 48" in explorer.readout.value
+    explorer.show(tail_micro_batches=0, mistake="loss_not_divided")
+    assert explorer.controls["mistake"].value == "loss_not_divided" and not explorer.record.grads_allclose
+    explorer.show(mistake=None)
+    assert explorer.controls["mistake"].value == "" and explorer.record.grads_allclose
+    shown = explorer.image.value
+    for bad, error, word in ((dict(accumulation_steps=17), ValueError, "accumulation_steps"),
+                             (dict(max_grad_norm=0.3), ValueError, "max_grad_norm"),
+                             (dict(mistake="loss_not_divide"), ValueError, "mistake"),
+                             (dict(seed=3), TypeError, "controls")):  # not a control: a new explorer's
+        with pytest.raises(error, match=word):
+            explorer.show(**bad)
+    assert explorer.image.value is shown and explorer.controls["accumulation_steps"].value == 6  # left as it was

@@ -1,6 +1,5 @@
-"""The explorer over a session: settings trained ahead while idle, one check per change, a known
-torch state whatever the learner's cells set, and no explorer left alive when its cell re-runs."""
-import asyncio
+"""The explorer over a session: a setting seen again shows the same picture, a known torch state
+whatever the learner's cells set, and no explorer left alive when its cell re-runs."""
 import gc
 import io
 import sys
@@ -16,19 +15,13 @@ from matplotlib.figure import Figure  # noqa: E402
 from PIL import Image  # noqa: E402
 
 import widgets.lessons.beginner_2.controls as explorer_module  # noqa: E402
-import widgets.lessons.beginner_2.controls_ahead as ahead_module  # noqa: E402
-import widgets.core.config as config_module  # noqa: E402
-from widgets.lessons.beginner_2.controls import make_accumulation_explorer  # noqa: E402
-from widgets.lessons.beginner_2.controls_ahead import trains_ahead_here  # noqa: E402
 from widgets.core.config import AccumulationConfig  # noqa: E402
+from widgets.core.training import run_regimes  # noqa: E402
+from widgets.lessons.beginner_2.controls import make_accumulation_explorer  # noqa: E402
 
 
 def _pixels(png: bytes) -> np.ndarray:
     return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"), dtype=np.int16)
-
-
-def _settings(K: int, b: int, **kwargs) -> AccumulationConfig:
-    return AccumulationConfig(accumulation_steps=K, micro_batch_size=b, num_updates=3, **kwargs)
 
 
 @pytest.fixture
@@ -36,52 +29,20 @@ def explorer():
     return make_accumulation_explorer(accumulation_steps=4, micro_batch_size=8, num_updates=3)
 
 
-def test_the_next_notch_is_trained_ahead_and_then_only_redrawn(explorer, monkeypatch):
-    explorer.controls["accumulation_steps"].value = 5
-    shown = explorer.image.value
-    assert explorer.train_ahead() > 0
-    kept = explorer.trained_settings()
-    for K, b in ((6, 8), (5, 9), (5, 7), (1, 8), (16, 8)):
-        assert _settings(K, b) in kept, (K, b)
-    assert _settings(5, 8, mistake="loss_not_divided") in kept
-    assert _settings(5, 8, optimizer="adamw") in kept
-    explorer.render()  # training ahead left the shown figure as it was
-    assert int(np.abs(_pixels(shown) - _pixels(explorer.image.value)).max()) == 0
-
-    runs = []
-    original = ahead_module.run_regimes
-    monkeypatch.setattr(ahead_module, "run_regimes", lambda config: runs.append(config) or original(config))
-    for name, value in (("accumulation_steps", 6), ("mistake", "loss_not_divided"), ("mistake", "")):
-        explorer.train_ahead()  # the learner's pause
-        before = len(runs)
-        explorer.controls[name].value = value
-        assert len(runs) == before, f"{name}={value} was trained on the slider's path"
+def test_a_setting_seen_again_shows_the_same_run_and_pixels(explorer):
+    """Oracle: a fresh run of the same config; and every frame equals a full redraw of its state."""
+    frames = {}
+    for K in (5, 6, 5, 4, 6):
+        explorer.controls["accumulation_steps"].value = K
         assert not explorer.errors.outputs, explorer.errors.outputs
+        fresh = run_regimes(AccumulationConfig(accumulation_steps=K, micro_batch_size=8, num_updates=3))
+        assert explorer.record.eval_loss == fresh.eval_loss
         frame = _pixels(explorer.image.value)
-        explorer.render(full=True)  # a background drawn ahead has the pixels of a full redraw
-        assert int(np.abs(frame - _pixels(explorer.image.value)).max()) == 0, f"after {name}={value}"
-
-
-def test_a_new_change_replaces_the_plan_and_training_ahead_is_bounded(explorer):
-    explorer.controls["accumulation_steps"].value = 5
-    assert explorer.train_ahead(max_steps=1) == 1
-    explorer.controls["micro_batch_size"].value = 9
-    explorer.train_ahead()
-    assert _settings(5, 10) in explorer.trained_settings()
-    assert len(explorer._ahead_records) <= ahead_module._RECORDS_KEPT
-    assert explorer.train_ahead() == 0  # nothing left: training ahead is idempotent
-
-
-def test_a_revisit_checks_nothing_and_a_new_setting_is_checked_once(explorer, monkeypatch):
-    calls = []
-    original = config_module.AccumulationConfig.__post_init__
-    monkeypatch.setattr(config_module.AccumulationConfig, "__post_init__",
-                        lambda config: calls.append(config) or original(config))
-    explorer.controls["accumulation_steps"].value = 5
-    assert len(calls) == 1  # the config checks itself once; nothing else checks it on the slider's path
-    explorer.controls["accumulation_steps"].value = 4
-    explorer.controls["accumulation_steps"].value = 5
-    assert len(calls) == 1
+        explorer.render(full=True)
+        assert int(np.abs(frame - _pixels(explorer.image.value)).max()) == 0, f"K = {K}"
+        if K in frames:
+            assert int(np.abs(frame - frames[K]).max()) == 0, f"K = {K} again"
+        frames[K] = frame
 
 
 def test_the_verdicts_hold_after_a_learner_sets_float16_and_no_grad():
@@ -92,7 +53,6 @@ def test_the_verdicts_hold_after_a_learner_sets_float16_and_no_grad():
                                               readout="detailed")
         assert "gradients allclose: True" in explorer.readout.value
         explorer.controls["accumulation_steps"].value = 5
-        explorer.train_ahead(max_steps=2)
         explorer.controls["mistake"].value = "loss_not_divided"
         assert "gradients allclose: False" in explorer.readout.value
         explorer.controls["mistake"].value = ""
@@ -102,55 +62,6 @@ def test_the_verdicts_hold_after_a_learner_sets_float16_and_no_grad():
     finally:
         torch.set_default_dtype(torch.float32)
         torch.set_grad_enabled(True)
-
-
-def test_in_an_event_loop_training_ahead_runs_between_events_and_stops_on_close(monkeypatch):
-    monkeypatch.delenv("JUPYTERHUB_USER", raising=False)
-    monkeypatch.delenv("LAB_TRAIN_AHEAD", raising=False)
-
-    async def session():
-        explorer = make_accumulation_explorer(accumulation_steps=4, micro_batch_size=8, num_updates=3)
-        explorer.controls["accumulation_steps"].value = 5
-        for _ in range(500):  # the loop is idle: the runs ahead happen, one per turn
-            await asyncio.sleep(0.01)
-            if not explorer._ahead and not explorer._frames_ahead and explorer._plan is None:
-                break
-        assert _settings(6, 8) in explorer.trained_settings()
-        explorer.controls["accumulation_steps"].value = 6
-        explorer.close()
-        assert explorer._idle_call is None and not explorer._ahead
-        await asyncio.sleep(0.1)
-        assert not explorer.trained_settings()
-
-    asyncio.run(session())
-
-
-def test_under_jupyterhub_nothing_is_trained_in_idle_time_but_on_request(monkeypatch):
-    monkeypatch.setenv("JUPYTERHUB_USER", "learner-1")  # a hub room or Binder: the cores are shared
-    monkeypatch.delenv("LAB_TRAIN_AHEAD", raising=False)
-
-    async def session():
-        explorer = make_accumulation_explorer(accumulation_steps=4, micro_batch_size=8, num_updates=3)
-        explorer.controls["accumulation_steps"].value = 5
-        await asyncio.sleep(0.5)  # idle: a single learner's explorer would train K = 6 here
-        assert explorer._idle_call is None and _settings(6, 8) not in explorer.trained_settings()
-        assert explorer.train_ahead() > 0 and _settings(6, 8) in explorer.trained_settings()  # on request
-        explorer.close()
-
-    asyncio.run(session())
-
-
-@pytest.mark.parametrize("environ, trains", [
-    ({}, True), ({"JUPYTERHUB_USER": "a"}, False), ({"JUPYTERHUB_USER": "a", "LAB_TRAIN_AHEAD": "on"}, True),
-    ({"LAB_TRAIN_AHEAD": "off"}, False), ({"LAB_TRAIN_AHEAD": " OFF "}, False),
-])
-def test_where_the_explorer_trains_ahead(environ, trains):
-    assert trains_ahead_here(environ) is trains
-
-
-def test_a_bad_train_ahead_setting_names_the_variable():
-    with pytest.raises(ValueError, match="LAB_TRAIN_AHEAD must be 'on' or 'off'"):
-        trains_ahead_here({"LAB_TRAIN_AHEAD": "sometimes"})
 
 
 def _live_figures() -> int:

@@ -1,14 +1,12 @@
-"""The explorer's readout: what a run did, in sentences, read from its `RunRecord`.
+"""The explorer's readout: what a run did, in sentences read from its `RunRecord`.
 
-Two voices, one record. `plain` (the beginner tier, the projector) says each thing as people say
-it, one line each, ending in ✓ or ✗: "gradient: the same as the big batch's ✓", "gradient: 4×
-too big ✗", "memory: 1/4 of the big batch". `detailed` (the developer tier) adds the numbers a
-developer checks: the largest gradient difference and the `allclose` verdict at the lab's
-tolerance, the optimizer, the learning rates, and the sentences of `widgets.core.symptoms`.
-Nothing here trains or draws.
+`plain` (the beginner tier, the projector) says each thing as people say it, a line ending in ✓ or ✗
+("gradient: 4× too big ✗"); `detailed` (the developer tier) adds the numbers a developer checks: the
+`allclose` verdict at the lab's tolerance, the optimizer, the learning rates and the symptoms.
 """
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 from widgets.core.accumulation import GRAD_ATOL, GRAD_RTOL
@@ -23,12 +21,7 @@ READOUTS = ("plain", "detailed")
 
 
 def readout_lines(record: RunRecord, notes: list[str] | tuple[str, ...] = (), kind: str = "plain") -> list[str]:
-    """The explorer's readout as sentences, computed from `record`, then any `notes`; `kind` is
-    "plain" or "detailed" (see the module docstring)."""
-    if not isinstance(record, RunRecord):
-        raise TypeError(f"record must be a RunRecord (from run_regimes), got {type(record).__name__}")
-    if kind not in READOUTS:
-        raise ValueError(f"readout must be one of {READOUTS}, got {kind!r}")
+    """The explorer's readout as sentences, computed from `record`, then any `notes`; `kind` is "plain" or "detailed"."""
     with known_torch_state(threads=None):  # the symptoms compute with torch: float32, grad on
         lines = _plain_lines(record) if kind == "plain" else _detailed_lines(record)
     return lines + list(notes)
@@ -48,7 +41,7 @@ def _plain_lines(record: RunRecord) -> list[str]:
         lines.append("gradient: no verdict, both runs blew up: lower the learning rate ✗")
     elif record.grads_allclose:
         lines.append("gradient: the same as the big batch's ✓")
-    elif m in ("loss_not_divided", "loss_divided_twice") and scale:
+    elif m is not None and MISTAKES[m].scales and scale and not math.isclose(scale, 1, rel_tol=0.01):
         lines.append(f"gradient: {_times(scale)} too {'big' if scale > 1 else 'small'} ✗")
     else:
         lines.append("gradient: not the big batch's ✗")
@@ -130,3 +123,4 @@ def loss_table(record: RunRecord, updates: int | None = None, regimes: tuple[str
     rows = [[u + 1, *(f"{record.eval_loss[r][u]:.3f}" for r in regimes)] for u in range(count)]
     return Table(["after update", *(names[r] for r in regimes)], rows,
                  right=frozenset(["after update", *(names[r] for r in regimes)]))
+
