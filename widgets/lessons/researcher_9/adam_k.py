@@ -146,19 +146,13 @@ def micro_batches(problem: Regression, micro_batch_size: int) -> list[tuple[torc
 
 def adam_trajectory(problem: Regression, hyper: AdamHyper, micro_batch_size: int, accumulation_steps: int,
                     weight_decay: float = 0.0) -> torch.Tensor:
-    """Adam (AdamW if weight_decay > 0) through the stream, K micro-batches of b per update: weights (updates, S, dim)."""
-    if not isinstance(problem, Regression):
-        raise TypeError(f"problem must be a Regression (from make_regression), got {type(problem).__name__}")
-    if not isinstance(hyper, AdamHyper):
-        raise TypeError(f"hyper must be an AdamHyper, got {type(hyper).__name__}")
-    b = check_int("micro_batch_size", micro_batch_size, 1, problem.x.shape[1])
-    K = check_int("accumulation_steps", accumulation_steps, 1, problem.x.shape[1] // b)
-    decay = check_float("weight_decay", weight_decay, 0.0, 1e3, low_inclusive=True)
-    batches = micro_batches(problem, b)
+    """Adam (AdamW if weight_decay > 0), K micro-batches of b per update (checked by `compare_rules`): (updates, S, dim)."""
+    K = accumulation_steps
+    batches = micro_batches(problem, micro_batch_size)
     batches = batches[:len(batches) // K * K]  # whole windows only: every update holds K*b examples
     model = SeedRows(problem.w0)
     optimizer = torch.optim.AdamW(model.parameters(), lr=hyper.lr, betas=(hyper.beta1, hyper.beta2),
-                                  eps=hyper.eps, weight_decay=decay)
+                                  eps=hyper.eps, weight_decay=weight_decay)
     points: list[torch.Tensor] = []
     # watched from outside: a hook after each optimizer step records the weights (the loop is not touched)
     optimizer.register_step_post_hook(lambda *_: points.append(model.weight.detach().clone()))
