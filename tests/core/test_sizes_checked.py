@@ -26,7 +26,6 @@ LISTED = {
     "widgets.core.accumulation.windows",
     "widgets.core.config.AccumulationConfig",
     "widgets.core.training.linear_warmup",
-    "widgets.draw.training_plots.pile_span",
     "widgets.lessons.beginner_1.bricks.bricks_states",
     "widgets.lessons.beginner_1.bricks.trips_table",
     "widgets.lessons.beginner_1.controls.make_bricks_widget",

@@ -1,4 +1,4 @@
-"""`FastCanvas`: every way of making a frame gives the pixels of a full redraw."""
+"""`FastCanvas`: a blitted frame has the pixels of a full redraw, and limits seen before are not redrawn."""
 import io
 
 import numpy as np
@@ -27,54 +27,18 @@ def two_panels():
     return figure, (left, right), (a, b)
 
 
-@pytest.mark.parametrize("panel", [0, 1])
-def test_one_panel_rescaled_is_redrawn_alone_and_exactly(two_panels, panel):
+def test_every_frame_equals_a_full_redraw_and_seen_limits_blit(two_panels):
     figure, axes, lines = two_panels
     canvas = FastCanvas(figure, list(lines))
     canvas.png()
-    assert canvas.full_redraws == 1
-    lines[panel].set_ydata([0, 100, 400, 9000])
-    axes[panel].set_ylim(-50, 10_000)  # wider tick labels than before: the old ones must be erased
-    partial = canvas.png()
-    assert canvas.full_redraws == 1, "only one panel changed: no full redraw"
-    assert int(np.abs(_pixels(partial) - _pixels(canvas.png(full=True))).max()) == 0
-
-
-def test_one_panel_then_the_other_rescaled_stay_exact(two_panels):
-    """The right panel's labels grow to the left; a later redraw of the left panel must not erase them."""
-    figure, axes, lines = two_panels
-    canvas = FastCanvas(figure, list(lines))
-    canvas.png()
-    for panel, top in ((1, 123_456), (0, 98_765), (1, 10), (0, 10)):
-        axes[panel].set_ylim(-1, top)
-        partial = canvas.png()
-        assert int(np.abs(_pixels(partial) - _pixels(canvas.png(full=True))).max()) == 0, (panel, top)
-        canvas._backgrounds.clear()  # forget the full redraw's frame: the next one is partial again
-        canvas.png()
-
-
-def test_both_panels_rescaled_take_a_full_redraw(two_panels):
-    figure, axes, lines = two_panels
-    canvas = FastCanvas(figure, list(lines))
-    canvas.png()
-    for ax in axes:
-        ax.set_ylim(0, 50)
-    canvas.png()
-    assert canvas.full_redraws == 2
-
-
-def test_deferred_boxes_are_read_in_idle_time_and_then_allow_a_one_panel_redraw(two_panels):
-    figure, axes, lines = two_panels
-    canvas = FastCanvas(figure, list(lines))
-    canvas.defer_boxes = True
-    canvas.png()
-    axes[0].set_ylim(-5, 50)
-    canvas.png()  # the boxes of the first frame were never read: a full redraw
-    assert canvas.full_redraws == 2
-    assert canvas.remember_boxes_now() and not canvas.remember_boxes_now()  # read once, for the frame shown
-    axes[0].set_ylim(-5, 5_000)
-    partial = canvas.png()
-    assert canvas.full_redraws == 2, "the boxes read in idle time let one panel be redrawn alone"
-    assert int(np.abs(_pixels(partial) - _pixels(canvas.png(full=True))).max()) == 0
-    axes[1].set_ylim(0, 7)  # the limits moved on before idle time came: nothing is read for them
-    assert not canvas.remember_boxes_now()
+    for panel, top, data in ((0, 10, [0, 2, 3, 1]), (1, 9000, [0, 100, 400, 9000]), (0, 10, [1, 1, 1, 1])):
+        axes[panel].set_ylim(-1, top)  # wider tick labels than before: the old ones must be gone
+        lines[panel].set_ydata(data)
+        frame = canvas.png()
+        assert int(np.abs(_pixels(frame) - _pixels(canvas.png(full=True))).max()) == 0, (panel, top)
+    redraws = canvas.full_redraws
+    axes[1].set_ylim(-1, 9000)  # both panels' limits seen before: their background is pasted
+    lines[1].set_ydata([5, 5, 5, 5])
+    frame = canvas.png()
+    assert canvas.full_redraws == redraws
+    assert int(np.abs(_pixels(frame) - _pixels(canvas.png(full=True))).max()) == 0

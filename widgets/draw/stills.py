@@ -1,8 +1,7 @@
-"""Still pictures for notebooks: a figure as a small PNG, for places where nothing needs to move,
-shown with its text alternative (`still`).
+"""Still pictures for notebooks: a figure as a small palette PNG, shown with its text alternative.
 
-Line plots use a handful of colours, so a 64-colour palette PNG looks the same as the full-colour
-one at a fraction of the bytes; executed notebooks stay light to open, on GitHub too.
+Line plots use a handful of colours, so 64 keep the picture and cut the bytes: executed notebooks
+stay light to open, on GitHub too.
 """
 from __future__ import annotations
 
@@ -16,10 +15,6 @@ from PIL import Image
 
 def compact_png(figure: matplotlib.figure.Figure, colours: int = 64) -> bytes:
     """The figure as PNG bytes, palette-quantised to at most `colours` colours (2 to 256)."""
-    if not isinstance(figure, matplotlib.figure.Figure):
-        raise TypeError(f"figure must be a matplotlib Figure, got {type(figure).__name__}")
-    if isinstance(colours, bool) or not isinstance(colours, int) or not 2 <= colours <= 256:
-        raise ValueError(f"colours must be a whole number from 2 to 256, got {colours!r}")
     full = io.BytesIO()
     figure.savefig(full, format="png")
     return quantized(full.getvalue(), colours)
@@ -33,10 +28,8 @@ def quantized(png: bytes, colours: int = 64) -> bytes:
 
 
 def img_html(png: bytes, alt: str) -> str:
-    """An HTML <img> holding `png` inline, with `alt` as its text alternative.
+    """An HTML <img> holding `png` inline, `alt` its text alternative (an `image/png` output can carry none).
 
-    JupyterLab's image renderer ignores an output's metadata, so an `image/png` output can carry no
-    text alternative; an HTML output can, and JupyterLab, nbviewer and VS Code show it before a PNG.
     nbval masks the inline data (tests/nbval_sanitize.cfg) and compares the alt text.
     """
     if not isinstance(alt, str) or not alt.strip():
@@ -46,8 +39,7 @@ def img_html(png: bytes, alt: str) -> str:
 
 
 class Still:
-    """A still picture with its text alternative, for a notebook cell to show: an HTML <img alt=...>
-    for the page, and the same alt as the text (what nbval compares, and what a text-only reader sees)."""
+    """A still picture with its text alternative: an <img alt=...> for the page, the alt as its text."""
 
     def __init__(self, png: bytes, alt: str):
         self.png, self.alt = bytes(png), alt.strip()
@@ -61,8 +53,7 @@ class Still:
 
 
 def still(figure: matplotlib.figure.Figure, alt: str, colours: int = 64) -> Still:
-    """`figure` in the lab's style (`widgets.draw.style.apply_style`: text 11 pt or more) as a compact
-    PNG, shown with `alt`: what the picture shows, with the key numbers its cell prints."""
+    """`figure` in the lab's style as a compact PNG, shown with `alt`: what it shows, with its key numbers."""
     from widgets.draw.style import apply_style
 
     return Still(compact_png(apply_style(figure), colours), alt)

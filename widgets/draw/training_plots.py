@@ -14,7 +14,6 @@ import matplotlib.axes
 import matplotlib.lines
 from matplotlib.ticker import MaxNLocator
 
-from widgets.core.config import check_int
 from widgets.draw.frames import OKABE_ITO
 from widgets.draw.style import FONT_PT, TITLE_PT, legend_below
 from widgets.core.training import REGIMES, RunRecord
@@ -39,16 +38,6 @@ class PileArtists:
     targets: list[matplotlib.lines.Line2D]
 
 
-def _check_inputs(record: object, ax: object, max_steps: int | None = None) -> None:
-    """Refuse wrong arguments here, with their names, rather than deep inside matplotlib."""
-    if not isinstance(record, RunRecord):
-        raise TypeError(f"record must be a RunRecord (from widgets.core.training.run_regimes), got {type(record).__name__}")
-    if not isinstance(ax, matplotlib.axes.Axes):
-        raise TypeError(f"ax must be a matplotlib Axes, got {type(ax).__name__}")
-    if max_steps is not None:
-        check_int("max_steps", max_steps, 1)
-
-
 def _pile_steps_and_values(record: RunRecord, index: int) -> tuple[list[int], list[float]]:
     """Micro-step 0 is the empty pile (zero); micro-step k is the pile after k backward passes."""
     values = [0.0] + record.first_pile.pile[:, index].tolist()
@@ -56,12 +45,8 @@ def _pile_steps_and_values(record: RunRecord, index: int) -> tuple[list[int], li
 
 
 def draw_gradient_pile(record: RunRecord, ax: matplotlib.axes.Axes, max_steps: int | None = None) -> PileArtists:
-    """Plot `.grad` of a few parameters after each micro-step of the first update, with the
-    big-batch gradient each pile should reach drawn as a dashed target line.
-
-    The x axis spans the K micro-steps drawn (`pile_span`); `max_steps` fixes it wider instead.
-    """
-    _check_inputs(record, ax, max_steps)
+    """Plot `.grad` of a few parameters after each micro-step of update 1, each pile's big-batch
+    target dashed; the x axis spans K micro-steps rounded up to a power of two, or `max_steps`."""
     piles, targets = [], []
     for i, (name, index) in enumerate(record.plotted_parameters.items()):
         colour = OKABE_ITO[(i + 3) % len(OKABE_ITO)]
@@ -86,7 +71,6 @@ def update_gradient_pile(
     record: RunRecord, ax: matplotlib.axes.Axes, artists: PileArtists, max_steps: int | None = None
 ) -> PileArtists:
     """Move the lines made by `draw_gradient_pile` to a new record, in place, and rescale."""
-    _check_inputs(record, ax, max_steps)
     for pile, target, index in zip(artists.piles, artists.targets, record.plotted_parameters.values()):
         pile.set_data(*_pile_steps_and_values(record, index))
         y = float(record.first_target[index])
@@ -96,9 +80,10 @@ def update_gradient_pile(
 
 
 def _scale_pile_axis(record: RunRecord, ax: matplotlib.axes.Axes, max_steps: int | None) -> None:
-    """Fit the pile's y axis, but keep the current limits while the data fill them reasonably:
-    unchanged limits let the figure be redrawn by blitting (see `widgets.draw.frames.FastCanvas`)."""
-    ax.set_xlim(-0.3, (max_steps or pile_span(record.config.accumulation_steps)) + 0.3)
+    """Fit the pile's axes, keeping the limits where the data fill them reasonably: unchanged limits
+    let the explorer blit (`FastCanvas`). Powers of two on x: K = 5 fills 5/8, and K = 5..8 share it."""
+    steps = max_steps or 1 << (record.config.accumulation_steps - 1).bit_length()
+    ax.set_xlim(-0.3, steps + 0.3)
     values = [0.0]
     for index in record.plotted_parameters.values():
         values += _pile_steps_and_values(record, index)[1] + [float(record.first_target[index])]
@@ -110,19 +95,8 @@ def _scale_pile_axis(record: RunRecord, ax: matplotlib.axes.Axes, max_steps: int
         ax.set_ylim(*_nice_limits(lo, hi))
 
 
-def pile_span(accumulation_steps: int) -> int:
-    """The pile's x axis for K micro-steps: the next power of two from K (K = 4 fills it, K = 5 fills
-    5/8). Scaled to K, yet shared by neighbouring K, so that a slider step mostly keeps the axis and the
-    explorer blits (`FastCanvas`): an axis for every K made each new K a full redraw, 260 ms at the median."""
-    return 1 << (check_int("accumulation_steps", accumulation_steps, 1, 2**20) - 1).bit_length()
-
-
 def _nice_limits(lo: float, hi: float) -> tuple[float, float]:
-    """Limits on a 1-2-5 grid around [lo, hi], with a little room above and below.
-
-    Snapping to a grid means that many settings share the same limits, so the explorer can
-    reuse a cached background instead of paying for a full redraw.
-    """
+    """Limits on a 1-2-5 grid around [lo, hi], a little room either side: many settings share them, and blit."""
     raw = max(hi - lo, 1e-12) / 4
     magnitude = 10 ** math.floor(math.log10(raw))
     step = next(m * magnitude for m in (1, 2, 5, 10) if m * magnitude >= raw)
@@ -137,7 +111,6 @@ def _updates_and_losses(record: RunRecord, regime: str) -> tuple[list[int], list
 
 def draw_loss_curves(record: RunRecord, ax: matplotlib.axes.Axes) -> dict[str, matplotlib.lines.Line2D]:
     """Plot the full-data loss after each update for the three regimes; returns a line per regime."""
-    _check_inputs(record, ax)
     lines = {}
     for regime in REGIMES:
         (lines[regime],) = ax.plot(*_updates_and_losses(record, regime), label=REGIME_LABEL[regime], **REGIME_STYLE[regime])
@@ -153,7 +126,6 @@ def draw_loss_curves(record: RunRecord, ax: matplotlib.axes.Axes) -> dict[str, m
 
 def update_loss_curves(record: RunRecord, ax: matplotlib.axes.Axes, lines: dict[str, matplotlib.lines.Line2D]) -> dict:
     """Move the lines made by `draw_loss_curves` to a new record, in place, and rescale."""
-    _check_inputs(record, ax)
     for regime, line in lines.items():
         line.set_data(*_updates_and_losses(record, regime))
     _scale_loss_axis(record, ax)
