@@ -10,9 +10,6 @@ from widgets.lessons.start_here.catalog import (
     RESULTS_PATH,
     TIERS,
     catalog_table,
-    load_run_times,
-    measurement_note,
-    run_time_text,
 )
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -50,9 +47,7 @@ def test_own_notebooks_are_listed_and_exist(path):
 
 
 def test_without_a_results_file_nothing_is_measured(tmp_path):
-    missing = tmp_path / "results.json"
-    assert load_run_times(missing) == {}
-    table = catalog_table(missing)
+    table = catalog_table(tmp_path / "results.json")
     assert [row[-1] for row in table.rows] == [NOT_MEASURED] * len(NOTEBOOKS)
     assert "| Researcher | [Why it is exact](researcher_1_why_exact.ipynb) |" in table.markdown()
     assert table.note == ""
@@ -69,24 +64,17 @@ def test_measured_times_are_read_and_the_rest_stay_unmeasured(tmp_path):
         "measured_on": "2026-11-29",
         "command": "python benchmarks/benchmark.py",
     })
-    times = load_run_times(path)
-    assert times == {"notebooks/00_start_here.ipynb": 4.26, "notebooks/beginner_1_carrying_bricks.ipynb": 12.0}
-    assert run_time_text("notebooks/00_start_here.ipynb", times) == "4.3 s"
-    assert run_time_text("notebooks/developer_3_bug_gallery.ipynb", times) == NOT_MEASURED
     table = catalog_table(path)
     assert [row[-1] for row in table.rows[:2]] == ["4.3 s", "12.0 s"]
     assert [row[-1] for row in table.rows].count(NOT_MEASURED) == len(NOTEBOOKS) - 2
     note = "Run times measured from a fresh kernel on 2026-11-29, with 2 CPUs, by `python benchmarks/benchmark.py`."
-    assert measurement_note(path) == note and table.note == note and table.markdown().endswith(note)
+    assert table.note == note and table.markdown().endswith(note)
 
 
-def test_the_note_is_empty_when_the_file_does_not_say(tmp_path):
-    assert measurement_note(tmp_path / "missing.json") == ""
-    assert measurement_note(_write(tmp_path, {"notebooks": {}})) == ""
-
-
-def test_a_file_without_notebook_times_measures_nothing(tmp_path):
-    assert load_run_times(_write(tmp_path, {"explorer": {}})) == {}
+@pytest.mark.parametrize("results", [{"explorer": {}}, {"notebooks": {}, "measured_on": "2026-11-29"},
+                                     {"notebooks": {"notebooks/00_start_here.ipynb": {"seconds": 4.0}}}])
+def test_without_times_or_where_they_were_measured_the_note_is_empty(tmp_path, results):
+    assert catalog_table(_write(tmp_path, results)).note == ""
 
 
 def test_default_results_file_is_the_benchmarks_one():

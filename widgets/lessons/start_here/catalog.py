@@ -92,40 +92,16 @@ NOTEBOOKS: tuple[NotebookEntry, ...] = (
 )
 
 
-def _read_results(results_path: str | Path) -> dict:
-    """The benchmark's results file (benchmarks/benchmark.py writes it); {} until it has run."""
-    path = Path(results_path)
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-
-
-def load_run_times(results_path: str | Path = RESULTS_PATH) -> dict[str, float]:
-    """Seconds per notebook path, from the results' `{"notebooks": {path: {"seconds": s}}}`."""
-    notebooks = _read_results(results_path).get("notebooks", {})
-    return {name: float(entry["seconds"]) for name, entry in notebooks.items()}
-
-
-def measurement_note(results_path: str | Path = RESULTS_PATH) -> str:
-    """Where and when the run times were measured, from the results file ('' if it does not say)."""
-    data = _read_results(results_path)
-    parts = []
-    if "measured_on" in data:
-        parts.append(f"on {data['measured_on']}")
-    if "cpus" in data.get("machine", {}):
-        parts.append(f"with {data['machine']['cpus']} CPUs")
-    if "command" in data:
-        parts.append(f"by `{data['command']}`")
-    return ("Run times measured from a fresh kernel " + ", ".join(parts) + ".") if parts else ""
-
-
-def run_time_text(notebook_path: str, times: dict[str, float]) -> str:
-    """'12.3 s' if the notebook was measured, else 'not measured yet'."""
-    return f"{times[notebook_path]:.1f} s" if notebook_path in times else NOT_MEASURED
-
-
 def catalog_table(results_path: str | Path = RESULTS_PATH) -> Table:
-    """The map of the lab as a table: tier, the notebook (a link), what it gives, its measured run time."""
-    times = load_run_times(results_path)
+    """The map of the lab as a table: tier, the notebook (a link), what it gives, its run time as measured."""
+    path = Path(results_path)
+    results = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}  # until the benchmark runs
+    times = {name: entry["seconds"] for name, entry in results.get("notebooks", {}).items()}
     rows = [[TIERS[entry.tier], f"[{entry.title}]({entry.path.removeprefix('notebooks/')})", entry.description,
-             run_time_text(entry.path, times)] for entry in NOTEBOOKS]
-    note = measurement_note(results_path) if times else ""
+             f"{times[entry.path]:.1f} s" if entry.path in times else NOT_MEASURED] for entry in NOTEBOOKS]
+    where = [f"on {results['measured_on']}" if "measured_on" in results else "",
+             f"with {results['machine']['cpus']} CPUs" if "cpus" in results.get("machine", {}) else "",
+             f"by `{results['command']}`" if "command" in results else ""]
+    where = [part for part in where if part]
+    note = "Run times measured from a fresh kernel " + ", ".join(where) + "." if times and where else ""
     return Table(["tier", "notebook", "what you get", "runs in"], rows, right=frozenset({"runs in"}), note=note)
