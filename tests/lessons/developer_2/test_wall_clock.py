@@ -8,12 +8,12 @@ from widgets.lessons.developer_2.wall_clock import race_at_equal_time
 
 def test_the_timed_runs_train_like_the_exact_ones():
     config = AccumulationConfig(accumulation_steps=4, micro_batch_size=8, num_updates=4)
-    race = race_at_equal_time(config)
+    runs = race_at_equal_time(config)
     record = run_regimes(config)
-    assert race.runs["accumulated"].loss[1:] == pytest.approx(record.eval_loss["accumulated"], rel=1e-5)
-    assert race.runs["big_batch"].loss[1:] == pytest.approx(record.eval_loss["big_batch"], rel=1e-5)
-    assert len(race.runs["small_batches"].loss) == 1 + 4 * 4  # one update per micro-batch
-    for run in race.runs.values():
+    assert runs["accumulated"].loss[1:] == pytest.approx(record.eval_loss["accumulated"], rel=1e-5)
+    assert runs["big_batch"].loss[1:] == pytest.approx(record.eval_loss["big_batch"], rel=1e-5)
+    assert len(runs["small_batches"].loss) == 1 + 4 * 4  # one update per micro-batch
+    for run in runs.values():
         assert run.seconds == sorted(run.seconds) and run.seconds[0] == 0.0
         assert run.loss_at(0.0) == run.loss[0] and run.loss_at(float("inf")) == run.loss[-1]
 

@@ -20,7 +20,7 @@ REGIMES = ("accumulated", "big_batch", "small_batches")
 
 @dataclass(frozen=True)
 class TimedRun:
-    """One regime: after each of its updates, the seconds spent training so far and the loss on all examples."""
+    """One regime: from (0 s, the loss before training), after each update the seconds spent and the loss."""
 
     seconds: list[float]
     loss: list[float]
@@ -31,15 +31,7 @@ class TimedRun:
         return done[-1] if done else self.loss[0]
 
 
-@dataclass(frozen=True)
-class WallClockRace:
-    """`runs[regime]`; each run's lists start with (0 s, the loss before training)."""
-
-    config: AccumulationConfig
-    runs: dict[str, TimedRun]
-
-
-def race_at_equal_time(config: AccumulationConfig) -> WallClockRace:
+def race_at_equal_time(config: AccumulationConfig) -> dict[str, TimedRun]:
     """Accumulated, big batch (K·b at once) and small batches (a step per b) over the same examples, each
     with the lab's loop `train`; the clock stops after each update while the loss on all examples is taken."""
     check_config(config)
@@ -51,7 +43,7 @@ def race_at_equal_time(config: AccumulationConfig) -> WallClockRace:
     big = [(x[idx], y[idx]) for idx in order.split(K * b)]
     plans = {"accumulated": (micro, K), "big_batch": (big, 1), "small_batches": (micro, 1)}
     with known_torch_state():
-        return WallClockRace(config, {regime: _timed(config, x, y, *plan) for regime, plan in plans.items()})
+        return {regime: _timed(config, x, y, *plan) for regime, plan in plans.items()}
 
 
 def _timed(config: AccumulationConfig, x: torch.Tensor, y: torch.Tensor, batches: list, accumulation_steps: int) -> TimedRun:
