@@ -7,14 +7,40 @@ import pytest
 from matplotlib.figure import Figure
 
 from widgets.draw import style
-from widgets.draw.style import (
-    FONT_PT, LINE_COLOURS, OKABE_ITO_PUBLISHED, TEXT_COLOURS, apply_style, contrast, darkened, legend_below,
-    new_figure,
-)
+from widgets.draw.style import FONT_PT, LINE_COLOURS, TEXT_COLOURS, apply_style, legend_below, new_figure
+
+# Okabe-Ito, as published (Okabe & Ito 2008): the style's palettes are these, darkened just enough.
+OKABE_ITO_PUBLISHED = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
+
+
+def _hls(colour):
+    return colorsys.rgb_to_hls(*[int(colour[i:i + 2], 16) / 255 for i in (1, 3, 5)])
 
 
 def _hue(colour):
-    return colorsys.rgb_to_hls(*[int(colour[i:i + 2], 16) / 255 for i in (1, 3, 5)])[0]
+    return _hls(colour)[0]
+
+
+def contrast(foreground, background="#FFFFFF"):
+    """WCAG 2.1's contrast ratio of two "#RRGGBB" colours, from 1 to 21."""
+    def luminance(colour):
+        channels = [int(colour[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+        r, g, b = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+    light, dark = sorted((luminance(foreground), luminance(background)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
+def darkened(colour, ratio):
+    """`colour` with its HLS lightness lowered in steps of 0.005 (hue and saturation kept) until it reaches `ratio`."""
+    hue, lightness, saturation = _hls(colour)
+    while True:
+        rgb = colorsys.hls_to_rgb(hue, max(lightness, 0.0), saturation)
+        candidate = "#%02X%02X%02X" % tuple(round(c * 255) for c in rgb)
+        if contrast(candidate) >= ratio or lightness <= 0:
+            return candidate
+        lightness -= 0.005
 
 
 def test_contrast_matches_wcag_reference_values():

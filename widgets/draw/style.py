@@ -10,42 +10,14 @@ DPI = 100  # the screen: a figure shown at its natural width keeps its text at i
 PROJECTOR_DPI = 2 * DPI  # the projector view: the same figure, twice the pixels, not blurred when enlarged
 FONT_PT = 11  # the smallest text in any figure
 TITLE_PT = 12
-WHITE = "#FFFFFF"
 MAX_INCHES = 20  # a figure's largest side: new_figure refuses more before anything is drawn
 
-# Okabe-Ito, as published (Okabe & Ito 2008); draw with the two palettes below, computed from it.
-OKABE_ITO_PUBLISHED = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
-# `darkened` to 3:1 against white (lines and shapes) and 4.5:1 (text); a test recomputes them.
+# Okabe-Ito (Okabe & Ito 2008), each hue darkened until its contrast on white reaches 3:1 (lines and shapes)
+# and 4.5:1 (text), WCAG 2.1 AA; tests/draw/test_style.py recomputes them from the published colours.
 LINE_COLOURS = ("#0072B2", "#C58800", "#009E73", "#CC79A7", "#229DE2", "#D55E00", "#A1960D", "#000000")
 TEXT_COLOURS = ("#0072B2", "#9C6C00", "#008762", "#BC4F8B", "#187CB5", "#C35600", "#80770A", "#000000")
 RIGHT_TEXT, WRONG_TEXT = TEXT_COLOURS[2], TEXT_COLOURS[5]  # "✓ Correct" / "✗ Not this time"
 MUTED_TEXT = "#595959"  # grey text for captions: 7:1 on white
-
-
-def relative_luminance(colour: str) -> float:
-    """WCAG 2.1's relative luminance of an "#RRGGBB" colour (0 black to 1 white)."""
-    channels = [int(colour[i:i + 2], 16) / 255 for i in (1, 3, 5)]
-    r, g, b = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
-    return 0.2126 * r + 0.7152 * g + 0.0722 * b
-
-
-def contrast(foreground: str, background: str = WHITE) -> float:
-    """WCAG 2.1's contrast ratio of two "#RRGGBB" colours, from 1 to 21."""
-    light, dark = sorted((relative_luminance(foreground), relative_luminance(background)), reverse=True)
-    return (light + 0.05) / (dark + 0.05)
-
-
-def darkened(colour: str, ratio: float) -> str:
-    """`colour` with its HLS lightness lowered (hue and saturation kept) until its contrast on white reaches `ratio`."""
-    import colorsys
-
-    hue, lightness, saturation = colorsys.rgb_to_hls(*[int(colour[i:i + 2], 16) / 255 for i in (1, 3, 5)])
-    while True:
-        rgb = colorsys.hls_to_rgb(hue, max(lightness, 0.0), saturation)
-        candidate = "#%02X%02X%02X" % tuple(round(c * 255) for c in rgb)
-        if contrast(candidate) >= ratio or lightness <= 0:
-            return candidate
-        lightness -= 0.005
 
 
 def legend_below(ax: matplotlib.axes.Axes, ncols: int = 3, gap_pt: float = 36, **kwargs) -> matplotlib.legend.Legend:
