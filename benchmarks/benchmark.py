@@ -2,26 +2,15 @@
 
     python benchmarks/benchmark.py                 # explorer latency + every notebook
     python benchmarks/benchmark.py --explorer-only  # (or --skip-notebooks)
-    python benchmarks/benchmark.py --explorer-only --train-ahead off   # the explorer without training ahead
-    python benchmarks/benchmark.py --room 20       # 20 learners' sessions at once, with and without
-
-The explorer is measured with and without training ahead (`--train-ahead on|off|both`, default
-both): without it the learner's pauses are idle and a never-seen setting is trained when it is
-asked for. `--room N` runs N learners at once instead, each the same scripted session in a process
-of its own with its pauses slept for real, so that every idle explorer's work ahead competes for
-the same cores (a hub room, Binder's shared nodes); the change times of all N are pooled.
+    python benchmarks/benchmark.py --room 20       # 20 learners' sessions at once
 
 Prints, and writes to benchmarks/results.json:
 - slider change -> figure updated, in the kernel: the time from setting a control's value (what
   a slider move does) until the new PNG sits in the explorer's Image widget, over a scripted
-  sequence of changes that mixes first visits (settings never shown before) and revisits, next to
-  bare redraws of the same figure in the same run, and their ratios. Between two changes the
-  learner pauses (SWEEP_PAUSE_S between arrow-key presses on one slider, READ_PAUSE_S after a jump
-  or a switch), and the explorer works ahead in that time as it does in a kernel's idle time:
-  the next notch right away, the other moves once the learner has paused QUIET_S (`train_ahead`).
-  Work ahead still running when the next change comes delays it, and counts in its time. A first
-  visit not trained ahead (a jump, a pause too short) is trained on the slider's path; the first
-  visits are also given split by which of the two they were;
+  sequence of changes that mixes first visits (settings never shown before: trained when asked
+  for) and revisits, next to bare redraws of the same figure in the same run, and their ratios.
+  `--room N` runs N learners at once instead, each the same session in a process of its own with
+  its pauses slept for real (a hub room, Binder's shared nodes); the change times of all N are pooled;
 - each notebook's run time from kernel start, and the peak memory of its kernel plus any worker
   processes it starts (see memory.py): the tree's resident pages, each counted once (the budget's
   reading), and the per-process RSS and PSS summed.
@@ -100,81 +89,41 @@ def learner_pause(change: tuple[str, object], last: tuple[str, object] | None, r
     return SWEEP_PAUSE_S if sweep else read
 
 
-def spend_pause(explorer, pause: float, *, ahead: bool = True, real_time: bool = False) -> tuple[int, float]:
-    """What the kernel's idle time does in `pause` after a change (widgets.lessons.beginner_2.controls_ahead):
-    with `ahead`, the next notch at once, the other moves from QUIET_S on; without, nothing. The idle
-    part of the pause is slept with `real_time` (a room: the other learners run meanwhile), else only
-    counted. Returns the steps taken and how long the work ran past the pause (the next change waits
-    that long)."""
-    from widgets.lessons.beginner_2.controls_ahead import QUIET_S
-
-    clock = 0.0  # the part of the pause used so far: work, and idle time slept or counted
-
-    def work(step) -> int:
-        nonlocal clock
-        start = time.perf_counter()
-        done = step()
-        clock += time.perf_counter() - start
-        return done
-
-    def idle_until(t: float) -> None:
-        nonlocal clock
-        if t > clock:
-            if real_time:
-                time.sleep(t - clock)
-            clock = t
-
-    steps = 0
-    if ahead:
-        steps += work(lambda: explorer.train_ahead(next_notch_only=True))
-        if pause > max(QUIET_S, clock):
-            idle_until(QUIET_S)
-            steps += work(lambda: explorer.train_ahead(seconds=pause - clock))
-    idle_until(pause)
-    return steps, max(0.0, clock - pause)
-
-
-def session(read_pause: float = READ_PAUSE_S, *, ahead: bool = True, real_time: bool = False,
-            before_start=None) -> tuple[object, dict]:
+def session(read_pause: float = READ_PAUSE_S, *, real_time: bool = False, before_start=None) -> tuple[object, dict]:
     """One learner's scripted session (`slider_script`) on a new explorer: the explorer, and the
-    seconds of each change, split into first visits (cold; trained ahead or on the slider's path)
-    and revisits. `before_start()` runs once the explorer is built (a room waits there for all)."""
+    seconds of each change, split into first visits and revisits. With `real_time` the learner's
+    pauses are slept (a room); `before_start()` runs once the explorer is built (a room waits there)."""
     from widgets.lessons.beginner_2.controls import make_accumulation_explorer
 
     start = time.perf_counter()
     explorer = make_accumulation_explorer(accumulation_steps=4, micro_batch_size=8)
-    times = {"build_s": time.perf_counter() - start, "changes": [], "cold": [], "warm": [], "ahead": [],
-             "on_path": [], "steps_ahead": 0}
+    times = {"build_s": time.perf_counter() - start, "changes": [], "cold": [], "warm": []}
     if before_start is not None:
         before_start()
-    seen, last = {explorer.current_config()}, None
+    seen, last = {explorer.record.config}, None
     for name, value in slider_script():
-        steps, waited = spend_pause(explorer, learner_pause((name, value), last, read_pause), ahead=ahead,
-                                    real_time=real_time)
-        times["steps_ahead"] += steps
+        if real_time:
+            time.sleep(learner_pause((name, value), last, read_pause))
         last = (name, value)
-        ready = explorer.trained_settings()
         before = explorer.image.value
         start = time.perf_counter()
         explorer.controls[name].value = value
-        elapsed = time.perf_counter() - start + waited
+        elapsed = time.perf_counter() - start
         if explorer.image.value is before:
             raise RuntimeError(f"setting {name}={value} did not update the figure")
         if explorer.errors.outputs:
             raise RuntimeError(f"setting {name}={value} raised: {explorer.errors.outputs}")
-        config = explorer.current_config()
+        config = explorer.record.config
         times["warm" if config in seen else "cold"].append(elapsed)
-        if config not in seen:
-            times["ahead" if config in ready else "on_path"].append(elapsed)
         seen.add(config)
         times["changes"].append(elapsed)
     return explorer, times
 
 
-def measure_explorer(read_pause: float = READ_PAUSE_S, *, ahead: bool = True) -> dict:
-    """One learner's session, its pauses counted (not slept), beside bare redraws of the same figure."""
+def measure_explorer() -> dict:
+    """One learner's session, beside bare redraws of the same figure."""
     load_at_start = [round(x, 2) for x in psutil.getloadavg()]
-    explorer, times = session(read_pause, ahead=ahead)
+    explorer, times = session()
     blit, full = [], []
     for _ in range(len(times["changes"])):
         start = time.perf_counter()
@@ -184,17 +133,13 @@ def measure_explorer(read_pause: float = READ_PAUSE_S, *, ahead: bool = True) ->
         explorer.render(full=True)
         full.append(time.perf_counter() - start)
     result = {
-        "train_ahead": ahead,
         "build_s": round(times["build_s"], 2),
         "slider_change": summary(times["changes"]),
         "slider_change_cold": summary(times["cold"]),
         "slider_change_cached": summary(times["warm"]),
-        "slider_change_cold_trained_ahead": summary(times["ahead"]),
-        "slider_change_cold_trained_on_the_path": summary(times["on_path"]),
         "bare_redraw_blit": summary(blit),
         "bare_redraw_full": summary(full),
-        "learner_pause_s": {"sweep": SWEEP_PAUSE_S, "read": read_pause},
-        "steps_ahead": times["steps_ahead"],
+        "full_redraws": explorer.canvas.full_redraws,
         "load_average_1_5_15": {"start": load_at_start, "end": [round(x, 2) for x in psutil.getloadavg()]},
     }
     for kind in ("slider_change_cold", "slider_change_cached"):
@@ -205,7 +150,7 @@ def measure_explorer(read_pause: float = READ_PAUSE_S, *, ahead: bool = True) ->
     return result
 
 
-def learner(read_pause: float, ahead: bool) -> None:
+def learner(read_pause: float) -> None:
     """One learner of a room (`--learner`, started by `measure_room`): builds its explorer, prints
     "ready", waits for "go" on stdin, runs the session with its pauses slept, prints its times as JSON."""
     def wait_for_go() -> None:
@@ -213,15 +158,14 @@ def learner(read_pause: float, ahead: bool) -> None:
         if sys.stdin.readline().strip() != "go":
             raise SystemExit("the room was called off before it started")
 
-    _, times = session(read_pause, ahead=ahead, real_time=True, before_start=wait_for_go)
-    print(json.dumps({key: times[key] for key in ("changes", "cold", "warm", "steps_ahead")}), flush=True)
+    _, times = session(read_pause, real_time=True, before_start=wait_for_go)
+    print(json.dumps({key: times[key] for key in ("changes", "cold", "warm")}), flush=True)
 
 
-def measure_room(learners: int, read_pause: float, ahead: bool, timeout_s: float = 900.0) -> dict:
+def measure_room(learners: int, read_pause: float, timeout_s: float = 900.0) -> dict:
     """`learners` sessions at once on this machine, one process each, started together once every
     explorer is built; the change times of all of them pooled. Every process started here ends here."""
-    command = [sys.executable, str(Path(__file__).resolve()), "--learner", "--train-ahead", "on" if ahead else "off",
-               "--read-pause", str(read_pause)]
+    command = [sys.executable, str(Path(__file__).resolve()), "--learner", "--read-pause", str(read_pause)]
     deadline = time.monotonic() + timeout_s
     processes, logs = [], []
     try:
@@ -236,7 +180,7 @@ def measure_room(learners: int, read_pause: float, ahead: bool, timeout_s: float
         for process in processes:
             process.stdin.write("go\n")
             process.stdin.flush()
-        pooled = {"changes": [], "cold": [], "warm": [], "steps_ahead": 0}
+        pooled = {"changes": [], "cold": [], "warm": []}
         for process, log in zip(processes, logs):
             out, _ = process.communicate(timeout=max(1.0, deadline - time.monotonic()))
             if process.returncode != 0:
@@ -244,7 +188,6 @@ def measure_room(learners: int, read_pause: float, ahead: bool, timeout_s: float
             times = json.loads(out.strip().splitlines()[-1])
             for key in ("changes", "cold", "warm"):
                 pooled[key] += times[key]
-            pooled["steps_ahead"] += times["steps_ahead"]
     finally:
         for process in processes:
             if process.poll() is None:
@@ -253,11 +196,10 @@ def measure_room(learners: int, read_pause: float, ahead: bool, timeout_s: float
         for log in logs:
             log.close()
     return {
-        "learners": learners, "train_ahead": ahead,
+        "learners": learners,
         "slider_change": summary(pooled["changes"]),
         "slider_change_cold": summary(pooled["cold"]),
         "slider_change_cached": summary(pooled["warm"]),
-        "steps_ahead": pooled["steps_ahead"],
         "learner_pause_s": {"sweep": SWEEP_PAUSE_S, "read": read_pause},
         "load_average_1_5_15": {"start": load_at_start, "end": [round(x, 2) for x in psutil.getloadavg()]},
     }
@@ -278,8 +220,7 @@ def _tail(log) -> str:
 
 def print_explorer(title: str, explorer: dict) -> None:
     print(f"{title}\n  {'(ms)':<40}  median     p95    n")
-    for key in ("slider_change", "slider_change_cold", "slider_change_cold_trained_ahead",
-                "slider_change_cold_trained_on_the_path", "slider_change_cached", "bare_redraw_blit", "bare_redraw_full"):
+    for key in ("slider_change", "slider_change_cold", "slider_change_cached", "bare_redraw_blit", "bare_redraw_full"):
         if key not in explorer:
             continue
         s = explorer[key]
@@ -292,31 +233,20 @@ def print_explorer(title: str, explorer: dict) -> None:
               f"/ bare full redraw = {explorer['ratio_median_to_bare_full']}x")
         print(f"  first visits / bare blit redraw: median {explorer['ratio_cold_median_to_bare_blit']}x, "
               f"p95 {explorer['ratio_cold_p95_to_bare_blit']}x")
-    print(f"  pauses {explorer['learner_pause_s']} s, load {explorer['load_average_1_5_15']}")
-
-
-AHEAD = {"on": (True,), "off": (False,), "both": (True, False)}
-
-
-def explorer_key(ahead: bool) -> str:
-    return "explorer" if ahead else "explorer_without_training_ahead"
+    print(f"  load {explorer['load_average_1_5_15']}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--skip-notebooks", "--explorer-only", action="store_true", help="measure only the explorer")
     parser.add_argument("--read-pause", type=float, default=READ_PAUSE_S,
-                        help=f"the learner's pause after a jump or a switch, in seconds (default {READ_PAUSE_S})")
-    parser.add_argument("--train-ahead", choices=sorted(AHEAD), default="both",
-                        help="measure the explorer training ahead in the learner's pauses, not, or both (default)")
+                        help=f"a room's learner's pause after a jump or a switch, in seconds (default {READ_PAUSE_S})")
     parser.add_argument("--room", type=int, metavar="N",
                         help="N learners' sessions at once, one process each, pauses slept (nothing else is measured)")
     parser.add_argument("--learner", action="store_true", help=argparse.SUPPRESS)  # one of --room's processes
     args = parser.parse_args()
     if args.learner:
-        if args.train_ahead == "both":
-            parser.error("--learner takes --train-ahead on or off")
-        return learner(args.read_pause, AHEAD[args.train_ahead][0])
+        return learner(args.read_pause)
     if args.room is not None and not 1 <= args.room <= 64:
         parser.error(f"--room must be a whole number from 1 to 64, got {args.room}")
 
@@ -328,12 +258,10 @@ def main() -> None:
     }
     command = " ".join(["python", "benchmarks/benchmark.py", *sys.argv[1:]])
     if args.room is not None:
-        room = results.setdefault("explorer_room", {})
-        for ahead in AHEAD[args.train_ahead]:
-            measured = measure_room(args.room, args.read_pause, ahead)
-            measured |= {"command": command, "measured_on": time.strftime("%Y-%m-%d")}
-            room.setdefault(f"{args.room}_learners", {})[explorer_key(ahead)] = measured
-            print_explorer(f"{args.room} learners at once, {'with' if ahead else 'without'} training ahead", measured)
+        measured = measure_room(args.room, args.read_pause)
+        measured |= {"command": command, "measured_on": time.strftime("%Y-%m-%d")}
+        results.setdefault("explorer_room", {})[f"{args.room}_learners"] = measured
+        print_explorer(f"{args.room} learners at once", measured)
         RESULTS.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
         print(f"written to {RESULTS.relative_to(ROOT)}")
         return None
@@ -342,9 +270,9 @@ def main() -> None:
     key = "explorer_command" if args.skip_notebooks else "command"
     results[key] = command
     results["explorer_measured_on" if args.skip_notebooks else "measured_on"] = time.strftime("%Y-%m-%d")
-    for ahead in AHEAD[args.train_ahead]:
-        explorer = results[explorer_key(ahead)] = measure_explorer(args.read_pause, ahead=ahead)
-        print_explorer(f"explorer in the kernel, {'with' if ahead else 'without'} training ahead", explorer)
+    results.pop("explorer_without_training_ahead", None)
+    explorer = results["explorer"] = measure_explorer()
+    print_explorer("explorer in the kernel", explorer)
 
     if not args.skip_notebooks:
         notebooks = {}

@@ -106,11 +106,11 @@ class AccumulationExplorer(Displayed, W.VBox):
 
     def call(self) -> str:
         """The call that builds this explorer as it shows now: the settings that differ from the defaults."""
-        now, defaults = {**dataclasses.asdict(self.record.config), "readout": self.readout_kind}, {**DEFAULTS, "readout": "plain"}
-        changed = {n: now[n] for n in inspect.signature(make_accumulation_explorer).parameters
-                   if n in now and now[n] != defaults[n]}
-        said = (f'"{v}"' if isinstance(v, str) else f"{v:.3g}" if isinstance(v, float) else str(v) for v in changed.values())
-        return f"make_accumulation_explorer({', '.join(f'{n}={v}' for n, v in zip(changed, said))})"
+        now = {**dataclasses.asdict(self.record.config), "readout": self.readout_kind}
+        defaults = {**DEFAULTS, "readout": "plain"}
+        said = [f"{n}={_literal(now[n])}" for n in inspect.signature(make_accumulation_explorer).parameters
+                if n in now and now[n] != defaults[n]]
+        return f"make_accumulation_explorer({', '.join(said)})"
 
     def _on_change(self, change: dict | None = None) -> None:
         """Show the controls' settings; an error is shown under the figure and the explorer stays live."""
@@ -191,6 +191,11 @@ def make_accumulation_explorer(
     )
     _check_ranges(config)
     return AccumulationExplorer(config, readout, dpi)
+
+
+def _literal(value: object) -> str:
+    """A setting as the call spells it: strings in double quotes, floats as the slider shows them (3 digits)."""
+    return f'"{value}"' if isinstance(value, str) else f"{value:.3g}" if isinstance(value, float) else str(value)
 
 
 def _check_ranges(config: AccumulationConfig) -> None:

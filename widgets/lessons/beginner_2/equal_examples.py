@@ -1,9 +1,7 @@
-"""Accumulation against small batches at equal examples: the fair race in arithmetic.
+"""Accumulation against small batches at equal examples (and so equal passes): the fair race in arithmetic.
 
-The explorer compares the regimes at equal updates, where the small-batch run sees 1/K of the
-examples. Here the small batches use every micro-batch of the same draws, one step each, and both
-runs are read after the same number of examples (and so the same forward/backward passes).
-`widgets.lessons.developer_2.wall_clock` runs the race at equal time (the developer tier: timings).
+The explorer compares at equal updates, where its small batch sees 1/K of the examples; here the
+small batches step on every micro-batch of the same draws. developer_2 races at equal time.
 """
 from __future__ import annotations
 
@@ -17,9 +15,7 @@ from widgets.core.training import run_regimes
 
 @dataclass(frozen=True)
 class EqualExamples:
-    """The accumulated (= big-batch) run against small batches that use every micro-batch, compared
-    after the same examples: both draw the same examples in the same order and make the same
-    forward/backward passes of b examples; the small batches take one step per pass (K per update)."""
+    """The accumulated run and small batches stepping on every micro-batch, read after the same examples."""
 
     examples_seen: list[int]  # after each update of the accumulated run
     accumulated: list[float]  # loss on all examples after each update (K micro-batches, one step)
@@ -28,12 +24,8 @@ class EqualExamples:
 
 
 def compare_at_equal_examples(config: AccumulationConfig) -> EqualExamples:
-    """Train `config` without its mistake, and small batches over every micro-batch of the same draws.
-
-    The explorer's small-batch run sees only the first micro-batch of each window, 1/K of the
-    examples: fair at equal updates, unfair at equal examples. This is the comparison at equal
-    examples (and so equal forward/backward passes). A warmup is counted in examples too (K x W steps).
-    """
+    """Train `config` without its mistake, and small batches over every micro-batch of the same draws
+    (a warmup counted in examples too: K x W steps)."""
     check_config(config)
     clean = replace(config, mistake=None)
     record = run_regimes(clean)
