@@ -66,12 +66,6 @@ class BricksWidget(Displayed, W.VBox):
                    c["divided"]]
         super().__init__([*sliders, self.image, self.readout, self.errors])
 
-    def current_state(self) -> BricksState:
-        """The state the controls describe now."""
-        c = self.controls
-        return BricksState(c["micro_batch_size"].value, c["accumulation_steps"].value, c["trip"].value,
-                           divided=not c["divided"].value)
-
     def _on_change(self, change: dict | None = None) -> None:
         """Follow the controls; an error is shown under the picture and the widget stays live."""
         if self._syncing:
@@ -79,12 +73,12 @@ class BricksWidget(Displayed, W.VBox):
         with errors_shown_in(self.errors, "the bricks"):
             self._syncing = True
             try:
-                K = self.controls["accumulation_steps"].value
+                c = self.controls
+                K = c["accumulation_steps"].value
                 # The trip slider only goes up to K; lowering K pulls the trip down with it.
-                trip = self.controls["trip"]
-                trip.value = min(trip.value, K)
-                trip.max = K
-                self.show(self.current_state())
+                c["trip"].value = min(c["trip"].value, K)
+                c["trip"].max = K
+                self.show(BricksState(c["micro_batch_size"].value, K, c["trip"].value, divided=not c["divided"].value))
             finally:
                 self._syncing = False
 
