@@ -1,9 +1,7 @@
-"""Matplotlib drawing: each function takes data and an `Axes`, draws, and returns what it drew.
+"""The explorer's two panels, each drawn onto a given `Axes` and moved in place: the gradient pile, the loss.
 
-No figure is created, saved or shown here. Colours are from the Okabe-Ito palette, darkened to 3:1
-against white (see `widgets.draw.style`), and every series also has its own line style or marker,
-so a figure survives colour-vision deficiencies and greyscale printing. Text is 11 pt or more and
-legends sit under the Axes, off the data.
+Every series has its own line style or marker besides its colour (the darkened Okabe-Ito palette), so
+the figure survives colour-vision deficiencies and greyscale; legends sit under the Axes, off the data.
 """
 from __future__ import annotations
 
@@ -44,9 +42,8 @@ def _pile_steps_and_values(record: RunRecord, index: int) -> tuple[list[int], li
     return list(range(len(values))), values
 
 
-def draw_gradient_pile(record: RunRecord, ax: matplotlib.axes.Axes, max_steps: int | None = None) -> PileArtists:
-    """Plot `.grad` of a few parameters after each micro-step of update 1, each pile's big-batch
-    target dashed; the x axis spans K micro-steps rounded up to a power of two, or `max_steps`."""
+def draw_gradient_pile(record: RunRecord, ax: matplotlib.axes.Axes) -> PileArtists:
+    """Plot `.grad` of a few parameters after each micro-step of update 1, each pile's big-batch target dashed."""
     piles, targets = [], []
     for i, (name, index) in enumerate(record.plotted_parameters.items()):
         colour = OKABE_ITO[(i + 3) % len(OKABE_ITO)]
@@ -58,7 +55,7 @@ def draw_gradient_pile(record: RunRecord, ax: matplotlib.axes.Axes, max_steps: i
     ax.axhline(0.0, color="0.6", linewidth=0.6)
     ax.xaxis.set_major_locator(MaxNLocator(nbins=8, integer=True))
     ax.yaxis.set_major_locator(MaxNLocator(nbins=5))
-    _scale_pile_axis(record, ax, max_steps)
+    _scale_pile_axis(record, ax)
     ax.set_xlabel("micro_step (backward passes so far)", fontsize=FONT_PT)
     ax.set_ylabel(".grad of the parameter", fontsize=FONT_PT)
     ax.set_title("Gradient pile, update 1 (dashed: big batch)", fontsize=TITLE_PT)
@@ -67,23 +64,20 @@ def draw_gradient_pile(record: RunRecord, ax: matplotlib.axes.Axes, max_steps: i
     return PileArtists(piles, targets)
 
 
-def update_gradient_pile(
-    record: RunRecord, ax: matplotlib.axes.Axes, artists: PileArtists, max_steps: int | None = None
-) -> PileArtists:
+def update_gradient_pile(record: RunRecord, ax: matplotlib.axes.Axes, artists: PileArtists) -> PileArtists:
     """Move the lines made by `draw_gradient_pile` to a new record, in place, and rescale."""
     for pile, target, index in zip(artists.piles, artists.targets, record.plotted_parameters.values()):
         pile.set_data(*_pile_steps_and_values(record, index))
         y = float(record.first_target[index])
         target.set_ydata([y, y])
-    _scale_pile_axis(record, ax, max_steps)
+    _scale_pile_axis(record, ax)
     return artists
 
 
-def _scale_pile_axis(record: RunRecord, ax: matplotlib.axes.Axes, max_steps: int | None) -> None:
+def _scale_pile_axis(record: RunRecord, ax: matplotlib.axes.Axes) -> None:
     """Fit the pile's axes, keeping the limits where the data fill them reasonably: unchanged limits
     let the explorer blit (`FastCanvas`). Powers of two on x: K = 5 fills 5/8, and K = 5..8 share it."""
-    steps = max_steps or 1 << (record.config.accumulation_steps - 1).bit_length()
-    ax.set_xlim(-0.3, steps + 0.3)
+    ax.set_xlim(-0.3, (1 << (record.config.accumulation_steps - 1).bit_length()) + 0.3)
     values = [0.0]
     for index in record.plotted_parameters.values():
         values += _pile_steps_and_values(record, index)[1] + [float(record.first_target[index])]
