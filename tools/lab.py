@@ -17,7 +17,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -29,10 +28,7 @@ OVERRIDES = {"@jupyterlab/apputils-extension:notification": {"fetchNews": "false
 
 
 def configure(prefix: Path = Path(sys.prefix)) -> Path:
-    """Write (merge) the settings overrides of the JupyterLab installed under `prefix`.
-
-    A file that is not a JSON object is kept beside it (overrides.json.broken) and replaced; the new
-    file is written whole, then renamed over the old one, so an interrupted write leaves the old one."""
+    """Merge the lab's settings into the overrides of the JupyterLab under `prefix`; a broken file is kept aside."""
     path = prefix / "share" / "jupyter" / "lab" / "settings" / "overrides.json"
     current = _read_json(path) if path.exists() else {}
     if not isinstance(current, dict):
@@ -45,7 +41,7 @@ def configure(prefix: Path = Path(sys.prefix)) -> Path:
             current[plugin] = {}
         current[plugin].update(values)
     path.parent.mkdir(parents=True, exist_ok=True)
-    _write_atomically(path, json.dumps(current, indent=2) + "\n")
+    path.write_text(json.dumps(current, indent=2) + "\n")
     return path
 
 
@@ -55,19 +51,6 @@ def _read_json(path: Path) -> object:
         return json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, ValueError):
         return None
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
 
 
 def running_servers() -> list[dict]:
