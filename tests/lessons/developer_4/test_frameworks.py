@@ -7,7 +7,6 @@ The expected update ratios are derived, not copied: an update of K equal micro-b
 losses are divided by K comes out 1 x the reference; the last one, holding the short last
 micro-batch, does not (n/K only when the final window is one micro-batch).
 """
-import inspect
 import json
 import subprocess
 import sys
@@ -92,17 +91,12 @@ def test_a_clip_norm_the_audit_does_not_know_is_named():
     assert all(ratio < 1 for ratio in report.update_ratios)
 
 
-_TOKENS = "problem" in inspect.signature(audit_training_loop).parameters
-
-
-@pytest.mark.skipif(not _TOKENS, reason="the auditor has no token problem yet")
 @pytest.mark.parametrize("framework", sorted(DOCUMENTED))
 def test_token_problem_documented_recipe_weighs_tokens_per_micro_batch(framework):
     report = audit_training_loop(DOCUMENTED[framework](), 4, problem="tokens")
     assert report.mistakes == {"log_last_micro_batch", "normalised_per_micro_batch"}
 
 
-@pytest.mark.skipif(not _TOKENS, reason="the auditor has no token problem yet")
 @pytest.mark.parametrize("K, num_batches", CASES)
 @pytest.mark.parametrize("framework", sorted(EXACT))
 def test_token_problem_window_item_count_matches_the_reference(framework, K, num_batches):
