@@ -1,7 +1,6 @@
-"""The lab's one time limit stops the learner's code, also pure Python, a sleep and a bare except:, in
+"""The lab's one time limit stops the learner's code, also pure Python and a bare except:, in
 the main thread and in others, and leaves the interpreter as it found it."""
 import os
-import signal
 import sys
 import threading
 import time
@@ -15,10 +14,6 @@ from widgets.core.time_limit import TimeLimit, call
 def spins():
     while True:
         pass
-
-
-def sleeps():
-    time.sleep(600)
 
 
 def swallows_every_stop():
@@ -42,7 +37,7 @@ def swallows_twice():
             pass
 
 
-HANGS = [spins, sleeps, swallows_every_stop, swallows_twice]
+HANGS = [spins, swallows_every_stop, swallows_twice]
 
 
 def stopped_after(function, seconds=0.3):
@@ -54,15 +49,13 @@ def stopped_after(function, seconds=0.3):
 
 @pytest.mark.parametrize("hang", HANGS, ids=[h.__name__ for h in HANGS])
 def test_the_main_thread_is_stopped_and_left_as_it_was(hang):
-    trace, alarm = sys.gettrace(), signal.getsignal(signal.SIGALRM)
+    trace = sys.gettrace()
     assert stopped_after(hang) < 0.3 + 2
-    assert sys.gettrace() is trace and signal.getsignal(signal.SIGALRM) == alarm
-    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    assert sys.gettrace() is trace
     assert call(0.3, lambda: 42) == 42
 
 
-@pytest.mark.parametrize("hang", [spins, swallows_every_stop, swallows_twice],
-                         ids=["spins", "swallows_every_stop", "swallows_twice"])
+@pytest.mark.parametrize("hang", HANGS, ids=[h.__name__ for h in HANGS])
 def test_other_threads_are_stopped_from_the_watchdog(hang):
     took = {}
 
@@ -75,6 +68,14 @@ def test_other_threads_are_stopped_from_the_watchdog(hang):
     for t in threads:
         t.join(timeout=10)
     assert sorted(took) == [0, 1] and max(took.values()) < 0.3 + 5, took
+
+
+def sleeps():
+    time.sleep(600)
+
+
+def test_a_sleep_in_the_main_thread_is_stopped():
+    assert stopped_after(sleeps) < 0.3 + 2
 
 
 def test_a_thread_in_a_sleep_runs_on_until_it_wakes_then_is_stopped():
@@ -155,31 +156,14 @@ def test_a_previous_tracer_is_put_back():
         sys.settrace(None)
 
 
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
-def test_a_forked_child_ends_at_the_boundary_and_a_spinning_one_at_its_own_limit():
-    read, write = os.pipe()
-    children = []
-
-    def forks(then):
-        children.append(os.fork())
-        then()
-
-    for then in (lambda: None, spins):
-        children.clear()
-        try:
-            call(1, forks, then)
-        except TimeLimit:
-            pass
-        os.write(write, f"{os.getpid()}\n".encode())  # only a process that came back from call writes
-        _, status = os.waitpid(children[0], 0)
-        assert os.waitstatus_to_exitcode(status) == 0
-    os.close(write)
-    with os.fdopen(read) as f:
-        assert f.read().split() == [str(os.getpid())] * 2
-
-
 def test_the_learners_code_is_told_from_the_librarys():
     assert time_limit.learners_code(__file__)
     assert not time_limit.learners_code(time_limit.__file__)
     assert not time_limit.learners_code(os.__file__)
     assert not time_limit.learners_code("<frozen importlib._bootstrap>")
+
+
+@pytest.mark.parametrize("hang", HANGS, ids=[h.__name__ for h in HANGS])
+def test_without_sigalrm_the_main_thread_is_stopped_from_the_watchdog(hang, monkeypatch):
+    monkeypatch.setattr(time_limit, "_WAKE", None)  # as on Windows
+    assert stopped_after(hang) < 0.3 + 2
