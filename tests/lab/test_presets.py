@@ -22,9 +22,10 @@ def test_unknown_preset_lists_the_known_ones():
 
 @pytest.mark.parametrize("query, env, kwargs, said", [
     ("", {}, {}, "healthy: "),
+    ("token=abc", {}, {}, "healthy: "),  # the page's key is not a setting
     ("", {"LAB_PRESET": "uneven-tail"}, {"tail_micro_batches": 2}, "uneven-tail: "),
     ("preset=forgot-to-divide", {"LAB_PRESET": "uneven-tail"}, {"mistake": "loss_not_divided"}, "forgot-to-divide: "),
-    ("accumulation_steps=8&mistake=loss_not_divided", {"LAB_PRESET": "uneven-tail"},
+    ("token=abc&accumulation_steps=8&mistake=loss_not_divided", {"LAB_PRESET": "uneven-tail"},
      {"accumulation_steps": 8, "mistake": "loss_not_divided"}, "settings with accumulation_steps=8"),
     ("preset=uneven-tail&seed=3&max_grad_norm=none", {}, {"tail_micro_batches": 2, "seed": 3, "max_grad_norm": None},
      "uneven-tail with seed=3"),

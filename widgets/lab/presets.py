@@ -95,7 +95,7 @@ def projector_settings(query: str = "", env: dict | None = None) -> ProjectorSet
     `?accumulation_steps=8&mistake=loss_not_divided`); the explorer checks the values. A name or a value
     that cannot be read gives the default settings, with the reason as the caption."""
     env = os.environ if env is None else env
-    asked = {k: v[-1] for k, v in parse_qs(query or "", keep_blank_values=True).items()}
+    asked = {k: v[-1] for k, v in parse_qs(query or "", keep_blank_values=True).items() if k != "token"}  # the page's key
     name = asked.pop("preset", None) or (None if asked else env.get("LAB_PRESET"))
     try:
         unknown = sorted(set(asked) - set(READERS))
