@@ -426,7 +426,7 @@ def test_with_or_without_an_uneven_final_group(num_batches):
 @pytest.mark.parametrize("K", [4, 3])
 @pytest.mark.parametrize("num_batches", [None, "multiple"])
 def test_the_lab_loop_passes_with_the_short_last_micro_batch_anywhere(K, num_batches):
-    from widgets.core.loop import train_loop
+    from widgets.core.loops import train_loop
 
     N = 2 * K if num_batches == "multiple" else None  # short micro-batch in a full update, or in the tail
     for problem, loop in (("regression", train_loop), ("tokens", _token_train_loop)):
@@ -435,7 +435,7 @@ def test_the_lab_loop_passes_with_the_short_last_micro_batch_anywhere(K, num_bat
 
 
 def _token_train_loop(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
-    from widgets.core.loop import train_loop
+    from widgets.core.loops import train_loop
     from widgets.core.shared import real_tokens
 
     return train_loop(model, optimizer, loss_fn, batches, accumulation_steps, scheduler, items=real_tokens)

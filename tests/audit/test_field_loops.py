@@ -9,8 +9,6 @@ exact set of names.
 """
 import copy
 import math
-import os
-import tempfile
 import threading
 import time
 
@@ -246,31 +244,6 @@ def test_a_keyboard_interrupt_still_interrupts():
     with pytest.raises(KeyboardInterrupt):
         audit_training_loop(interrupted, 4)
     assert audit_training_loop(right_loop, 4).matches_reference
-
-
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
-def test_a_forked_child_never_reaches_the_verdict():
-    marks = tempfile.NamedTemporaryFile(delete=False)
-    marks.close()
-    children = []
-
-    def forks(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
-        children.append(os.fork())  # both processes carry on with the loop, and return to the auditor
-        right_loop(model, optimizer, loss_fn, batches, accumulation_steps)
-
-    try:
-        report = audit_training_loop(forks, 4)
-        with open(marks.name, "a") as f:  # only a process that came back from the audit writes here
-            f.write(f"{os.getpid()}\n")
-        child = children[0]
-        assert child > 0  # this is the parent
-        _, status = os.waitpid(child, 0)
-        assert os.waitstatus_to_exitcode(status) == 0
-        with open(marks.name) as f:
-            assert f.read().split() == [str(os.getpid())]
-        assert report.matches_reference, str(report)
-    finally:
-        os.unlink(marks.name)
 
 
 # ----------------------------------------------------------------------------- talked into a verdict

@@ -3,13 +3,13 @@ import pytest
 import torch
 
 from widgets.audit.instruments import LEARNING_RATE, AuditScheduler, AuditSGD, Stream, run_loop, watched_model
-from widgets.audit.problems import make_problem, true_gradient
-from widgets.core.loop import train_loop
+from widgets.audit.problems import AuditSetup, Regression, make_problem
+from widgets.core.loops import train_loop
 
 
 @pytest.mark.parametrize("K, num_batches", [(1, 3), (4, 10), (3, 9)])
 def test_problem_groups_cover_every_batch_with_an_uneven_tail(K, num_batches):
-    problem = make_problem(K, num_batches, None, False)
+    problem = make_problem(AuditSetup(K, num_batches, None, False))
     assert len(problem.batches) == num_batches and problem.b == K + 1
     assert all(x.shape == (K + 1, 3) and y.shape == (K + 1, 1) for x, y in problem.batches[:-1])
     last = max(1, (K + 1) // 2)  # the last micro-batch holds fewer examples, as drop_last=False leaves it
@@ -19,23 +19,30 @@ def test_problem_groups_cover_every_batch_with_an_uneven_tail(K, num_batches):
     assert len(problem.windows[-1]) == (num_batches % K or K)
 
 
+def true_gradient(weight, batch):
+    """One micro-batch's flat gradient and mean loss at `weight`, by plain autograd."""
+    w = weight.detach().clone().requires_grad_(True)
+    loss = Regression.loss_fn(Regression.forward(w, batch[0]), batch[1])
+    (grad,) = torch.autograd.grad(loss, w)
+    return grad.reshape(-1), loss.item()
+
 def test_problem_is_deterministic_and_leaves_the_global_random_state_alone():
     torch.manual_seed(7)
     expected = torch.rand(1)
     torch.manual_seed(7)
-    a, b = make_problem(4, 10, None, False), make_problem(4, 10, None, False)
+    a, b = make_problem(AuditSetup(4, 10, None, False)), make_problem(AuditSetup(4, 10, None, False))
     assert all(torch.equal(xa, xb) and torch.equal(ya, yb) for (xa, ya), (xb, yb) in zip(a.batches, b.batches))
     assert torch.equal(torch.rand(1), expected)
 
 
 def test_with_clip_norm_every_first_micro_step_pile_exceeds_it():
-    problem = make_problem(4, 10, 1.0, False)
+    problem = make_problem(AuditSetup(4, 10, 1.0, False))
     zero = torch.zeros(1, 3, dtype=torch.float64)
     assert min(float(true_gradient(zero, batch)[0].norm()) / 4 for batch in problem.batches) > 1.0
 
 
 def test_true_gradient_is_autograd_of_the_mean_squared_error():
-    x, y = make_problem(2, 2, None, False).batches[0]
+    x, y = make_problem(AuditSetup(2, 2, None, False)).batches[0]
     weight = torch.tensor([[0.5, -1.0, 2.0]], dtype=torch.float64)
     grad, loss = true_gradient(weight, (x, y))
     residual = x @ weight.T - y
@@ -45,7 +52,7 @@ def test_true_gradient_is_autograd_of_the_mean_squared_error():
 
 @pytest.mark.parametrize("K, num_batches", [(4, 10), (3, 9)])
 def test_reference_loop_steps_with_the_big_batch_gradient_of_each_group(K, num_batches):
-    problem = make_problem(K, num_batches, None, True)
+    problem = make_problem(AuditSetup(K, num_batches, None, True))
     run = run_loop(train_loop, problem)
     tape = run.tape
     assert run.error is None and len(tape.passes) == num_batches
@@ -68,7 +75,7 @@ def test_reference_loop_steps_with_the_big_batch_gradient_of_each_group(K, num_b
 
 
 def test_sgd_records_the_learning_rate_and_the_scheduler_warms_it_up():
-    model = watched_model(make_problem(2, 2, None, False))
+    model = watched_model(make_problem(AuditSetup(2, 2, None, False)))
     optimizer = AuditSGD(model)
     scheduler = AuditScheduler(optimizer, warmup_updates=4)
     assert not model.weight.detach().any()  # starts at zero
@@ -86,12 +93,12 @@ def test_run_loop_turns_an_exception_into_text_naming_the_line():
     def broken(model, optimizer, loss_fn, batches, accumulation_steps):
         raise ValueError("nope")
 
-    run = run_loop(broken, make_problem(2, 3, None, False))
+    run = run_loop(broken, make_problem(AuditSetup(2, 3, None, False)))
     assert run.error.startswith("ValueError: nope, at line") and 'raise ValueError("nope")' in run.error
 
 
 def test_each_backward_pass_records_the_outputs_it_went_through():
-    problem = make_problem(2, 3, None, False)
+    problem = make_problem(AuditSetup(2, 3, None, False))
     model = watched_model(problem)
     (x0, y0), (x1, y1) = problem.batches[:2]
     (model(x0) - y0).square().mean().backward()
@@ -105,7 +112,7 @@ def test_each_backward_pass_records_the_outputs_it_went_through():
 
 
 def test_inputs_that_are_no_micro_batch_are_recorded_as_none():
-    problem = make_problem(2, 3, None, False)
+    problem = make_problem(AuditSetup(2, 3, None, False))
     model = watched_model(problem)
     model(torch.cat([problem.batches[0][0], problem.batches[1][0]]))
     assert model.tape.forwards[0].batch is None
@@ -116,7 +123,7 @@ def test_inputs_that_are_no_micro_batch_are_recorded_as_none():
 
 @pytest.mark.parametrize("way", ["forward", "linear", "matmul"])
 def test_a_forward_that_bypasses_the_modules_hooks_is_recorded(way):
-    problem = make_problem(3, 4, None, False)
+    problem = make_problem(AuditSetup(3, 4, None, False))
     run_forward = {"forward": lambda m, x: m.forward(x), "linear": lambda m, x: torch.nn.functional.linear(x, m.weight),
                    "matmul": lambda m, x: x @ m.weight.T}[way]
 
@@ -143,6 +150,6 @@ def test_building_the_model_leaves_the_global_random_state_alone():
     expected = torch.rand(1)
     torch.manual_seed(3)
     for task in ("regression", "tokens"):
-        model = watched_model(make_problem(2, 3, None, False, task))
+        model = watched_model(make_problem(AuditSetup(2, 3, None, False, task)))
         assert not model.weight.detach().any()  # starts at zero
     assert torch.equal(torch.rand(1), expected)

@@ -3,8 +3,8 @@ import pytest
 import torch
 
 from widgets.audit.instruments import run_loop
-from widgets.audit.problems import MAX_LENGTH, Tokens, make_problem, token_cross_entropy
-from widgets.core.loop import train_loop
+from widgets.audit.problems import MAX_LENGTH, AuditSetup, Tokens, make_problem, token_cross_entropy
+from widgets.core.loops import train_loop
 from widgets.core.shared import IGNORE_INDEX, real_tokens
 
 
@@ -19,7 +19,7 @@ def window_mean_gradient(weight, batches):
 
 @pytest.mark.parametrize("K, num_batches", [(4, 10), (3, 7), (2, 2)])
 def test_token_batches_are_padded_with_ignored_targets_and_counts_differ_in_each_window(K, num_batches):
-    problem = make_problem(K, num_batches, None, False, "tokens")
+    problem = make_problem(AuditSetup(K, num_batches, None, False, "tokens"))
     for j, (x, y) in enumerate(problem.batches):
         rows = 3 if j < num_batches - 1 else 1  # the last micro-batch short, as drop_last=False leaves it
         assert x.shape == y.shape == (rows, MAX_LENGTH) and x.dtype == y.dtype == torch.long
@@ -33,7 +33,7 @@ def test_token_batches_are_padded_with_ignored_targets_and_counts_differ_in_each
 
 @pytest.mark.parametrize("K, num_batches", [(4, 10), (3, 7), (1, 3)])
 def test_the_window_normalised_loop_steps_with_the_window_mean_gradient(K, num_batches):
-    problem = make_problem(K, num_batches, None, False, "tokens")
+    problem = make_problem(AuditSetup(K, num_batches, None, False, "tokens"))
     run = run_loop(lambda *args: train_loop(*args, items=real_tokens), problem)
     assert run.error is None and len(run.tape.steps) == len(problem.windows)
     for step, g in zip(run.tape.steps, problem.windows):
@@ -44,7 +44,7 @@ def test_the_window_normalised_loop_steps_with_the_window_mean_gradient(K, num_b
 
 @pytest.mark.parametrize("K", [4, 3, 2])
 def test_averaging_per_micro_batch_token_means_is_not_the_window_mean(K):
-    problem = make_problem(K, 2 * K, None, False, "tokens")
+    problem = make_problem(AuditSetup(K, 2 * K, None, False, "tokens"))
     weight = torch.zeros(5, 5, dtype=torch.float64)
     window = problem.batches[:K]
     w = weight.clone().requires_grad_(True)
@@ -54,7 +54,7 @@ def test_averaging_per_micro_batch_token_means_is_not_the_window_mean(K):
 
 
 def test_item_sum_gradient_is_autograd_of_the_summed_token_loss():
-    x, y = make_problem(2, 2, None, False, "tokens").batches[0]
+    x, y = make_problem(AuditSetup(2, 2, None, False, "tokens")).batches[0]
     logits = torch.randn(*x.shape, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
     leaf = logits.clone().requires_grad_(True)
     (grad,) = torch.autograd.grad(token_cross_entropy(leaf, y, "sum"), leaf)
@@ -64,7 +64,7 @@ def test_item_sum_gradient_is_autograd_of_the_summed_token_loss():
 
 @pytest.mark.parametrize("task", ["regression", "tokens", "rl"])
 def test_on_one_rank_the_right_factor_is_one_over_the_window_items(task):
-    problem = make_problem(3, 7, None, False, task)
+    problem = make_problem(AuditSetup(3, 7, None, False, task))
     for u, g in enumerate(problem.windows):
         assert problem.right_factor(u) == 1 / sum(problem.items(j) for j in g)
         assert problem.readings(g.start)[None] == pytest.approx([problem.right_factor(u)])

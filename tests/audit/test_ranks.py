@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from widgets.audit import audit_training_loop
-from widgets.audit.problems import Tokens, token_cross_entropy
+from widgets.audit.problems import AuditSetup, Tokens, token_cross_entropy
 from widgets.audit.ranks import rank_problems, run_ranks
 from widgets.core.shared import IGNORE_INDEX
 
@@ -139,7 +139,7 @@ def test_the_per_rank_finding_says_how_much_a_token_weighs():
 
 @pytest.mark.parametrize("K, world_size", [(2, 2), (3, 3)])
 def test_the_averaged_step_is_the_window_mean_of_every_rank_by_plain_autograd(K, world_size):
-    problems, _ = rank_problems(K, 2 * K + 1, world_size, False, False)
+    problems, _ = rank_problems(AuditSetup(K, 2 * K + 1, problem="tokens", world_size=world_size))
     runs, _, _ = run_ranks(global_count, problems, 30.0)
     assert all(run.error is None for run in runs)
     for u, g in enumerate(problems[0].windows):
@@ -155,7 +155,7 @@ def test_the_averaged_step_is_the_window_mean_of_every_rank_by_plain_autograd(K,
 
 @pytest.mark.parametrize("world_size", [2, 3, 4])
 def test_the_ranks_token_counts_differ_in_every_window(world_size):
-    problems, whole = rank_problems(3, 7, world_size, False, False)
+    problems, whole = rank_problems(AuditSetup(3, 7, problem="tokens", world_size=world_size))
     for u, g in enumerate(problems[0].windows):
         counts = [sum(p.items(j) for j in g) for p in problems]
         assert len(set(counts)) == world_size and sum(counts) == problems[0].global_items[u]

@@ -8,10 +8,10 @@ import torch
 
 from widgets.audit import audit_training_loop
 from widgets.audit.instruments import run_loop
-from widgets.audit.problems import make_problem
+from widgets.audit.problems import AuditSetup, make_problem
 from widgets.audit.rl_problem import (ACTIONS, COMPLETION_LENGTH, FEATURES, GROUP_SIZE, Completions, Policy,
                                       completion_tokens, policy_gradient_loss)
-from widgets.core.loop import train_loop
+from widgets.core.loops import train_loop
 from widgets.core.shared import IGNORE_INDEX
 
 
@@ -171,7 +171,7 @@ def test_the_report_speaks_of_completions_and_checks_the_log():
 
 @pytest.mark.parametrize("K, num_batches", [(2, 5), (3, 7), (3, 6)])
 def test_the_right_loop_steps_with_the_window_gradient_of_plain_autograd(K, num_batches):
-    problem = make_problem(K, num_batches, None, False, "rl")
+    problem = make_problem(AuditSetup(K, num_batches, None, False, "rl"))
     run = run_loop(dapo_window, problem)
     assert run.error is None and len(run.tape.steps) == len(problem.windows)
     for step, g in zip(run.tape.steps, problem.windows):
@@ -180,7 +180,7 @@ def test_the_right_loop_steps_with_the_window_gradient_of_plain_autograd(K, num_
 
 
 def test_per_micro_batch_means_are_not_the_window_mean():
-    problem = make_problem(3, 6, None, False, "rl")
+    problem = make_problem(AuditSetup(3, 6, None, False, "rl"))
     window, w = problem.batches[:3], torch.zeros(ACTIONS, FEATURES, dtype=torch.float64, requires_grad=True)
     averaged = sum(policy_gradient_loss(Policy.forward(w, x), y) for x, y in window) / 3
     (grad,) = torch.autograd.grad(averaged, w)
@@ -188,7 +188,7 @@ def test_per_micro_batch_means_are_not_the_window_mean():
 
 
 def test_completions_are_padded_with_varied_lengths_and_group_normalised_advantages():
-    problem = make_problem(3, 7, None, False, "rl")
+    problem = make_problem(AuditSetup(3, 7, None, False, "rl"))
     for j, (x, y) in enumerate(problem.batches):
         rows = 3 if j < 6 else 1
         assert x.shape == (rows, COMPLETION_LENGTH, FEATURES) and y.tokens.shape == (rows, COMPLETION_LENGTH)
@@ -202,7 +202,7 @@ def test_completions_are_padded_with_varied_lengths_and_group_normalised_advanta
 
 
 def test_item_sum_gradient_is_autograd_of_the_summed_loss():
-    x, y = make_problem(2, 2, None, False, "rl").batches[0]
+    x, y = make_problem(AuditSetup(2, 2, None, False, "rl")).batches[0]
     logits = torch.randn(*y.tokens.shape, ACTIONS, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
     leaf = logits.clone().requires_grad_(True)
     (grad,) = torch.autograd.grad(policy_gradient_loss(leaf, y, "sum"), leaf)
@@ -213,7 +213,7 @@ def test_item_sum_gradient_is_autograd_of_the_summed_loss():
 
 
 def test_a_bad_reduction_names_the_parameter():
-    x, y = make_problem(2, 2, None, False, "rl").batches[0]
+    x, y = make_problem(AuditSetup(2, 2, None, False, "rl")).batches[0]
     with pytest.raises(ValueError, match="reduction must be 'mean' or 'sum'"):
         policy_gradient_loss(torch.zeros(*y.tokens.shape, ACTIONS), y, "none")
 

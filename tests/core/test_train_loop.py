@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from widgets.core.accumulation import make_model
-from widgets.core.loop import train_loop
+from widgets.core.loops import train_loop
 from widgets.core.shared import IGNORE_INDEX, real_tokens
 
 from tests.core.loop_support import X, Y, mse

@@ -14,7 +14,7 @@ from widgets.core.training import PLOTTED_ENTRIES, REGIMES, clip_flat, example_o
 def test_accumulated_run_matches_big_batch(K, b):
     record = run_regimes(AccumulationConfig(accumulation_steps=K, micro_batch_size=b, num_updates=4))
     assert record.grads_allclose and record.learning_rates_match, record.max_grad_diff
-    assert record.matches_big_batch and record.allclose  # `allclose`: the old name, kept for notebooks
+    assert record.matches_big_batch
     # same gradients at every update, so the same weights and losses, up to float rounding
     assert record.eval_loss["accumulated"] == pytest.approx(record.eval_loss["big_batch"], rel=1e-4)
 
@@ -199,9 +199,6 @@ def test_clip_every_micro_step_squashes_the_half_built_pile():
 @pytest.mark.parametrize(
     "call, error, word",
     [
-        (lambda: clip_flat(torch.ones(3), "1"), TypeError, "max_norm"),
-        (lambda: clip_flat(torch.ones(3), -1.0), ValueError, "max_norm"),
-        (lambda: clip_flat(torch.ones(3), math.nan), ValueError, "max_norm"),
         (lambda: example_order(None), TypeError, "config"),
         (lambda: linear_warmup(2.0), TypeError, "warmup_updates"),
     ],

@@ -7,23 +7,18 @@
     audit_training_loop(my_loop, 4, problem="rl")        # -A log p over completions (widgets.audit.rl_problem)
     audit_training_loop(my_loop, 2, problem="tokens", world_size=2)  # once per rank, with comm= (widgets.audit.ranks)
 
-The loop is watched from outside, nothing is bound behind the learner's back (the instruments
-live in `widgets.audit.instruments`); the correct loop runs on the same problem as the reference.
-`_judge` first reads the outcome: did each `optimizer.step()` use the right gradient at the
-weight it started from? A loop that builds its pile another way (a separate buffer, autograd.grad,
-torch.func, a rescaled `.grad`, a GradScaler) is then right, whatever its structure. Only when an
-update is wrong does it read the structure (which micro-batches went through backward, where the
-steps fall, where the pile was emptied), then the numbers that structure allows
-(`widgets.audit.diagnosis`), so a loop with one mistake is told that one. The memory a loop holds
-(graphs kept alive, a window run in one pass), its log and its scheduler are judged either way
-(`widgets.audit.outcome`). Mistakes are named with the names of `widgets.core.mistakes.MISTAKES` (the
-registry of the classic mistakes) where one applies; all are listed in `AUDIT_MISTAKES`. Float64
-throughout, so every ratio is exact to ~1e-12.
+The loop gets 2K + K//2 micro-batches (`num_batches`), the last one short as drop_last=False leaves it,
+an SGD optimizer, a mean-reduced `loss_fn`, a LambdaLR warmup with `with_scheduler`, and the
+max_norm it clips with as `clip_norm`; with `world_size` > 1 it runs once per rank in threads with a
+keyword `comm`. It is stopped after `time_limit_s`. Watched from outside (`instruments`), it is judged
+on its outcome first (did each `optimizer.step()` use the right gradient at its weights?); only a
+wrong update is diagnosed (`diagnosis`), so a loop with one mistake is told that one. Mistakes are
+named and explained from `widgets.core.mistakes.EVERY_MISTAKE`.
 """
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from math import isclose as _isclose
 from typing import Callable
 
@@ -33,7 +28,7 @@ from widgets.audit import diagnosis, outcome, ranks
 from widgets.audit.instruments import LEARNING_RATE, UNSCALE_OP, Run, run_loop
 from widgets.audit.outcome import Finding
 from widgets.audit.patches import put_back
-from widgets.audit.problems import TASKS, make_problem
+from widgets.audit.problems import TASKS, AuditSetup, Problem, make_problem
 from widgets.core.config import check_float, check_int
 from widgets.core.time_limit import TIME_LIMIT_S
 from widgets.core.torch_state import known_torch_state
@@ -63,12 +58,7 @@ TORCH_ERRORS: dict[str, str] = {  # a piece of the message -> what it means here
 
 @dataclass(frozen=True)
 class AuditReport:
-    """What `audit_training_loop` found. `counts[name] = (yours, reference)`; `update_ratios[u]` is
-    the gradient `optimizer.step()` used at update u over the reference gradient at the same weights;
-    `log_checked` is True when the loop returned a list of logged losses that was compared with the
-    true mean loss of each update (a wrong log is then among the mistakes). The verdict line agrees
-    with the ratios beside it: where every update used the reference gradient and the mistakes lie
-    elsewhere (the log, the scheduler, the memory held), it says so rather than "differs"."""
+    """What `audit_training_loop` found; prints as a plain-words report."""
 
     loop_name: str
     accumulation_steps: int
@@ -126,8 +116,9 @@ class AuditReport:
         printer.text(str(self))
 
 
-def _checked_arguments(loop, accumulation_steps, num_batches, with_scheduler, clip_norm, streaming,
-                       problem, time_limit_s, world_size=1) -> tuple[int, int]:
+def _checked_setup(loop, accumulation_steps, num_batches, with_scheduler, clip_norm, streaming,
+                   problem, time_limit_s, world_size) -> AuditSetup:
+    """The audit's options, each checked once, here, as one AuditSetup; bad ones raise naming the parameter."""
     if not callable(loop):
         raise TypeError("loop must be a function like my_loop(model, optimizer, loss_fn, batches, "
                         f"accumulation_steps, scheduler=None), got {type(loop).__name__} {loop!r:.40}")
@@ -163,7 +154,8 @@ def _checked_arguments(loop, accumulation_steps, num_batches, with_scheduler, cl
         raise TypeError(f"loop must accept ({names}); {_name(loop)}{inspect.signature(loop)} does not") from None
     except ValueError:
         pass  # no signature to inspect (a builtin): the call will tell
-    return K, N
+    return AuditSetup(K, N, None if clip_norm is None else float(clip_norm), with_scheduler, problem, streaming,
+                      float(time_limit_s), world_size)
 
 
 def _name(loop: Callable) -> str:
@@ -186,60 +178,35 @@ def audit_training_loop(
     time_limit_s: float = TIME_LIMIT_S,
     world_size: int = 1,
 ) -> AuditReport:
-    """Run `loop(model, optimizer, loss_fn, batches, accumulation_steps[, scheduler])` on a tiny
-    deterministic problem beside the correct loop, and report in words what differs.
+    """Run `loop` on a tiny seeded float64 problem beside the correct loop, and report in words what differs.
 
-    `batches`: a list of (inputs, targets), 2K + K//2 of them unless `num_batches` says otherwise
-    (not a multiple of K, so the uneven final window is tested), the last holding fewer examples
-    (sequences) than the others, as a DataLoader with drop_last=False hands it, so weighting each
-    micro-batch 1/n instead of n_i/n shows; `streaming=True` hands them as a
-    one-pass stream with no len(), like a DataLoader of unknown length. `problem="regression"`:
-    inputs (b, 3), `loss_fn` mean-reduced MSE; `problem="tokens"`: padded token ids (b, T) and
-    next-token targets with IGNORE_INDEX (-100) at the padding, `loss_fn(logits, targets,
-    reduction="mean")` a cross-entropy over the real tokens; `problem="rl"`: features (b, T, 4) and
-    `Completions` (sampled tokens with IGNORE_INDEX padding, advantages), `loss_fn(logits, targets,
-    reduction="mean")` -A log p over the completion tokens, right when normalised by the window's
-    completion tokens (`widgets.audit.rl_problem`). `world_size` in {1, 2, 3, 4}: above 1 the loop
-    runs once per rank in threads, with a keyword `comm` (`.rank`, `.world_size`, `.all_reduce`),
-    problem="tokens" only, and the ranks' piles averaged at each step as DDP would
-    (`widgets.audit.ranks`). The optimizer: SGD. `with_scheduler`
-    passes a LambdaLR warmup as `scheduler`; `clip_norm` is the max_norm the loop clips with, so
-    the reference (`widgets.core.loop.train_loop`) clips alike. A mixed-precision loop makes its own
-    `torch.amp.GradScaler("cpu")`: it works on the audit's float64 gradients. The loop may return
-    the loss it logged at each update, which is then checked too. The loop runs under the lab's
-    known torch state (grad on, float32 default, flags off; the caller's state is given back), and
-    is stopped after `time_limit_s` seconds (in (0, 3600]), at its next line even in pure Python or a
-    `time.sleep` (`widgets.core.time_limit`: a C call that holds the interpreter lock runs until it
-    returns; a rank's thread stuck in one is left to end on its own copy of the model). What the loop
-    replaced in torch, math or Python's builtins is put back and named. Bad arguments raise
-    TypeError/ValueError naming the parameter; nothing the loop does makes the auditor raise
-    (KeyboardInterrupt still interrupts), and a process the loop forks ends before any verdict.
+    Bad arguments raise naming the parameter; nothing the loop does makes the auditor raise or hang.
     """
-    K, N = _checked_arguments(loop, accumulation_steps, num_batches, with_scheduler, clip_norm, streaming, problem,
-                              time_limit_s, world_size)
-    if world_size > 1:
-        return _audit_ranks(loop, K, N, with_scheduler, streaming, float(time_limit_s), world_size)
-    clip = None if clip_norm is None else float(clip_norm)
+    setup = _checked_setup(loop, accumulation_steps, num_batches, with_scheduler, clip_norm, streaming, problem,
+                           time_limit_s, world_size)
+    if setup.world_size > 1:
+        return _audit_ranks(loop, setup)
     with known_torch_state():  # tensors of a few dozen numbers: one thread; more only wait on each other
-        reference_problem = make_problem(K, N, clip, with_scheduler, problem)
+        reference_problem = make_problem(replace(setup, streaming=False))
         reference = run_loop(reference_problem.reference_loop, reference_problem)
-    setup = make_problem(K, N, clip, with_scheduler, problem, streaming)
+    handed = make_problem(setup)
     with known_torch_state():  # the learner's state is given back after, also when the loop changed it
-        run = run_loop(loop, setup, float(time_limit_s))
+        run = run_loop(loop, handed, setup.time_limit_s)
     with known_torch_state():  # and the judging runs in a known state, whatever the loop left behind
-        return _report(loop, run, reference, setup, with_scheduler, streaming, problem)
+        return _report(loop, run, reference, handed, setup)
 
 
-def _audit_ranks(loop, K, N, with_scheduler, streaming, time_limit_s, world_size) -> AuditReport:
+def _audit_ranks(loop, setup: AuditSetup) -> AuditReport:
     """The loop once per rank (`widgets.audit.ranks`), each rank judged against its right share; the
     ratios are those of the averaged pile each step used, over the reference's."""
     with known_torch_state():
-        problems, whole = ranks.rank_problems(K, N, world_size, with_scheduler, streaming)
+        problems, whole = ranks.rank_problems(setup)
         reference = run_loop(whole.reference_loop, whole)
+    K, N, world_size = setup.K, setup.N, setup.world_size
     # what the loop replaced is put back here, not per rank: the ranks run at once, and one rank's put-back
     # could undo another's replacement before the other put it back
     with known_torch_state(), put_back() as replaced:
-        runs, consequences, left = ranks.run_ranks(loop, problems, time_limit_s)
+        runs, consequences, left = ranks.run_ranks(loop, problems, setup.time_limit_s)
     runs[0].replaced = replaced
     with known_torch_state():
         order = sorted(range(world_size), key=lambda r: r in consequences)  # a rank's own error before its echoes
@@ -258,7 +225,7 @@ def _audit_ranks(loop, K, N, with_scheduler, streaming, time_limit_s, world_size
             "optimizer.step()": (sum(len(t.steps) for t in tapes), world_size * len(reference.tape.steps)),
             "zero_grad()": (sum(t.zero_grads for t in tapes), world_size * reference.tape.zero_grads),
         }
-        if with_scheduler:
+        if setup.with_scheduler:
             counts["scheduler.step()"] = (sum(len(t.scheduler_calls) for t in tapes),
                                           world_size * len(reference.tape.scheduler_calls))
         notes += [f"counts are summed over the {world_size} ranks; logging not checked across ranks"]
@@ -268,7 +235,7 @@ def _audit_ranks(loop, K, N, with_scheduler, streaming, time_limit_s, world_size
             loop_name=_name(loop), accumulation_steps=K, num_batches=N, micro_batch_size=problems[0].b,
             mistakes=frozenset(f.name for f in findings), findings=[f.sentence() for f in findings], counts=counts,
             update_ratios=_averaged_ratios(runs, problems), notes=list(dict.fromkeys(notes)) + [
-                f"torch warned: {w}" for w in runs[0].warnings], streaming=streaming, problem="tokens",
+                f"torch warned: {w}" for w in runs[0].warnings], streaming=setup.streaming, problem="tokens",
             last_micro_batch_size=len(problems[0].batches[-1][0]), world_size=world_size,
         )
 
@@ -291,22 +258,22 @@ def _averaged_ratios(runs: list[Run], problems) -> list[float]:
         return []
 
 
-def _report(loop, run: Run, reference: Run, setup, with_scheduler, streaming, problem) -> AuditReport:
-    verdict = _judge_safely(run, reference, setup)
+def _report(loop, run: Run, reference: Run, handed: Problem, setup: AuditSetup) -> AuditReport:
+    verdict = _judge_safely(run, reference, handed)
     tape = run.tape
     counts = {
         "backward passes": (len(tape.passes), len(reference.tape.passes)),
         "optimizer.step()": (len(tape.steps), len(reference.tape.steps)),
         "zero_grad()": (tape.zero_grads, reference.tape.zero_grads),
     }
-    if with_scheduler:
+    if setup.with_scheduler:
         counts["scheduler.step()"] = (len(tape.scheduler_calls), len(reference.tape.scheduler_calls))
     return AuditReport(
-        loop_name=_name(loop), accumulation_steps=setup.K, num_batches=len(setup.batches), micro_batch_size=setup.b,
+        loop_name=_name(loop), accumulation_steps=setup.K, num_batches=setup.N, micro_batch_size=handed.b,
         mistakes=frozenset(f.name for f in verdict.findings), findings=[f.sentence() for f in verdict.findings],
         counts=counts, update_ratios=verdict.ratios, log_checked=verdict.log_checked,
         notes=verdict.notes + [f"torch warned: {w}" for w in run.warnings],
-        streaming=streaming, problem=problem, last_micro_batch_size=len(setup.batches[-1][0]),
+        streaming=setup.streaming, problem=setup.problem, last_micro_batch_size=len(handed.batches[-1][0]),
     )
 
 
@@ -319,15 +286,19 @@ class _Verdict:
 
 
 def _judge_safely(run, reference, problem) -> _Verdict:
-    """`_judge`, and if reading an odd record fails, the outcome alone: the auditor never raises."""
+    """`_judge`, plus the functions the loop replaced; if reading an odd record fails, the outcome alone."""
     try:
-        return _judge(run, reference, problem)
+        verdict = _judge(run, reference, problem)
     except Exception as error:  # a record no check foresaw: say so rather than raise at the learner
         weights_match = _allclose(run.weight, reference.weight, rtol=1e-9, atol=1e-12)
         findings = [] if weights_match else [Finding("differs_from_reference", "the auditor could not read "
                                                                              "more of this loop")]
         return _Verdict(findings, [f"the auditor could not read this loop's record in detail ({type(error).__name__})"],
                         [], False)
+    replaced = [Finding("replaced_functions", ", ".join(run.replaced[:6]) + (", ..." if len(run.replaced) > 6 else ""))
+                ] if run.replaced else []
+    return _Verdict(outcome.first_of_each(verdict.findings + replaced), verdict.notes, verdict.ratios,
+                    verdict.log_checked)
 
 
 def _raised(run) -> list[Finding]:
@@ -341,18 +312,7 @@ def _raised(run) -> list[Finding]:
 
 
 def _judge(run, reference, problem) -> _Verdict:
-    """The outcome first (each step's gradient at its own weight); when it is wrong, the structure
-    (which micro-batches went through backward, where the steps fall, where the pile was emptied),
-    then the numbers the structure allows; the learning rate each step ran at; the first finding of
-    each name is kept. Functions the loop replaced (put back by now) are named whatever else it did."""
-    replaced = [Finding("replaced_functions", ", ".join(run.replaced[:6]) + (", ..." if len(run.replaced) > 6 else ""))
-                ] if run.replaced else []
-    verdict = _judge_run(run, reference, problem)
-    return _Verdict(outcome.first_of_each(verdict.findings + replaced), verdict.notes, verdict.ratios,
-                    verdict.log_checked)
-
-
-def _judge_run(run, reference, problem) -> _Verdict:
+    """The outcome first; when it is wrong, the structure, then the numbers the structure allows."""
     tape = run.tape
     if run.error is not None:
         return _Verdict(_raised(run), [], [], False)

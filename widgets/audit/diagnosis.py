@@ -1,13 +1,6 @@
-"""The auditor's diagnosis of a loop whose updates came out wrong: structure first, then the
-numbers the structure allows.
+"""Which mistake, for a loop whose updates came out wrong: the structure first, then the numbers it allows.
 
-`read_structure` says what the loop did in micro-batch terms: which micro-batches each backward
-pass carried, after which micro-batch each `optimizer.step()` came. The structural checks
-(coverage, a window run in one pass, step positions, the pile at each backward pass) judge only
-that. The numeric checks then read the factor on each micro-batch's loss off the gradient that
-reached its output, and the change `.grad` underwent between the last backward pass and each step;
-each is judged against what the right loop would do with the same micro-batches. Every check
-returns its own findings; nothing is shared between them, so one mistake is named once.
+Each check returns its own findings and shares nothing, so one mistake is named once.
 """
 from __future__ import annotations
 

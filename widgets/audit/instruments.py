@@ -1,17 +1,8 @@
-"""The loop auditor's instruments: the watched model, optimizer and scheduler, the stream, the runs.
+"""The auditor's instruments: the watched model, optimizer and scheduler, the stream, the runs.
 
-`widgets.audit.outcome` and `widgets.audit.diagnosis` read what these record. A loop is watched
-from outside, never patched: a forward hook tells which micro-batch each forward pass saw and hooks
-its output, so a backward pass reports the gradient that reached each output it went through (a
-forward that bypasses the module's hooks, `model.forward(x)`, `F.linear(x, model.weight)` or
-`x @ model.weight.T`, is seen by `GradWatch`, a TorchFunctionMode, as the call where data meets the
-weight); hooks on the model's single weight see what each backward pass added to `.grad` and what
-`.grad` held before and after; the optimizer keeps the gradient and learning rate of each `step()`
-as it steps (after a closure has run) and counts `zero_grad()`; the model's class counts its own
-`zero_grad()`, so a replica made with `copy.deepcopy` counts on itself; the scheduler records when
-it steps. The loop runs under the lab's one time limit (`widgets.core.time_limit`) with what it
-may replace in torch put back after (`widgets.audit.patches`). Everything is float64, so ratios of
-the same sums agree to ~1e-12.
+Watched from outside, never patched: hooks see which micro-batch each forward saw, what each
+backward added to `.grad`, each `step()`'s gradient and rate, each `zero_grad()`; `GradWatch` (a
+TorchFunctionMode) sees `.grad` changed by hand and forwards that bypass the hooks. Float64 throughout.
 """
 from __future__ import annotations
 
@@ -20,6 +11,7 @@ import itertools
 import math
 import os
 import sys
+import time
 import traceback
 import warnings
 import weakref
@@ -251,13 +243,8 @@ class AuditScheduler(torch.optim.lr_scheduler.LambdaLR):
 
 
 class GradWatch(torch.overrides.TorchFunctionMode):
-    """While the loop runs, note .grad each time a torch operation leaves its values changed (in
-    place, or a new tensor assigned): what the loop did to the pile between its backward passes and
-    its step. Values, not `_version` counters: GradScaler's in-place unscale does not bump them.
-    It also sees a forward that bypasses the module's hooks (`model.forward(x)`, `F.linear(x,
-    model.weight)`, `x @ model.weight.T`): the call where the weight (or a view of it) meets data and
-    nothing already computed, with grad on. A mode sees every torch call from outside, as a hook
-    would; nothing is patched."""
+    """Notes .grad each time a torch call changes its values (GradScaler's in-place unscale bumps no
+    `_version`, so values are compared), and a forward that bypasses the module's hooks (`x @ w.T`)."""
 
     def __init__(self, model: torch.nn.Module):
         super().__init__()
@@ -346,11 +333,8 @@ class Run:
 
 
 def run_loop(loop: Callable, problem: Problem, time_limit_s: float = math.inf, comm=None) -> Run:
-    """Call `loop(model, optimizer, loss_fn, batches, K[, scheduler])` with fresh instruments, stopped
-    with TimeLimit past `time_limit_s` (`widgets.core.time_limit`), and with whatever it replaced in
-    torch or math put back after; never raises for what the loop does (KeyboardInterrupt still
-    interrupts). With `comm` (one rank's, run in its own thread) the loop also gets `comm=comm`, and
-    the warnings are left to the caller: catching them is not thread-safe."""
+    """Run `loop` with fresh instruments under the time limit, what it replaced put back; never raises for
+    what the loop does. With `comm` (one rank's thread) the warnings are the caller's: catching them is not thread-safe."""
     model = watched_model(problem)
     optimizer = AuditSGD(model, comm)
     batches = [(x.clone(), y.clone()) for x, y in problem.batches]
@@ -365,6 +349,7 @@ def run_loop(loop: Callable, problem: Problem, time_limit_s: float = math.inf, c
             returned = loop(*args, **keywords)
             return returned, read_log(returned, len(problem.windows) + 1)  # a returned generator runs here too
 
+    deadline = time.monotonic() + time_limit_s
     with warnings.catch_warnings(record=True) if comm is None else contextlib.nullcontext([]) as caught:
         if comm is None:
             warnings.simplefilter("always")
@@ -380,8 +365,11 @@ def run_loop(loop: Callable, problem: Problem, time_limit_s: float = math.inf, c
         except KeyboardInterrupt:  # the learner's own interrupt: the audit stops with it
             raise
         except BaseException as error:  # noqa: BLE001 - the learner's mistake is the report, not a traceback
-            run.error_message = _text(error)
-            run.error = f"{_text(type(error).__name__)}: {run.error_message}, at {_where(error)}"
+            if time.monotonic() >= deadline:  # the stop landed in torch's own code (a mode's exit), which raised
+                run.error, run.timed_out = f"the loop ran past the time limit of {time_limit_s:g} s, at {_where(error)}", True
+            else:
+                run.error_message = _text(error)
+                run.error = f"{_text(type(error).__name__)}: {run.error_message}, at {_where(error)}"
     run.weight = model.weight.detach().clone()
     messages = []
     for w in caught:

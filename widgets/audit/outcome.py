@@ -1,10 +1,6 @@
-"""The auditor's judgement of what a loop produced: did each `optimizer.step()` use the right
-gradient at the weight it started from, did the loop log each update's mean loss, did its scheduler
-step once per update. Judged on the steps, the log and the schedule alone, so a right loop passes
-however it builds its pile; `widgets.audit.diagnosis` names the mistake when an update is wrong.
+"""The auditor's judgement of what a loop produced: each step's gradient at its weights, the log, the schedule.
 
-Also the small readings both modules share: `proportion` (is one gradient a multiple of another?),
-`close`, and `carried`, which splits every forward a backward pass went through into its micro-batches.
+Also the readings diagnosis shares: `proportion`, `close`, `carried` (a backward pass's micro-batches).
 """
 from __future__ import annotations
 

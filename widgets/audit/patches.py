@@ -1,11 +1,7 @@
 """What a loop replaced in torch, math, Python's builtins or the auditor itself, put back after it ran.
 
-A loop that sets `torch.allclose = lambda *a, **k: True`, or `torch.Tensor.backward` to a no-op,
-would otherwise talk the auditor into a verdict, and spoil every later audit in the kernel. The
-namespaces below are read before the loop runs; afterwards each name whose value changed, or that
-was deleted (or, on a class, added over an inherited one), is put back and reported; torch's own
-wrappers around the same function (importing torch._dynamo wraps `torch.manual_seed`) are left. The comparisons
-the auditor makes while the loop runs use functions bound when the auditor was imported.
+A loop that sets `torch.allclose = lambda *a, **k: True` would otherwise talk the auditor into a
+verdict and spoil every later audit in the kernel.
 """
 from __future__ import annotations
 

@@ -1,39 +1,17 @@
-"""The auditor's tiny problems: the micro-batches a loop is handed, the windows they make
-(one per update), and what each micro-batch's loss must weigh in its update.
+"""The auditor's tiny problems and what each micro-batch's loss must weigh in its update.
 
-- `regression`: mean-squared error of a linear model y = x @ w.T (one weight (1, 3)); the loss
-  handed to the loop is mean-reduced, so each micro-batch's mean loss weighs its share n_i/n of its
-  update's examples.
-- `tokens`: next-token cross-entropy of a bigram language model (logits = one row of a (V, V)
-  table per input token) on sequences of varied length, padded, with IGNORE_INDEX targets at the
-  padding. The whole window's real tokens are the normaliser: a token weighs the same wherever
-  it sits, so a per-micro-batch token mean averaged over K is not the update's mean.
+- `regression`: mean-squared error of a linear model; each micro-batch's mean loss weighs n_i/n.
+- `tokens`: next-token cross-entropy of a bigram model on padded sequences; the window's real tokens normalise.
+- `rl`: -A log p over completions, normalised by the window's completion tokens (`rl_problem`).
 
-- `rl`: a policy-gradient loss -A log p over completions of varied length, normalised by the
-  completion tokens of the whole window (DAPO): `widgets.audit.rl_problem`.
-
-With `world_size` > 1 (`widgets.audit.ranks`) a Problem is one rank's share: its right factor on a
-micro-batch's summed loss is world_size / the tokens of the window on every rank, since DDP then
-averages the ranks' gradients.
-
-In all, the last micro-batch holds fewer examples (sequences) than the others, as a DataLoader
-with drop_last=False hands it: a loop that weighs each micro-batch 1/n instead of n_i/n, or logs
-a plain mean of micro-batch means, shows it there.
-
-The right loop they are audited against is the lab's one, `widgets.core.loop.train_loop`
-(`Problem.reference_loop`).
-
-Both are float64 and seeded: ratios of the same sums agree to ~1e-12. A task also says how to
-read a loop's loss off the gradient that reached the model's output: the gradient of the summed
-per-item losses (`item_sum_gradient`) times one factor c per micro-batch; the right c is one over
-the items (examples or real tokens) of the whole update.
+The last micro-batch is short, as drop_last=False leaves it; the reference is `train_loop`
+(`Problem.reference_loop`); float64 and seeded, so ratios of the same sums agree to ~1e-12.
 """
 from __future__ import annotations
 
 import math
 
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -41,9 +19,10 @@ import torch.nn.functional as F
 from widgets.audit.rl_problem import COMPLETIONS_PER_MICRO_BATCH, Policy, completion_batches
 from widgets.audit.window_count import describe_window_factors, window_readings
 from widgets.core.accumulation import windows
-from widgets.core.loop import train_loop
+from widgets.core.loops import train_loop
 from widgets.core.mistakes import EVERY_MISTAKE
 from widgets.core.shared import IGNORE_INDEX, real_tokens
+from widgets.core.time_limit import TIME_LIMIT_S
 
 _equal = torch.equal  # bound at import: read while the loop runs, which may replace torch.equal
 VOCAB = 5  # the token problem's vocabulary size
@@ -51,11 +30,7 @@ MAX_LENGTH = 8  # its padded sequence length
 
 
 def _fraction(a: float) -> str:
-    """0.0625 as '1/16', 1.0000001 and 0.9999999 both as '1', 1.25 as '1.25'.
-
-    A factor computed through float32 lands a hair above or below a whole number or 1/n, which side
-    depending on the CPU's summation order: snap to the nearby simple value first, so every CPU prints
-    the same text."""
+    """0.0625 as '1/16', 1.0000001 and 0.9999999 both as '1' (every CPU prints the same), 1.25 as '1.25'."""
     if a > 0 and math.isclose(a, round(a), rel_tol=1e-6):
         return f"{round(a)}"
     if 0 < a < 1 and math.isclose(1 / a, round(1 / a), rel_tol=1e-6):
@@ -188,6 +163,20 @@ TASKS = {"regression": Regression, "tokens": Tokens, "rl": Policy}
 
 
 @dataclass(frozen=True)
+class AuditSetup:
+    """The options of one audit, checked where they enter (`audit_training_loop`)."""
+
+    K: int
+    N: int  # micro-batches handed to the loop (per rank)
+    clip_norm: float | None = None
+    with_scheduler: bool = False
+    problem: str = "regression"  # a key of TASKS
+    streaming: bool = False  # hand the loop a one-pass stream with no len()
+    time_limit_s: float = TIME_LIMIT_S
+    world_size: int = 1
+
+
+@dataclass(frozen=True)
 class Problem:
     """The audited run's data: micro-batches of (inputs, targets) and the window of each update."""
 
@@ -282,15 +271,15 @@ class Problem:
                           max_grad_norm=self.clip_norm, items=self.task.items)
 
 
-def make_problem(K: int, num_batches: int, clip_norm: float | None, with_scheduler: bool,
-                 task: str = "regression", streaming: bool = False) -> Problem:
-    """The seeded problem for `task`, leaving the global random state alone."""
+def make_problem(setup: AuditSetup) -> Problem:
+    """The seeded problem of `setup`, leaving the global random state alone."""
     g = torch.Generator().manual_seed(0)
-    make = {"regression": _regression_batches, "tokens": _token_batches, "rl": _completion_batches}[task]
-    batches, b = make(K, num_batches, clip_norm, g)
+    make = {"regression": _regression_batches, "tokens": _token_batches, "rl": _completion_batches}[setup.problem]
+    batches, b = make(setup.K, setup.N, setup.clip_norm, g)
     index_of = {batch_key(x): j for j, (x, _) in enumerate(batches)}
-    assert len(index_of) == num_batches, "two micro-batches with the same inputs could not be told apart"
-    return Problem(TASKS[task], batches, windows(num_batches, K), K, b, clip_norm, with_scheduler, streaming, index_of)
+    assert len(index_of) == setup.N, "two micro-batches with the same inputs could not be told apart"
+    return Problem(TASKS[setup.problem], batches, windows(setup.N, setup.K), setup.K, b, setup.clip_norm,
+                   setup.with_scheduler, setup.streaming, index_of)
 
 
 def _regression_batches(K, num_batches, clip_norm, g):
@@ -332,19 +321,3 @@ def _token_batches(K, num_batches, clip_norm, g):
         targets = torch.where(real, tokens[:, 1:], IGNORE_INDEX)
         batches.append((inputs, targets))
     return batches, b
-
-
-class MicroBatchTruth(NamedTuple):
-    """One micro-batch's gradient (flat) and loss, by plain autograd."""
-
-    grad: torch.Tensor
-    loss: float
-
-
-def true_gradient(weight: torch.Tensor, batch, task: type = Regression) -> MicroBatchTruth:
-    """One micro-batch's gradient (flat) and loss at `weight`, for its right share of a full update
-    of its own: the mean loss (regression), the token mean (tokens). Plain autograd."""
-    w = weight.detach().clone().requires_grad_(True)
-    loss = task.loss_fn(task.forward(w, batch[0]), batch[1])
-    (grad,) = torch.autograd.grad(loss, w)
-    return MicroBatchTruth(grad.reshape(-1), loss.item())

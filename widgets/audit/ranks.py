@@ -1,25 +1,11 @@
 """The loop auditor across ranks: a learner's loop run once per rank, as DistributedDataParallel runs it.
 
-    def my_loop(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None, *, comm): ...
-    audit_training_loop(my_loop, 2, problem="tokens", world_size=2)
-
 The ranks are threads of this process (a loop defined in a notebook cannot be sent to spawned
-workers). Each rank gets its own replica of the model (the same zero weights), its own optimizer
-and its own micro-batches, whose real-token counts differ from the other ranks' in every window.
-`comm` gives `.rank`, `.world_size` and `.all_reduce(tensor)`, which sums the tensor over the ranks
-in place and returns it, like `torch.distributed.all_reduce` with ReduceOp.SUM. The loop needs no
-DDP code: at each `optimizer.step()` the ranks' piles are replaced by their mean, as DDP's
-all-reduce at the last, synced backward of an update leaves them (the step is where the ranks
-meet here, so clipping, which must see the averaged pile, is not audited across ranks).
-
-Because DDP averages, a rank's right pile is world_size x its token-summed gradient / the window's
-real tokens on all ranks: `Problem.right_factor`. The reference is the lab's `train_loop` on the
-windows of all ranks together, normalised by their global count. A rank that stops, raises, or
-meets the others at another call (a step where they all-reduce) makes the others raise too, with
-a sentence that says so; past the time limit each rank is stopped like any loop
-(`widgets.core.time_limit`: from the watchdog thread, at its next line), and the ranks are joined
-with a timeout: a rank still inside a call Python cannot interrupt (a `time.sleep`) is left to end
-on its own copy of the model, stopped at its next line, and the report says so.
+workers), each with its own replica, optimizer and micro-batches whose real-token counts differ.
+`comm` gives `.rank`, `.world_size` and `.all_reduce(tensor)` (a SUM, in place); at each
+`optimizer.step()` the ranks' piles are replaced by their mean, as DDP leaves them. A rank that
+stops or meets the others at another call makes them raise, with a sentence that says so; past the
+time limit each rank is stopped at its next line, and a rank stuck in a C call is left to end.
 """
 from __future__ import annotations
 
@@ -30,7 +16,7 @@ import warnings
 import torch
 
 from widgets.audit.instruments import Run, run_loop, watched_model
-from widgets.audit.problems import Problem, Tokens, _token_batches, batch_key
+from widgets.audit.problems import AuditSetup, Problem, Tokens, _token_batches, batch_key
 from widgets.core.accumulation import windows
 from widgets.core.time_limit import TimeLimit
 
@@ -116,10 +102,10 @@ class Comm:
         return f"Comm(rank={self.rank}, world_size={self.world_size})"
 
 
-def rank_problems(K: int, num_batches: int, world_size: int, with_scheduler: bool,
-                  streaming: bool) -> tuple[list[Problem], Problem]:
+def rank_problems(setup: AuditSetup) -> tuple[list[Problem], Problem]:
     """One token Problem per rank (the real-token counts of the ranks differ in every window), and the
     reference's: the windows of all ranks together, K x world_size micro-batches each."""
+    K, num_batches, world_size, with_scheduler = setup.K, setup.N, setup.world_size, setup.with_scheduler
     g = torch.Generator().manual_seed(0)
     rank_windows = windows(num_batches, K)
     while True:  # seeded, so the same draws each time; redraw the rare set where two ranks' counts agree
@@ -130,7 +116,7 @@ def rank_problems(K: int, num_batches: int, world_size: int, with_scheduler: boo
     global_items = tuple(sum(c) for c in counts)
     micro_items = tuple(sum(Tokens.items(batches[j][1]) for batches in shares) for j in range(num_batches))
     b = len(shares[0][0][0])
-    problems = [Problem(Tokens, batches, rank_windows, K, b, None, with_scheduler, streaming,
+    problems = [Problem(Tokens, batches, rank_windows, K, b, None, with_scheduler, setup.streaming,
                         {batch_key(x): j for j, (x, _) in enumerate(batches)}, world_size, r, global_items,
                         micro_items)
                 for r, batches in enumerate(shares)]

@@ -1,17 +1,8 @@
-"""The auditor's RL-loss problem: a policy-gradient loss over completions of varied length.
+"""The auditor's RL-loss problem: -A log p over completions of varied length, with GRPO's group advantages.
 
-A tiny policy (a linear layer over each position's features, logits (b, T, V)) has sampled the
-completion tokens; each completion carries an advantage, its reward normalised over the
-GROUP_SIZE completions of its prompt (GRPO's group normalisation). The loss of one token is
--A * log p(token); the right normaliser is DAPO's: the completion tokens of the whole generation
-batch, here the window of K micro-batches, so a token weighs the same wherever it sits (Yu et al.
-(2025), DAPO, arXiv:2503.14476). Dividing each micro-batch by its own token count (TRL's "bnpo")
-does not give that, nor does a second division after the window's count.
-
-    def my_loop(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
-        for x, y in batches:  # x: features (b, T, FEATURES); y: Completions (tokens, advantages)
-            loss_fn(model(x), y, reduction="sum")  # the summed -A log p; "mean": / y's completion tokens
-            completion_tokens(y)  # y.mask.sum(): what the window's normaliser counts
+The right normaliser is DAPO's (Yu et al. (2025), arXiv:2503.14476): the completion tokens of the
+whole window, so a token weighs the same wherever it sits; TRL's per-micro-batch "bnpo" does not.
+A loop gets features x (b, T, FEATURES) and `Completions` y; `loss_fn(model(x), y, reduction="sum")`.
 """
 from __future__ import annotations
 

@@ -13,14 +13,9 @@ import torch
 from widgets.core.budget import PY_OBJECT, check_memory
 from widgets.core.config import check_int
 
-# The lab's one tolerance policy for "equal up to rounding": every allclose verdict of the package
-# (compare_gradients, the training runs, the explorer's readout) uses these two numbers.
-# torch.allclose(a, b) holds when |a - b| <= GRAD_ATOL + GRAD_RTOL * |b| for every entry. For
-# gradients of size 0.1 to 1 the GRAD_RTOL term (1e-6 to 1e-5) decides; GRAD_ATOL decides only for
-# entries near zero, where cancellation makes float32's error large next to the entry itself.
-# Float32 sums taken in another order differ by a few units in the last place (one ulp of 1.0 is
-# 1.19e-7, so GRAD_RTOL is about 84 ulps there), while every accumulation bug moves the gradient
-# by a large fraction of itself.
+# The lab's one tolerance for "equal up to rounding" (every allclose verdict of the package): float32
+# sums in another order differ by a few ulps (GRAD_RTOL is ~84 ulps of 1.0), while every accumulation
+# bug moves the gradient by a large fraction of itself; GRAD_ATOL only matters for entries near zero.
 GRAD_RTOL = 1e-5
 GRAD_ATOL = 1e-6
 
@@ -43,11 +38,7 @@ def _check_examples(x: object, y: object) -> None:
 
 
 def make_regression_data(num_examples: int = 1024, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """A noisy non-linear regression task: x in [-2, 2], y = x + 0.6 sin(3x) + noise; shapes (n, 1).
-
-    A straight line explains most of it within a few updates, so short runs show a clear fall
-    in the loss; the wiggle and the noise (standard deviation 0.2) keep it from reaching zero.
-    """
+    """A noisy regression task: x in [-2, 2], y = x + 0.6 sin(3x) + N(0, 0.2^2); shapes (n, 1)."""
     check_int("num_examples", num_examples, 1, 100_000)
     check_int("seed", seed, 0, 2**31 - 1)
     g = torch.Generator().manual_seed(seed)
@@ -87,22 +78,14 @@ def _check_micro_step(micro_step: int, accumulation_steps: int, total_micro_step
 
 
 def is_update_step(micro_step: int, accumulation_steps: int, total_micro_steps: int | None = None) -> bool:
-    """Does this micro-step (counted from 0) end an update? Every K-th does, and so does the last one.
-
-    Passing `total_micro_steps` makes an uneven final window end with an update too, instead of
-    leaving its gradients in `.grad`, never applied.
-    """
+    """Does this micro-step (from 0) end an update? Every K-th does, and the last of `total_micro_steps`."""
     _check_micro_step(micro_step, accumulation_steps, total_micro_steps)
     last = total_micro_steps is not None and micro_step == total_micro_steps - 1
     return (micro_step + 1) % accumulation_steps == 0 or last
 
 
 def windows(total_micro_steps: int, accumulation_steps: int) -> list[range]:
-    """The micro-steps (from 0) of each update window of a run: K each, the last one possibly short.
-
-    `windows(10, 4)` is [range(0, 4), range(4, 8), range(8, 10)]; a window's last micro-step is the
-    one `is_update_step(m, K, total)` answers yes to, and `len(window)` is its `window_size`.
-    """
+    """The micro-steps of each update window: `windows(10, 4)` is [range(0, 4), range(4, 8), range(8, 10)]."""
     check_int("total_micro_steps", total_micro_steps, 0)
     check_int("accumulation_steps", accumulation_steps, 1)
     K, n = accumulation_steps, total_micro_steps
@@ -121,11 +104,7 @@ def window_size(micro_step: int, accumulation_steps: int, total_micro_steps: int
 
 
 def micro_batch_weight(micro_batch_examples: int, update_examples: int) -> float:
-    """The factor that scales one micro-batch's *mean* loss: its share n_k / n of the update.
-
-    With K equal micro-batches this is 1/K; for an uneven window it stays exact, where 1/K would
-    over- or under-weight the short micro-batch.
-    """
+    """The factor on one micro-batch's *mean* loss: its share n_k / n of the update (1/K for K equal ones)."""
     check_int("update_examples", update_examples, 1)
     check_int("micro_batch_examples", micro_batch_examples, 1, update_examples)
     return micro_batch_examples / update_examples
@@ -140,7 +119,7 @@ def micro_batch_weights(sizes: Sequence[int]) -> list[float]:
         raise ValueError("sizes must name at least one micro-batch")
     for i, n in enumerate(sizes):
         check_int(f"sizes[{i}]", n, 1)
-    total = sum(sizes)  # once: summing inside the list made this quadratic in the micro-batches
+    total = sum(sizes)
     return [n / total for n in sizes]
 
 
@@ -160,11 +139,7 @@ def flat_weights(model: torch.nn.Module) -> torch.Tensor:
 
 
 def flat_parameter_indices(model: torch.nn.Module, entries: Sequence[tuple[str, int]]) -> dict[str, int]:
-    """Where chosen entries sit in the flat vectors `flat_grad` makes, found from `named_parameters()`.
-
-    `entries` are (parameter name, element index within it), e.g. ("0.weight", 0); the result maps
-    a label ("0.weight[0]", or just the name for a one-element parameter) to the flat index.
-    """
+    """{label: flat index} of (parameter name, element) `entries` in `flat_grad`'s vector, e.g. "0.weight[0]"."""
     _check_model(model)
     offsets, sizes, start = {}, {}, 0
     for name, p in model.named_parameters():
@@ -213,12 +188,8 @@ def accumulated_gradient(
     *,
     divide_loss: bool = True,
 ) -> GradientPile:
-    """Accumulate the gradient of `x, y` micro-batch by micro-batch, keeping every state of the pile.
-
-    Each micro-batch's mean loss is scaled by its share of the batch (see `micro_batch_weight`),
-    so the pile ends equal to `big_batch_gradient` up to float rounding, uneven last window included.
-    `divide_loss=False` reproduces the classic bug: the pile ends (number of micro-batches)x too big.
-    """
+    """Accumulate the gradient of `x, y` micro-batch by micro-batch (each mean loss weighted by its share),
+    keeping every state of the pile; `divide_loss=False` is the classic bug."""
     _check_model(model)
     _check_examples(x, y)
     slices = split_into_micro_batches(x.shape[0], micro_batch_size)
@@ -242,11 +213,7 @@ class GradientComparison(NamedTuple):
 
 
 def compare_gradients(a: torch.Tensor, b: torch.Tensor) -> GradientComparison:
-    """max |a - b| and whether `torch.allclose(a, b)` holds at the lab's tolerance (GRAD_RTOL, GRAD_ATOL).
-
-    A gradient holding an inf or a nan is never allclose, not even to itself (torch.allclose calls
-    inf == inf close): a blown-up update is not an exact one; its max |a - b| is then nan or inf.
-    """
+    """max |a - b| and the lab's allclose verdict; a gradient holding an inf or a nan is never allclose."""
     for name, value in (("a", a), ("b", b)):
         if not isinstance(value, torch.Tensor):
             raise TypeError(f"{name} must be a torch tensor, got {type(value).__name__}")

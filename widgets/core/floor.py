@@ -11,22 +11,10 @@ import math
 
 
 def below(value: float, ceiling: float) -> str:
-    """'below 1e-14' when |value| < ceiling (0 included), else the value itself, flagged.
-
-    Choose `ceiling` as the claim's own bound (e.g. 100 ulps), not the last digits of one run.
-    """
+    """'below 1e-14' when |value| < ceiling (0 included), else the value itself, flagged; `ceiling`: the claim's bound."""
     if not math.isfinite(ceiling) or ceiling <= 0:
         raise ValueError(f"ceiling must be a finite number > 0, got {ceiling!r}")
     if math.isfinite(value) and abs(value) < ceiling:
         return f"below {ceiling:.0e}"
     return f"{value:.3g} (NOT below {ceiling:.0e})"
 
-
-def order_of(value: float) -> str:
-    """The decade of a value that is not at the rounding floor, e.g. 3.2e-07 -> 'about 1e-07'.
-
-    Only for values far from a decade edge across CPUs; prefer `below` at the floor.
-    """
-    if value == 0 or not math.isfinite(value):
-        return f"{value:g}"
-    return f"about 1e{round(math.log10(abs(value))):+03d}"

@@ -1,17 +1,9 @@
 """The lab's correct accumulation loop, and each classic mistake as that loop with its lines changed.
 
-`train` is the loop a learner copies: ordinary PyTorch, importing nothing but torch, twenty lines.
-It weights each micro-batch's mean loss by its share n_i / n of its window's examples (1/K for K
-equal micro-batches, right for a short last window too), clips once per update, steps the
-scheduler once per update and returns each update's mean loss. Every other function here is the
-same loop with one classic mistake in it, its changed lines marked `# BUG`: the explorer, the
-gallery, the equal-time race and the auditor's tests run exactly these functions, and
-`widgets.core.mistakes` lists them (a test holds each one equal to `train` outside its `# BUG`
-lines). Each takes what the auditor hands a loop, `(model, optimizer, loss_fn, batches,
-accumulation_steps, scheduler=None)`, and `max_norm` (None: no clipping).
-
-`train_amp` is a variant, not a mistake: `train` with a `torch.amp.GradScaler` (developer_2 shows it
-as a diff of `train`); `VARIANTS` lists the variants.
+`train` is the loop a learner copies: plain PyTorch, twenty lines, each micro-batch's mean loss
+weighted by its share n_i / n of its window. Every mistake is `train` with its changed lines marked
+`# BUG` (a test holds them equal elsewhere). `train_amp` is a variant (`VARIANTS`) with a
+GradScaler; `train_loop`, last, is the same loop for items other than examples, a global count and AMP.
 """
 from __future__ import annotations
 
@@ -272,4 +264,42 @@ def train_amp(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=
                 scheduler.step()  # the schedule counts updates, not micro-steps
             optimizer.zero_grad(set_to_none=True)
             logged.append(float(update_loss))  # one .item() per update
+    return logged
+
+
+def count_examples(targets: torch.Tensor) -> int:
+    """The items one micro-batch's mean loss averages over, for a per-example loss: its examples."""
+    return len(targets)
+
+
+def train_loop(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None, *,
+               max_grad_norm: float | None = None, scaler=None,
+               items=count_examples, window_items=None) -> list[float]:
+    """`train` for any mean loss: `items` counts what one loss averages over (examples, real tokens),
+    `window_items` what the whole window is normalised by (a global count across ranks); `scaler` is AMP's."""
+    batches, K, logged = list(batches), accumulation_steps, []
+    for micro_step, (inputs, targets) in enumerate(batches):
+        if micro_step % K == 0:  # a window opens: count what it averages over (fewer in a short tail)
+            window = batches[micro_step : micro_step + K]
+            n = window_items(window) if window_items else sum(items(t) for _, t in window)
+            update_loss = 0.0
+        loss = loss_fn(model(inputs), targets)  # the mean over this micro-batch's items
+        share = items(targets) / n  # n_i / n: 1/K for K equal micro-batches, exact for a short tail
+        scaled = loss * share if scaler is None else scaler.scale(loss * share)  # AMP: scaled so fp16 keeps it
+        scaled.backward()  # backward adds into .grad: this is the accumulation
+        update_loss = update_loss + loss.detach() * share  # added up on the device: no host sync per micro-step
+        if (micro_step + 1) % K == 0 or micro_step == len(batches) - 1:  # the window ends
+            if scaler is not None:
+                scaler.unscale_(optimizer)  # clip the true gradient, not the scaled one
+            if max_grad_norm is not None:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)  # once, the completed pile
+            if scaler is not None:
+                scaler.step(optimizer)  # skips the step if the pile holds inf or nan
+                scaler.update()  # once per update: the scale follows updates, not micro-steps
+            else:
+                optimizer.step()  # one update from the whole pile
+            if scheduler is not None:
+                scheduler.step()  # the schedule counts updates
+            optimizer.zero_grad(set_to_none=True)  # empty the pile for the next window
+            logged.append(float(update_loss))  # one .item() (one sync) per update
     return logged

@@ -1,23 +1,18 @@
-"""What a run's mistake did, in a plain sentence or two with the number that gives it away.
-
-The explorer prints these under its figure and the gallery prints them per mistake: they read a
-`RunRecord` (from `widgets.core.training.run_regimes`) and never train anything themselves.
-"""
+"""What a run's mistake did, in a sentence or two with the number that gives it away (read off a RunRecord)."""
 from __future__ import annotations
 
 from widgets.core.floor import below
+from widgets.core.mistakes import MISTAKES
 from widgets.core.training import RunRecord, clip_flat
 
 
 def mistake_symptoms(record: RunRecord) -> list[str]:
     """The sentences that give the run's mistake away, each with its number ([] for no mistake)."""
-    if not isinstance(record, RunRecord):
-        raise TypeError(f"record must be a RunRecord (from run_regimes), got {type(record).__name__}")
     c, out, scales = record.config, [], record.grad_scale
     K, tail, m = c.accumulation_steps, c.tail_micro_batches, c.mistake
     steps = record.optimizer_steps
     counted = f"optimizer steps: accumulated {steps['accumulated']}, big batch {steps['big_batch']}"
-    if m in ("loss_not_divided", "loss_divided_twice") and scales:
+    if m and MISTAKES[m].scales and not MISTAKES[m].needs and scales:  # every update scaled, not only a tail
         out.append(f"update 0 applied {scales[0]:.3g} x the big-batch gradient (K = {K})")
         if c.optimizer == "adamw":
             # Below 1e-5 the gap is float32 rounding, whose digits differ per CPU: print the bound.

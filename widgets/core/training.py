@@ -1,18 +1,11 @@
-"""Three ways to train the same model on the same data, recorded update by update.
+"""Three regimes from the same weights, recorded update by update, each a loop of `widgets.core.loops`.
 
-- accumulated: K micro-batches of b examples, one optimizer step per K micro-steps;
-- big_batch:   the same K*b examples in one pass, one step (what accumulation imitates);
-- small_batch: only the first micro-batch of each window, one step each (no accumulation).
+- accumulated: K micro-batches of b examples per update (the config's mistake's loop, if it names one);
+- big_batch:   the same K*b examples in one pass per update (what accumulation imitates);
+- small_batch: only the first micro-batch of each window (no accumulation).
 
-Every regime is the lab's correct loop, `widgets.core.loops.train` (the big and small batch with
-K = 1); the accumulated one runs the config's mistake's own loop instead, if it names one (one of
-`widgets.core.mistakes.MISTAKES`), so the explorer's choice of a mistake runs the
-very loop developer_3 shows as a diff. All three clip once per update (`max_grad_norm`) and step the warmup
-once per update (`warmup_updates`). What a `RunRecord` holds is measured from outside the loop,
-by the loss function handed to it (`mse`, noted as the loop computes it) and hooks on the
-parameters and the optimizer (`_Watch`), which never change `.grad` or the weights.
-`widgets.core.symptoms` reads a record back as sentences; `widgets.lessons.beginner_2.equal_examples` races the
-regimes at equal examples.
+What a `RunRecord` holds is measured from outside the loop, by the loss function handed to it and
+hooks on the parameters and the optimizer (`_Watch`), which never change `.grad` or the weights.
 """
 from __future__ import annotations
 
@@ -33,7 +26,7 @@ from widgets.core.accumulation import (
     make_regression_data,
     windows,
 )
-from widgets.core.config import OPTIMIZERS, AccumulationConfig, check_config, check_float, check_int
+from widgets.core.config import OPTIMIZERS, AccumulationConfig, check_config, check_int
 from widgets.core.loops import train
 from widgets.core.mistakes import MISTAKES
 from widgets.core.torch_state import known_torch_state
@@ -52,26 +45,16 @@ def mse(prediction: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
 
 
 def linear_warmup(warmup_updates: int) -> Callable[[int], float]:
-    """The learning-rate factor after n scheduler steps, for `torch.optim.lr_scheduler.LambdaLR`.
-
-    Stepped once per update, update u (from 0) runs at (u+1)/(W+1) of the rate while u < W,
-    then at the full rate: W updates ramp up. Stepped every micro-step, the ramp ends K x sooner.
-    """
+    """The LambdaLR factor after n scheduler steps: (n+1)/(W+1) while n < W, then 1 (W updates ramp up)."""
     check_int("warmup_updates", warmup_updates, 0)
     return lambda n: min(1.0, (n + 1) / (warmup_updates + 1))
 
 
-def _clip(grad: torch.Tensor, max_norm: float | None) -> torch.Tensor:
+def clip_flat(grad: torch.Tensor, max_norm: float | None) -> torch.Tensor:
+    """A flat gradient clipped as `torch.nn.utils.clip_grad_norm_` would clip it (None: unchanged)."""
     if max_norm is None:
         return grad
     return grad * min(1.0, max_norm / (float(grad.norm()) + 1e-6))  # the same 1e-6 torch adds
-
-
-def clip_flat(grad: torch.Tensor, max_norm: float | None) -> torch.Tensor:
-    """A flat gradient clipped as `torch.nn.utils.clip_grad_norm_` would clip it (None: unchanged)."""
-    if max_norm is not None:
-        check_float("max_norm", max_norm, 0.0, math.inf)
-    return _clip(grad, max_norm)
 
 
 def _flat(tensors) -> torch.Tensor:
@@ -106,17 +89,9 @@ class RegimeRun:
 # --- the watch: measurements taken from outside the loop ----------------------------------------------
 
 class _Watch:
-    """Measures one loop's run from outside: the loss function it hands the loop, and hooks on
-    the parameters and the optimizer.
-
-    `loss` (the loop's `loss_fn`: `mse`, noted as the loop computes it) counts micro-steps and takes
-    each micro-batch's loss; post-accumulate-grad hooks copy the pile where it is read (an update's
-    last backward pass, every pass of the first update); the optimizer's step hook records the
-    update that the step at a boundary micro-step made. With `references` (one big batch per update)
-    it also takes, as each update's first micro-step begins, the big-batch gradient at the weights
-    the update starts from (a buggy loop may step inside the update) and compares it with what the
-    step applied. Its own passes (`_reference`, `_loss_on_all`) touch no `.grad`, so no hook sees them.
-    """
+    """Measures one loop's run from outside: through the `loss` it hands the loop (micro-steps, losses,
+    and with `references`, the big-batch gradient as each update begins) and hooks on the parameters
+    and the optimizer. Its own passes touch no `.grad`, so no hook sees them."""
 
     def __init__(self, model, optimizer, batches, accumulation_steps, x, y, max_norm, start_loss, references=None):
         self.model, self.optimizer, self.x, self.y, self.max_norm = model, optimizer, x, y, max_norm
@@ -187,7 +162,7 @@ class _Watch:
 
     def _update_done(self, applied: torch.Tensor | None) -> None:
         if applied is not None:
-            target = _clip(self.reference, self.max_norm)  # what a correct step applies
+            target = clip_flat(self.reference, self.max_norm)  # what a correct step applies
             diff, match = compare_gradients(applied, target)
             self.grad_diff.append(diff)
             self.grads_match.append(match)
@@ -226,25 +201,14 @@ class _Watch:
 
 
 def make_optimizer(name: str, parameters, learning_rate: float) -> torch.optim.Optimizer:
-    """The optimizer a config names (`OPTIMIZERS`), with torch's defaults besides the rate.
-
-    AdamW's (betas 0.9/0.999, eps 1e-8, weight_decay 0.01) divide each step by the gradient's
-    running size, so a constant factor on every gradient nearly cancels; only eps still sees the
-    scale (the decay is decoupled; an L2 term added to the gradient would not cancel).
-    """
+    """The optimizer a config names (`OPTIMIZERS`), with torch's defaults besides the rate."""
     return getattr(torch.optim, OPTIMIZERS[name])(parameters, lr=learning_rate)
-
-
-def _loop(mistake: str | None) -> Callable:
-    """The loop the accumulated regime runs: the mistake's own, or the correct `train`."""
-    return train if mistake is None else MISTAKES[mistake].loop
 
 
 def _train(config: AccumulationConfig, start_loss: float, batches: list, accumulation_steps: int,
            x: torch.Tensor, y: torch.Tensor, *, loop: Callable = train,
            references: list | None = None) -> RegimeRun:
-    """One regime: `loop` (the correct `train`, or a mistake's) from the seeded weights (`start_loss` on all examples) with the config's
-    optimizer, warmup and clip, watched from outside."""
+    """One regime: `loop` from the seeded weights with the config's optimizer, warmup and clip, watched."""
     model = make_model(config.seed)
     optimizer = make_optimizer(config.optimizer, model.parameters(), config.learning_rate)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, linear_warmup(config.warmup_updates))
@@ -260,31 +224,13 @@ def _train(config: AccumulationConfig, start_loss: float, batches: list, accumul
 
 @dataclass(frozen=True)
 class RunRecord:
-    """What one `run_regimes` call measured; lists hold one entry per update.
-
-    `train_loss` is the loss each run logged (its loop's return value) for each update it made:
-    the mean loss over the examples behind it, except with the `log_divided_loss` mistake, where the
-    accumulated run logs the divided loss (K x too small; n x for a tail of n micro-batches), and
-    `forget_final_step`, whose loop logs nothing for the update it never made. `true_train_loss` is the accumulated
-    run's real mean, whatever it logged. `eval_loss` is the loss on all examples after the update.
-    `grad_diff[u]` is max |accumulated - big-batch gradient| at the same weights (those the
-    accumulated run had when update u began), both taken as `optimizer.step()` uses them: after
-    clipping, if any. An update whose step never happened (`forget_final_step`) applied nothing,
-    so it is compared as a zero gradient. `grad_scale[u]` is |applied| / |big-batch| gradient
-    (K with `loss_not_divided`, 0 for a forgotten step). `grad_norm[r][u]` is the norm of the
-    completed gradient before clipping; `learning_rates[r][u]` the rate update u used.
-    `first_pile` holds `.grad` after each backward pass of update 0 (a clip inside the loop shows in
-    the next state), `first_applied` the gradient update 0's step used, after any clip.
-    `plotted_parameters` maps a label ("0.weight[0]") to its index in the flat gradients.
-    A run that diverged (loss not finite, or over `DIVERGED_LOSS_FACTOR` x its start) stops being
-    measured there: its lists end at that update and `final_weights` are its weights then.
-    """
+    """What one `run_regimes` call measured, per regime (dicts) and per update (lists)."""
 
     config: AccumulationConfig
-    train_loss: dict[str, list[float]]
-    eval_loss: dict[str, list[float]]
-    grad_norm: dict[str, list[float]]
-    grad_diff: list[float]
+    train_loss: dict[str, list[float]]  # what each loop logged per update (log_divided_loss: divided once more)
+    eval_loss: dict[str, list[float]]  # the loss on all examples after each update
+    grad_norm: dict[str, list[float]]  # the completed gradient's norm, before clipping
+    grad_diff: list[float]  # max |accumulated - big-batch| as each step used them, at the accumulated weights
     grads_match: list[bool]
     passes_per_update: dict[str, int]
     optimizer_steps: dict[str, int]
@@ -293,11 +239,12 @@ class RunRecord:
     first_target: torch.Tensor  # the big-batch gradient the first pile should reach; (P,)
     first_applied: torch.Tensor  # the gradient update 0's step used, after any clip (zeros if it never stepped); (P,)
     initial_eval_loss: float
-    diverged_at: dict[str, int | None]  # the update whose loss or gradient stopped being finite
-    learning_rates: dict[str, list[float]]
-    true_train_loss: list[float]
-    grad_scale: list[float]
-    plotted_parameters: dict[str, int]
+    # the update whose loss stopped being finite or passed DIVERGED_LOSS_FACTOR x its start: its lists end there
+    diverged_at: dict[str, int | None]
+    learning_rates: dict[str, list[float]]  # the rate each update used
+    true_train_loss: list[float]  # the accumulated run's real mean loss per update, whatever it logged
+    grad_scale: list[float]  # |applied| / |big-batch| gradient (K with loss_not_divided, 0 for a forgotten step)
+    plotted_parameters: dict[str, int]  # a label ("0.weight[0]") -> its index in the flat gradients
     final_weights: dict[str, torch.Tensor]  # each run's parameters, flat, when it ended
 
     @property
@@ -340,12 +287,6 @@ class RunRecord:
         return self.grads_allclose and self.learning_rates_match
 
     @property
-    def allclose(self) -> bool:
-        """The old name of `matches_big_batch`, kept for notebooks that print it; prefer the two
-        verdicts `grads_allclose` and `learning_rates_match`, which say one thing each."""
-        return self.matches_big_batch
-
-    @property
     def log_matches(self) -> bool:
         """Did the accumulated run log its true mean loss at every update?"""
         logged, true = self.train_loss["accumulated"], self.true_train_loss
@@ -365,11 +306,7 @@ def _example_order(config: AccumulationConfig) -> torch.Tensor:
 
 
 def run_regimes(config: AccumulationConfig) -> RunRecord:
-    """Train the three regimes from the same initial weights on the same draws; see module doc.
-
-    Runs under `known_torch_state()`: a learner's float16 default or `set_grad_enabled(False)`
-    changes no verdict, and the learner's settings are given back (one thread: a 49-weight model).
-    """
+    """Train the three regimes from the same initial weights on the same draws, under the lab's torch state."""
     check_config(config)
     with known_torch_state():
         return _run_regimes(config)
@@ -394,7 +331,7 @@ def _run_regimes(config: AccumulationConfig) -> RunRecord:
     with torch.no_grad():
         start_loss = mse(make_model(config.seed)(x), y).item()  # every regime starts there: measured once
     runs: dict[str, RegimeRun] = {
-        "accumulated": _train(config, start_loss, micro, K, x, y, loop=_loop(config.mistake), references=big),
+        "accumulated": _train(config, start_loss, micro, K, x, y, loop=train if config.mistake is None else MISTAKES[config.mistake].loop, references=big),
         "big_batch": _train(config, start_loss, big, 1, x, y),
         "small_batch": _train(config, start_loss, micro[::K], 1, x, y),  # the first micro-batch of each update
     }

@@ -1,10 +1,4 @@
-"""Results as a person reads them: tables that render as tables, a diff with its changed lines marked.
-
-    Table(["mistake", "symptom"], rows)   # a Markdown table (its plain text is the same Markdown)
-    Diff(mistake_diff("loss_not_divided"), title="loss_not_divided")   # the lines that differ, marked
-
-Pure Python: Jupyter renders these by their `_repr_markdown_` / `_repr_html_`; nothing is computed.
-"""
+"""Results as a person reads them: tables that render as tables, a diff with its changed lines marked."""
 from __future__ import annotations
 
 import html
@@ -19,10 +13,8 @@ def _cell(value: object) -> str:
 
 @dataclass(frozen=True)
 class Table:
-    """A table Jupyter renders as a table. `rows` hold one value per header (floats shown with
-    `:g` unless already text); `right` names the headers whose column is aligned right (numbers).
-    A cell may hold Markdown (`code`, **bold**, [links](...)); a `|` in it is escaped. `note`, if
-    given, is a line of Markdown under the table."""
+    """A Markdown table Jupyter renders: one value per header in each row (floats as `:g`), `right`-aligned
+    headers, an optional `note` under it."""
 
     headers: Sequence[str]
     rows: Sequence[Sequence[object]]

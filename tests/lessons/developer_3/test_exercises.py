@@ -157,7 +157,7 @@ def test_my_loop_of_the_package_handed_back_wrapped_or_partial_is_rejected_and_p
 def test_the_labs_train_loop_is_not_an_answer_handed_back_wrapped_or_partial():
     import functools
 
-    from widgets.core.loop import train_loop
+    from widgets.core.loops import train_loop
 
     def clipping_loop(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
         return train_loop(model, optimizer, loss_fn, batches, accumulation_steps, scheduler, max_grad_norm=1.0)

@@ -1,21 +1,7 @@
-"""How far each classic mistake moves training, under each optimizer: a small table, as data.
+"""How far each classic mistake moves training, under each optimizer: weight_gap = |w_mistake - w_big| / |w_big - w_0|.
 
-For every mistake of `widgets.core.mistakes.MISTAKES` and every optimizer, `bug_effect_table`
-trains the explorer's setting (K = 4, b = 8, 8 updates) with that mistake's loop, plus the setting
-it needs to act (its registry `setting`: a short last window, clipping, a warmup), and measures how
-far the accumulated run ended from the big-batch run of the same record (same settings, no mistake):
-
-    weight_gap = |w_mistake - w_big| / |w_big - w_0|
-
-0 means the same training; 1 means as far off as the whole training moved. Under SGD a constant
-factor on the gradient is a different step size; under AdamW the step divides by the gradient's
-running size, so "loss not divided" and "loss divided twice" nearly vanish (only eps still sees the
-scale: AdamW's weight decay is decoupled; Adam with L2 decay, `Adam(weight_decay=...)`, does not
-cancel it), while zero_grad or step every micro-step and a forgotten last step still bite:
-
-    table = bug_effect_table()          # about 20 short runs, a few seconds on a laptop CPU
-    table.as_table()                    # a row per mistake, a column per optimizer (Markdown)
-    table.gap("loss_not_divided", "adamw")
+0: the same training; 1: as far off as the whole training moved. Under AdamW a constant factor on
+the gradient nearly cancels (only eps sees it), so the scale mistakes nearly vanish there.
 """
 from __future__ import annotations
 

@@ -9,15 +9,14 @@ Both loops are judged by the loop auditor (`widgets.audit.audit_training_loop`) 
 `ACCUMULATE_AUDITS` and `AUDITS`: the check turns its findings into Feedback, so the checker and
 the auditor cannot disagree. The worked answers live here as real code: `solution()` shows their
 source after a first attempt; handed back, wrapped or partially applied they are rejected, and so
-are the lab's correct loops (`widgets.core.loops.train`, `widgets.core.loop.train_loop`).
+are the lab's correct loops (`widgets.core.loops.train`, `widgets.core.loops.train_loop`).
 """
 from __future__ import annotations
 
 import torch
 
 from widgets.audit import audit_training_loop
-from widgets.core.loop import train_loop
-from widgets.core.loops import train
+from widgets.core.loops import train, train_loop
 from widgets.core.accumulation import is_update_step
 from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, as_number, close_to, correct, diagnose
 from widgets.exercises.toolkit import incorrect, needs_function, not_attempted

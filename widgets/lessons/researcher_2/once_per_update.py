@@ -19,11 +19,8 @@ from widgets.core.config import check_float, check_int
 # idle CPU thread (measured; take 2 ms for a busy shared one), plus a little per example.
 MICRO_STEP_S, EXAMPLE_S = 2e-3, 2e-6
 
-MISTAKES = {
-    "ema_every_micro_step": "the weight EMA is updated after every micro-step instead of every update",
-    "decay_every_micro_step": "hand-written weight decay is applied after every micro-step",
-    "loss_not_divided": "each micro-batch loss is not divided by K",
-}
+# the mistakes of widgets.core.mistakes.EVERY_MISTAKE this run can make
+MISTAKES = ("ema_every_micro_step", "decay_every_micro_step", "loss_not_divided")
 
 
 @dataclass(frozen=True)
@@ -39,7 +36,7 @@ def run_once_per_update(accumulation_steps: int = 4, micro_batch_size: int = 8, 
                         learning_rate: float = 0.1, ema_decay: float = 0.9, weight_decay: float = 0.0,
                         max_grad_norm: float | None = None, mistakes: tuple[str, ...] = (),
                         seed: int = 0) -> OncePerUpdateRun:
-    """Train with K micro-batches per update; `mistakes` (names from MISTAKES) move a step to the wrong place."""
+    """Train with K micro-batches per update; `mistakes` (of MISTAKES) move a step to the wrong place."""
     K = check_int("accumulation_steps", accumulation_steps, 1, 1024)
     b = check_int("micro_batch_size", micro_batch_size, 1, 1024)
     U = check_int("num_updates", num_updates, 1, 1000)
@@ -50,7 +47,7 @@ def run_once_per_update(accumulation_steps: int = 4, micro_batch_size: int = 8, 
         check_float("max_grad_norm", max_grad_norm, 0.0, 1e6)
     unknown = sorted(set(mistakes) - set(MISTAKES))
     if unknown:
-        raise ValueError(f"mistakes: unknown name(s) {unknown}; allowed: {sorted(MISTAKES)}")
+        raise ValueError(f"mistakes: unknown name(s) {unknown}; allowed: {list(MISTAKES)}")
     what = f"run_once_per_update(accumulation_steps={K}, micro_batch_size={b}, num_updates={U})"
     # the K b U examples (x, y and the temporaries that make y), then one micro-batch's graph: 20 floats an example
     check_memory(what, K * b * U * 20 * FLOAT32)

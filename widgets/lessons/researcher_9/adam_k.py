@@ -13,7 +13,7 @@ import torch
 
 from widgets.core.budget import FLOAT32, check_memory
 from widgets.core.config import check_float, check_int
-from widgets.core.loop import train_loop
+from widgets.core.loops import train_loop
 from widgets.research.adam_rules import malladi_scaled, same_half_life
 
 RULES = ("unchanged", "lr_only", "malladi", "half_life_betas")

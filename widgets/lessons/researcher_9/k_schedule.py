@@ -8,8 +8,7 @@ from dataclasses import dataclass
 import torch
 
 from widgets.core.config import check_float, check_int
-from widgets.core.loop import train_loop
-from widgets.core.loops import train
+from widgets.core.loops import train, train_loop
 from widgets.core.mistakes import MISTAKES
 from widgets.lessons.researcher_9.adam_k import (
     AdamHyper, Regression, SeedRows, scale_adam, seed_rows_items, seed_rows_mse, set_hyper,
