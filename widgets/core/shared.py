@@ -6,13 +6,6 @@ from pathlib import Path
 # The target PyTorch's cross_entropy leaves out (padding, prompt tokens): its `ignore_index` default.
 IGNORE_INDEX = -100
 
-# The explorer's slider ranges and max_grad_norm's choices (off, or one of these: its gradients are
-# about 0.1 to 2), which the benchmarks drive it through too.
-K_RANGE = (1, 16)  # accumulation_steps
-B_RANGE = (1, 64)  # micro_batch_size
-LR_RANGE = (0.001, 10.0)  # learning_rate
-CLIP_OPTIONS = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
-
 
 def real_tokens(targets) -> int:
     """The real (non-padding) targets in a tensor of token targets: those != IGNORE_INDEX."""

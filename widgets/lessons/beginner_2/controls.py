@@ -18,7 +18,6 @@ import ipywidgets as W
 
 from widgets.core.config import OPTIMIZERS, AccumulationConfig, check_int
 from widgets.core.mistakes import MISTAKES
-from widgets.core.shared import B_RANGE, CLIP_OPTIONS, K_RANGE, LR_RANGE
 from widgets.core.training import run_regimes
 from widgets.controls.names import Picture, name_picture
 from widgets.controls.readout import verdict_list_html
@@ -30,7 +29,9 @@ from widgets.lessons.beginner_2.readout import READOUTS, readout_lines
 
 # The sliders' ranges, narrower than the config's: a value outside them is refused where it enters
 # (`_check_ranges`), since a slider would clamp it silently.
+K_RANGE, B_RANGE, LR_RANGE = (1, 16), (1, 64), (0.001, 10.0)
 RANGES = {"accumulation_steps": K_RANGE, "micro_batch_size": B_RANGE, "learning_rate": LR_RANGE}
+CLIP_OPTIONS = (0.05, 0.1, 0.2, 0.5, 1.0, 2.0)  # max_grad_norm's choices besides off: the gradients are 0.1 to 2
 # The mistakes a learner switches most, first in the dropdown.
 MAIN_MISTAKES = ("loss_not_divided", "zero_grad_every_micro_step", "step_every_micro_step")
 NO_MISTAKE = "none: the correct loop"
