@@ -5,14 +5,11 @@ from typing import Mapping, Sequence
 
 import ipywidgets as W
 
-from widgets.core.floor import below
-from widgets.core.shared import real_tokens
 from widgets.core.config import check_float
 from widgets.controls.readout import verdict_list_html
-from widgets.controls.compat import Displayed
+from widgets.controls.compat import Displayed, Picture, name_picture
 from widgets.draw.frames import OKABE_ITO, FastCanvas, errors_shown_in, with_static_fallback
 from widgets.lessons.researcher_1.draw import FLOOR, draw_spread_gap
-from widgets.controls.names import Picture, name_picture
 from widgets.draw.style import DPI, TITLE_PT, apply_style, freeze_layout, new_figure
 from widgets.research.tokens import (
     NORMALISERS,
@@ -21,6 +18,7 @@ from widgets.research.tokens import (
     big_batch_token_gradient,
     make_token_batch,
     normaliser_gap,
+    real_tokens,
     split_window,
 )
 
@@ -50,7 +48,11 @@ def spread_readout_lines(length_spread: float, accumulation_steps: int, r: Mappi
              f"big-batch loss {r['big_batch_loss']:.6f}"]
     for name, label in (("per_micro_batch", "per micro-batch mean / K"), ("window", "window token count")):
         verdict = "allclose: True" if r[name]["allclose"] else "allclose: False"
-        gap = below(r[name]["grad_gap"], 1e-14) if r[name]["allclose"] else f"{r[name]['grad_gap']:.1e}"
+        gap = r[name]["grad_gap"]
+        if r[name]["allclose"]:  # the claim: an exact normaliser lands below 1e-14
+            gap = "below 1e-14" if abs(gap) < 1e-14 else f"{gap:.3g} (NOT below 1e-14)"
+        else:
+            gap = f"{gap:.1e}"
         lines.append(f"{label}: loss {r[name]['loss']:.6f}, gradient gap {gap} -> {verdict}")
     return lines
 

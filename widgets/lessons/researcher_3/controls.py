@@ -5,11 +5,10 @@ import math
 
 import ipywidgets as W
 
-from widgets.controls.compat import Displayed
+from widgets.controls.compat import Displayed, Picture, name_picture
 from widgets.draw.frames import FastCanvas, errors_shown_in, with_static_fallback
 from widgets.lessons.researcher_3.draw import draw_tradeoff
 from widgets.lessons.researcher_3.critical_batch import Tradeoff
-from widgets.controls.names import Picture, name_picture
 from widgets.draw.style import DPI, apply_style, freeze_layout, new_figure
 
 
