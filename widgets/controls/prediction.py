@@ -1,11 +1,6 @@
 """Guess, then see: the learner commits to a prediction, locked once committed, before the computed answer shows.
 
-    make_prediction("How many trips?", answer=4)                        # a number, typed in
-    make_prediction("What stands after trip 2?", answer=lambda: ...,  # computed at the reveal
-                    choices=["a quarter of the wall", "no wall yet"])
-
-Without a kernel the saved output shows the question and the answer folded away (`text/html`);
-`text/plain` is one deterministic line for nbval, without the answer.
+Without a kernel the saved output shows the question and the answer folded away; `text/plain` is one line for nbval.
 """
 from __future__ import annotations
 

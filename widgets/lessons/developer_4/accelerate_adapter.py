@@ -1,7 +1,5 @@
 """Hugging Face Accelerate's documented accumulation recipes, as loops the auditor can run.
 
-    audit_training_loop(accelerate_loop(), accumulation_steps=4)
-
 Each loop hands the auditor's model, optimizer and scheduler to `Accelerator.prepare` (CPU, nothing
 patched, nothing written), so the auditor sees every backward, step and scheduler step Accelerate makes.
 """

@@ -1,7 +1,5 @@
 """PyTorch Lightning's documented accumulation recipe, as loops the auditor can run.
 
-    audit_training_loop(lightning_loop(), accumulation_steps=4)
-
 `Trainer(accumulate_grad_batches=K, gradient_clip_val=clip_norm)` trains a `LightningModule` around the
 auditor's model for one epoch on the CPU; the loop returns the `train_loss`s an in-memory logger received.
 `exact=True` is the smallest change that makes every update the big-batch one (Lightning divides every loss
