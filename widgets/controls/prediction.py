@@ -169,12 +169,8 @@ def make_prediction(
     wrong_guesses: Mapping[object, str] | None = None,
     rel_tolerance: float = 1e-3,
 ) -> PredictionWidget:
-    """Build (not display) a guess-then-see widget.
-
-    `answer`: a number, one of `choices`, or a cheap function computing it (called at the reveal and for
-    the saved output). A typed number is right within `rel_tolerance`; `wrong_guesses` maps a typical wrong
-    guess to what it means.
-    """
+    """Build (not display) a guess-then-see widget; `answer` is a number, one of `choices`, or a cheap function
+    computing it (called at the reveal and for the saved output); `wrong_guesses` says what a typical one means."""
     if not isinstance(question, str) or not question.strip():
         raise ValueError("question must be a non-empty string")
     if choices is not None:
