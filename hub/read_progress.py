@@ -14,5 +14,5 @@ try:
     records = [asdict(r) for r in read_records()]  # $HOME/.gradient-accumulation-lab/progress.json
     print(json.dumps({"records": records, "problem": None}))
 except ProgressError as error:
-    print(json.dumps({"records": [], "problem": error.strerror}))
+    print(json.dumps({"records": [], "problem": str(error)}))
 sys.stdout.flush()
