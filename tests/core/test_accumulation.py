@@ -13,7 +13,6 @@ from widgets.core.accumulation import (
     micro_batch_weight,
     micro_batch_weights,
     split_into_micro_batches,
-    window_size,
     windows,
 )
 from widgets.core.training import mse
@@ -70,26 +69,12 @@ def test_boundary_predicate(K, total, expected):
     assert [is_update_step(i, K, total) for i in range(5)] == expected
 
 
-@pytest.mark.parametrize("K, total", [(1, 5), (3, 7), (4, 8), (4, 14), (5, 3)])
-def test_window_size_counts_the_micro_batches_of_each_update(K, total):
-    """Window sizes read off the boundary predicate: the micro-steps between two updates."""
-    sizes, run = [], 0
-    for i in range(total):
-        run += 1
-        if is_update_step(i, K, total):
-            sizes += [run] * run
-            run = 0
-    assert [window_size(i, K, total) for i in range(total)] == sizes
-    assert all(window_size(i, K) == K for i in range(total))  # without the run's length every window is full
-
-
 @pytest.mark.parametrize("K, total", [(1, 5), (3, 7), (4, 8), (4, 14), (5, 3), (2, 0)])
 def test_windows_are_the_micro_steps_between_two_updates(K, total):
-    """Each window ends where is_update_step says an update ends, and its length is window_size."""
+    """Each window ends where is_update_step says an update ends."""
     found = windows(total, K)
     assert [m for window in found for m in window] == list(range(total))  # every micro-step once, in order
     assert [window[-1] for window in found] == [m for m in range(total) if is_update_step(m, K, total)]
-    assert all(len(window) == window_size(m, K, total) for window in found for m in window)
     assert all(len(window) == K for window in found[:-1])  # only the last may be short
 
 
@@ -123,8 +108,6 @@ def test_equal_micro_batches_are_weighted_one_over_k():
         (lambda: is_update_step(0, 0), "accumulation_steps"),
         (lambda: is_update_step(-1, 2), "micro_step"),
         (lambda: is_update_step(5, 2, 3), "total_micro_steps"),
-        (lambda: window_size(5, 2, 3), "total_micro_steps"),
-        (lambda: window_size(0, 1.5), "accumulation_steps"),
         (lambda: windows(-1, 2), "total_micro_steps"),
         (lambda: windows(4, 0), "accumulation_steps"),
         (lambda: micro_batch_weight(5, 4), "micro_batch_examples"),

@@ -93,16 +93,6 @@ def windows(total_micro_steps: int, accumulation_steps: int) -> list[range]:
     return [range(start, min(start + K, n)) for start in range(0, n, K)]
 
 
-def window_size(micro_step: int, accumulation_steps: int, total_micro_steps: int | None = None) -> int:
-    """How many micro-batches make the update this micro-step belongs to: K, or fewer for the
-    uneven final window of a run `total_micro_steps` long (None: every window is full)."""
-    _check_micro_step(micro_step, accumulation_steps, total_micro_steps)
-    window_start = micro_step - micro_step % accumulation_steps
-    if total_micro_steps is None:
-        return accumulation_steps
-    return min(accumulation_steps, total_micro_steps - window_start)
-
-
 def micro_batch_weight(micro_batch_examples: int, update_examples: int) -> float:
     """The factor on one micro-batch's *mean* loss: its share n_k / n of the update (1/K for K equal ones)."""
     check_int("update_examples", update_examples, 1)
