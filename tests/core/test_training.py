@@ -270,21 +270,3 @@ def test_the_learners_torch_state_changes_no_verdict_and_is_given_back(learner_s
     finally:
         torch.set_default_dtype(dtype)
         torch.set_grad_enabled(grad)
-
-
-def test_one_run_validates_its_inputs_once_not_inside_its_loops(monkeypatch):
-    """The checks sit where learners enter; the number of checks does not grow with the run."""
-    import widgets.core.config as config_module
-
-    calls = []
-    for name in ("check_int", "check_float", "check_mistake"):
-        original = getattr(config_module, name)
-        monkeypatch.setattr(config_module, name, lambda *a, _f=original, **k: calls.append(1) or _f(*a, **k))
-    counts = []
-    for num_updates in (2, 8):
-        config = AccumulationConfig(accumulation_steps=4, micro_batch_size=4, num_updates=num_updates, max_grad_norm=0.5,
-                                    warmup_updates=2, tail_micro_batches=1, mistake="loss_not_divided")
-        calls.clear()
-        run_regimes(config)
-        counts.append(len(calls))
-    assert counts[0] == counts[1], counts
