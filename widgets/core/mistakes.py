@@ -4,8 +4,8 @@
     MISTAKES["loss_not_divided"].loop       # the correct loop with that mistake in it (widgets.core.loops)
     EVERY_MISTAKE["graphs_kept_alive"].fix  # every name the auditor gives, and the two of researcher_2
 
-`MISTAKES` holds the classic ones, each a loop of `widgets.core.loops`, in share-code order: the
-explorer, the gallery and the symptom -> fix table list them. Torch-free at import.
+`MISTAKES` holds the classic ones, each a loop of `widgets.core.loops`, in menu order: the explorer,
+the gallery and the symptom -> fix table list them. Torch-free at import.
 """
 from __future__ import annotations
 
@@ -62,6 +62,7 @@ class Mistake:
 
 
 EVERY_MISTAKE: dict[str, Mistake] = {m.name: m for m in (
+    # the classic mistakes (with a label), each a loop of widgets.core.loops
     Mistake("loss_not_divided", "each micro-batch's loss reaches backward() undivided: an update of n equal "
             "micro-batches is n x too big",
             "weight each micro-batch's mean loss by its share n_i/n of the update's examples (1/K for K equal "
@@ -113,6 +114,7 @@ EVERY_MISTAKE: dict[str, Mistake] = {m.name: m for m in (
             symptom="the learning rate reaches its full value K x too soon",
             needs=("warmup_updates",), setting={"warmup_updates": 4},
             audit={"with_scheduler": True}),
+    # the auditor's other names
     Mistake("loss_sum_reduction", "the loss sums over the b examples of a micro-batch (reduction='sum'): updates b x "
             "too big",
             "use the mean, or divide the summed loss by all the examples of the update"),
