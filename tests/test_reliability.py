@@ -31,7 +31,6 @@ from widgets.lessons.researcher_1 import precision  # noqa: E402
 from widgets.lessons.researcher_2 import batchnorm, contrastive, dropout, once_per_update  # noqa: E402
 from widgets.lessons.researcher_3 import critical_batch, critical_race  # noqa: E402
 from widgets.research.memory import TinyGPT, measure_memory_terms  # noqa: E402
-from widgets.lab import progress  # noqa: E402
 
 
 @dataclass
@@ -101,10 +100,6 @@ CASES: dict[str, list[Case]] = {
         Case("tail as long as K", lambda: explorer.make_accumulation_explorer(tail_micro_batches=4), ValueError, "tail_micro_batches"),
         Case("mistake without its tail", lambda: explorer.make_accumulation_explorer(mistake="forget_final_step"),
              ValueError, "tail_micro_batches"),
-    ],
-    "progress": [
-        Case("read_records of a number", lambda: progress.read_records(5), TypeError, "path"),
-        Case("progress reset as text", lambda: progress.progress(reset="yes"), TypeError, "reset"),
     ],
 }
 
