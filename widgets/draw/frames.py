@@ -1,8 +1,5 @@
-"""Plumbing shared by every widget: the palette, fast PNG frames, the static fallback, and
-callback errors shown under the widget.
-
-Torch-free, so that widgets which train nothing (the bricks) do not pay torch's import.
-"""
+"""Plumbing every widget shares: the palette, fast PNG frames, the static fallback, callback errors
+shown under the widget. Torch-free: a widget that trains nothing (the bricks) pays no torch import."""
 from __future__ import annotations
 
 import base64
