@@ -1,11 +1,5 @@
-"""The guesses beginner notebook 2 asks before each experiment, with answers the lab computes.
-
-    from widgets.lessons.beginner_2 import explorer_predictions, make_prediction
-    make_prediction(**explorer_predictions()["undivided"])   # guess first, then see
-
-Kept here, not in the notebook, so that the cell a learner reads is one line and the answers are
-computed by the same runs the explorer makes (`run_regimes`), never typed.
-"""
+"""The guesses beginner notebook 2 asks before each experiment, with answers computed by the explorer's
+own runs (`run_regimes`), never typed: `make_prediction(**explorer_predictions()["undivided"])`."""
 from __future__ import annotations
 
 from widgets.core.config import AccumulationConfig

@@ -1,9 +1,5 @@
-"""What accumulation costs, measured: forward and backward passes per update, and the memory PyTorch
-keeps for the backward pass of one micro-batch, as a fraction of the big batch's.
-
-The memory is what autograd saves for backward (`widgets.research.saved_bytes.SavedTensorCounter`),
-the weights left out (they are kept whatever the batch): the part that grows with the batch.
-"""
+"""What accumulation costs, measured: passes per update, and the memory autograd keeps for one
+micro-batch's backward (`SavedTensorCounter`, weights aside: the part that grows with the batch)."""
 from __future__ import annotations
 
 from fractions import Fraction
