@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from widgets.audit.rl_problem import COMPLETIONS_PER_MICRO_BATCH, Policy, completion_batches
-from widgets.audit.window_count import describe_window_factors, window_readings
+from widgets.audit.rl_problem import (COMPLETIONS_PER_MICRO_BATCH, Policy, completion_batches, describe_window_factors,
+                                      window_readings)
 from widgets.core.accumulation import windows
 from widgets.core.loops import train_loop
 from widgets.core.mistakes import EVERY_MISTAKE
