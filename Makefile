@@ -76,25 +76,26 @@ lint: install-test
 	$(RUFF)
 	$(IMPORTS)
 
-# The second pass re-runs every notebook, and the unit tests that state a claim about rounding (marked
-# `rounding`), with torch's own kernels held to plain code (ATEN_CPU_CAPABILITY) and Intel MKL's matrix
-# products to SSE4.2 (MKL picks its own path by CPU and reads only its own variable): the committed outputs
-# must reproduce on any CPU, not only on one like this (make reproducibility runs more legs). Both libraries
-# read these variables when they load, hence a separate pytest process.
+# Every test runs in two processes (pytest-xdist); a file's tests stay in one, so that a notebook's cells
+# share their kernel. The second pass re-runs every notebook, and the unit tests that state a claim about
+# rounding (marked `rounding`), with torch's own kernels held to plain code (ATEN_CPU_CAPABILITY) and Intel
+# MKL's matrix products to SSE4.2 (MKL picks its own path by CPU and reads only its own variable): the
+# committed outputs must reproduce on any CPU, not only on one like this (make reproducibility runs more
+# legs). Both libraries read these variables when they load, hence a separate pytest process.
 CPU_LEG := ATEN_CPU_CAPABILITY=default MKL_ENABLE_INSTRUCTIONS=SSE4_2
+XDIST := -n 2 --dist loadfile
 test: install-test
 	$(RUFF)
 	$(IMPORTS)
-	$(BIN)/python -m pytest
-	$(CPU_LEG) $(BIN)/python -m pytest notebooks -q -p no:cacheprovider
-	$(CPU_LEG) $(BIN)/python -m pytest tests -m rounding -q -p no:cacheprovider
+	$(BIN)/python -m pytest $(XDIST)
+	$(CPU_LEG) $(BIN)/python -m pytest notebooks tests -m "notebook or rounding" $(XDIST) -q -p no:cacheprovider
 
-# The quick loop: the linter, then the unit tests. Not the notebooks (nbval), not the browser, not
+# The quick loop: the linters, then the unit tests. Not the notebooks (nbval), not the browser, not
 # the tests marked slow (they start processes or run a notebook; tests/conftest.py): `make test` has them.
 check: install-test
 	$(RUFF)
 	$(IMPORTS)
-	$(BIN)/python -m pytest tests -m "not browser and not slow"
+	$(BIN)/python -m pytest tests -m "not browser and not slow" $(XDIST)
 
 # The loop while changing one lesson (CONTRIBUTING.md): the linter, then that lesson's unit tests, those
 # of the shared parts it imports and the rules over the whole tree, in two pytest processes side by side

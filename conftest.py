@@ -1,4 +1,4 @@
-"""A test run never touches a learner's files: the lab's progress store and the folders Jupyter,
+"""A test run never touches a learner's files: the lab's progress store, temporary files and the folders Jupyter,
 IPython and matplotlib write to point at one throw-away folder for the whole session.
 
 At the repository root so that pytest loads it for any target, `pytest notebooks/x.ipynb`
@@ -23,6 +23,8 @@ REDIRECTED = {
     "JUPYTER_RUNTIME_DIR": "jupyter/runtime",  # kernel connection files; else ~/.local/share/jupyter/runtime
     "IPYTHONDIR": "ipython",  # the kernel's profile and history; else ~/.ipython
     "MPLCONFIGDIR": "matplotlib",  # config and font cache; else ~/.config/matplotlib, ~/.cache/matplotlib
+    # temporary files, gloo's rendezvous folders included: each test process (xdist's workers too) sees only its own
+    "TMPDIR": "tmp",
 }
 
 _session: dict = {}
@@ -36,11 +38,19 @@ def pytest_configure(config):
         path = folder / relative
         (path.parent if name == "LAB_PROGRESS_FILE" else path).mkdir(parents=True, exist_ok=True)
         os.environ[name] = str(path)
+    tempfile.tempdir = os.environ["TMPDIR"]
     # A fresh MPLCONFIGDIR has no font cache: the first kernel to import matplotlib would build it
     # and print "Matplotlib is building the font cache" on stderr, which nbval compares. Build it
     # once here, in a child process (this process keeps matplotlib out of sys.modules).
     subprocess.run([sys.executable, "-c", "import matplotlib.font_manager"], check=False,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def pytest_collection_modifyitems(items):
+    # nbval's cells: `make test`'s second CPU leg selects them with the rounding tests, `-m "notebook or rounding"`
+    for item in items:
+        if item.path.suffix == ".ipynb":
+            item.add_marker("notebook")
 
 
 def pytest_unconfigure(config):
@@ -52,4 +62,5 @@ def pytest_unconfigure(config):
             os.environ.pop(name, None)
         else:
             os.environ[name] = value
+    tempfile.tempdir = None
     shutil.rmtree(folder, ignore_errors=True)

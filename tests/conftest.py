@@ -55,9 +55,9 @@ def pytest_collection_modifyitems(items):
 _started = time.time()
 
 
-@pytest.fixture(scope="module")
-def single_thread():
-    """For modules whose models are tiny: one CPU thread runs them faster (far faster on a busy CPU)."""
+@pytest.fixture(autouse=True, scope="session")
+def _one_torch_thread():
+    """The lab's models are tiny: one thread runs them faster, and the test processes share the cores."""
     from widgets.core.threads import one_thread
 
     with one_thread():

@@ -80,12 +80,17 @@ def small_copy(tmp_path):
     (tmp_path / "tools" / "lab.py").write_text(STAND_IN_LAB)
     (tmp_path / "requirements.txt").write_text("tqdm==4.70.1\n")
     pins = {line.split("==")[0]: line for line in (ROOT / "requirements-test.txt").read_text().splitlines()}
-    (tmp_path / "requirements-test.txt").write_text(f"-r requirements.txt\n{pins['pytest']}\n{pins['ruff']}\n")
-    ruff = (ROOT / "pyproject.toml").read_text().split("[tool.ruff]")[1]  # the lab's linter settings
-    (tmp_path / "pyproject.toml").write_text(f'[tool.pytest.ini_options]\nmarkers = ["rounding: a stand-in"]\n\n'
-                                             f"[tool.ruff]{ruff}")
+    tools = "".join(pins[name] + "\n" for name in ("pytest", "pytest-xdist", "ruff", "import-linter"))
+    (tmp_path / "requirements-test.txt").write_text(f"-r requirements.txt\n{tools}")
+    ruff = (ROOT / "pyproject.toml").read_text().split("[tool.ruff]")[1].split("[tool.importlinter]")[0]
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.pytest.ini_options]\nmarkers = ["rounding: a stand-in", "notebook: a stand-in"]\n\n'
+        f"[tool.ruff]{ruff}\n[tool.importlinter]\nroot_packages = [\"widgets\"]\ninclude_external_packages = true\n"
+        '[[tool.importlinter.contracts]]\nname = "a stand-in"\ntype = "forbidden"\nsource_modules = ["widgets"]\n'
+        'forbidden_modules = ["tqdm"]\n')
     for folder in ("widgets", "tests", "benchmarks", "instructor", "present", "hub", "notebooks"):
         (tmp_path / folder).mkdir(exist_ok=True)
+    (tmp_path / "widgets" / "__init__.py").write_text("")
     (tmp_path / "conftest.py").write_text("")
     (tmp_path / "tests" / "test_stand_in.py").write_text(textwrap.dedent("""\
         import pytest
@@ -117,7 +122,7 @@ def test_the_two_commands_set_up_start_and_test_without_make(small_copy):
     assert tests.returncode == 0, tests.stdout + tests.stderr
     assert "-r requirements-test.txt" in tests.stdout
     assert "+ ATEN_CPU_CAPABILITY=default MKL_ENABLE_INSTRUCTIONS=SSE4_2" in tests.stdout
-    assert len(re.findall(r"\d+ passed in", tests.stdout)) == 3, tests.stdout  # all; notebooks, rounding again
+    assert len(re.findall(r"\d+ passed", tests.stdout)) == 2, tests.stdout  # all; notebooks and rounding again
 
     (small_copy / "tests" / "test_broken.py").write_text("def test_broken():\n    assert False\n")
     broken = run(small_copy, "tools/run_tests.py")

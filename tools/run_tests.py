@@ -21,6 +21,7 @@ from setup_lab import VENV, install_test, show, venv_bin
 LINTED = ["widgets", "tests", "tools", "benchmarks", "instructor", "present", "hub", "conftest.py"]
 # The second pass (the Makefile's CPU_LEG): torch's plain CPU kernels and MKL's SSE4.2 path.
 CPU_LEG = {"ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2"}
+XDIST = ["-n", "2", "--dist", "loadfile"]  # two test processes; a notebook's cells stay in one
 
 
 def steps(venv: Path = VENV, check: bool = False, windows: bool = os.name == "nt") -> list[tuple[dict, list[str]]]:
@@ -28,10 +29,10 @@ def steps(venv: Path = VENV, check: bool = False, windows: bool = os.name == "nt
     python = str(venv_bin(venv, "python", windows))
     lint = [({}, [str(venv_bin(venv, "ruff", windows)), "check", *LINTED]), ({}, [str(venv_bin(venv, "lint-imports", windows))])]
     if check:
-        return [*lint, ({}, [python, "-m", "pytest", "tests", "-m", "not browser and not slow"])]
-    return [*lint, ({}, [python, "-m", "pytest"]),
-            (CPU_LEG, [python, "-m", "pytest", "notebooks", "-q", "-p", "no:cacheprovider"]),
-            (CPU_LEG, [python, "-m", "pytest", "tests", "-m", "rounding", "-q", "-p", "no:cacheprovider"])]
+        return [*lint, ({}, [python, "-m", "pytest", "tests", "-m", "not browser and not slow", *XDIST])]
+    return [*lint, ({}, [python, "-m", "pytest", *XDIST]),
+            (CPU_LEG, [python, "-m", "pytest", "notebooks", "tests", "-m", "notebook or rounding", *XDIST, "-q", "-p",
+                       "no:cacheprovider"])]
 
 
 def main(argv: list[str] | None = None) -> int:
