@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from widgets.exercises.passes import PassWatch, flat_parameters_grad, structure_fault
+from widgets.exercises.passes import PassWatch, structure_fault
 
 
 def honest(m, d, t):
@@ -75,7 +75,7 @@ def test_structure_fault_names_the_memory_and_the_written_grad():
         model.zero_grad(set_to_none=True)
         with PassWatch(model) as watch:
             answer(model, data, target)
-        fault = structure_fault(watch, flat_parameters_grad(model), [2] * 4, "examples")
+        fault = structure_fault(watch, [2] * 4, "examples")
         assert (fault is None) if words is None else (words in fault), (answer, fault)
 
 

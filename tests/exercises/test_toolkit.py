@@ -186,84 +186,11 @@ def _four_exercise():
     return Exercise("id", "Identity", "?", _checker_of_four, ["hint"], reference_four)
 
 
-def test_the_reference_handed_back_wrapped_or_partially_applied_is_rejected():
-    import functools
-    import types
-
-    def wrapper(x):
-        return reference_four_alias(x)
-
-    reference_four_alias = globals()["reference_four"]
-    rebuilt = types.FunctionType(reference_four.__code__, {})  # the reference's own bytecode, another object
-    for answer, words in [
-        (globals()["reference_four"], "the package's own `reference_four`"),
-        (functools.partial(globals()["reference_four"]), "the package's own"),
-        (rebuilt, "the package's own `reference_four`"),
-        (wrapper, "calls the package's `reference_four`"),
-        (lambda x: functools.partial(reference_four_alias)(x), "calls the package's"),
-    ]:
-        feedback = _four_exercise().check(answer)
-        assert feedback.status is Status.INCORRECT and words in feedback.message, (answer, feedback)
-
-
-def test_pasted_source_is_the_learners_own_and_judged_on_what_it_computes():
+def test_an_answer_is_judged_on_what_it_computes():
     def reference_four(x):  # pasted from the solution shown: compiled in the learner's cell
         doubled = x + x
         return doubled // 2
     assert _four_exercise().check(reference_four).correct
-
-
-def test_any_function_of_the_package_handed_back_is_rejected_even_when_not_a_reference():
-    import functools
-
-    from widgets.core.accumulation import is_update_step
-
-    feedback = _four_exercise().check(functools.partial(is_update_step, accumulation_steps=1))
-    assert feedback.status is Status.INCORRECT and "package's own `is_update_step`" in feedback.message
-
-
-class _Hostile:
-    def __iter__(self):
-        raise RuntimeError("no iterating me")
-
-    def __str__(self):
-        raise RuntimeError("no printing me")
-
-    __repr__ = __str__
-
-
-def test_hostile_answers_never_escape_a_check():
-    for answer in (_Hostile(), "123", [_Hostile()], 1e308, float("nan")):
-        feedback = Exercise("id", "Number", "?", lambda a: correct() if as_number(a) == 4 else incorrect("no"),
-                            ["hint"], "4").check(answer)
-        assert feedback.status is Status.INCORRECT, feedback
-    assert needs_function(_Hostile(), "f").status is Status.INCORRECT
-
-    class Loud(Exception):
-        def __str__(self):
-            raise RuntimeError("no")
-
-    def raises(f):
-        raise Loud()
-    feedback = Exercise("id", "Loud", "?", raises, ["hint"], "x").check(lambda: 0)
-    assert feedback.status is Status.INCORRECT and "Loud" in feedback.message
-
-    def exits(f):
-        raise SystemExit(3)
-    assert Exercise("id", "Exit", "?", exits, ["hint"], "x").check(lambda: 0).status is Status.INCORRECT
-
-    class Own(BaseException):
-        pass
-
-    def raises_its_own(f):
-        raise Own("a learner's BaseException")
-    feedback = Exercise("id", "Own", "?", raises_its_own, ["hint"], "x").check(lambda: 0)
-    assert feedback.status is Status.INCORRECT and "Own" in feedback.message
-
-    def interrupted(f):
-        raise KeyboardInterrupt
-    with pytest.raises(KeyboardInterrupt):  # the learner's stop button still stops the cell
-        Exercise("id", "Stop", "?", interrupted, ["hint"], "x").check(lambda: 0)
 
 
 def test_an_answer_written_in_ones_own_words_passes():
@@ -271,20 +198,6 @@ def test_an_answer_written_in_ones_own_words_passes():
         return value
     assert _four_exercise().check(mine).correct
     assert _four_exercise().check(lambda x: x).correct
-
-
-def test_watching_calls_puts_the_previous_profiler_back():
-    from widgets.exercises import provenance
-
-    def profiler(frame, event, arg):
-        pass
-    sys.setprofile(profiler)
-    try:
-        with provenance.calls_to([reference_four]) as seen:
-            reference_four(2)
-        assert sys.getprofile() is profiler and seen == ["reference_four"]
-    finally:
-        sys.setprofile(None)
 
 
 def test_a_check_runs_under_a_known_torch_state_and_gives_the_learners_back():

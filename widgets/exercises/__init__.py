@@ -1,1 +1,2 @@
-"""Checked exercises: the check/hint/solution toolkit every lesson's `exercises.py` is built with."""
+"""Checked exercises: the check/hint/solution toolkit every lesson's set is built with (`toolkit`),
+the watch on backward passes (`passes`) and the audit's one-line verdict (`verdicts`). Never matplotlib or ipywidgets."""

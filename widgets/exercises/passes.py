@@ -1,17 +1,9 @@
-"""Which backward passes reached a function-shaped answer's parameters, and which forwards (of how
-many examples) each one went through. Torch only.
+"""Which backward passes reached an answer's parameters, and which forwards (of how many examples) each went through.
 
-For the exercises that hand the learner a model and data rather than a whole loop (the whole loops
-go to the auditor, `widgets.audit`). Watched from outside, nothing patched, and no route around it:
-
-- a `TorchFunctionMode` sees every torch call, so a forward is seen however it is written
-  (`model(x)`, `model.forward(x)`, `F.linear(x, w, b)`, `x @ w.T`, `torch.func`): the call where
-  data enters the model (one of the parameters, or a view, copy or `torch.func` wrapper of one,
-  meets a data tensor and nothing computed from them, with grad on) is a forward of that data's
-  `len()` examples, and a hook on its output fires when a backward pass goes through it;
-- a hook on every parameter fires when a pass computes its gradient, `.backward()` and
-  `torch.autograd.grad` alike; the autograd engine's graph-task id tells which pass each hook
-  belongs to, so a `.grad` written by hand (a closed-form gradient) shows as no pass at all.
+For exercises that hand the learner a model and data rather than a whole loop. A `TorchFunctionMode`
+sees a forward however it is written (`model(x)`, `F.linear`, `x @ w.T`, `torch.func`): the call where
+data meets a parameter is a forward of that data's `len()` examples, hooked on its output; a hook on
+each parameter, keyed by the autograd graph-task id, tells which backward pass reached it.
 """
 from __future__ import annotations
 
@@ -34,7 +26,6 @@ class Watched:
     owners: list[int] = field(default_factory=list)  # which of the watched modules forward k entered
     passes: list[list[int]] = field(default_factory=list)
     reached: list[bool] = field(default_factory=list)
-    gradients: list[dict[int, torch.Tensor]] = field(default_factory=list)  # parameter index -> what pass j gave it
 
     def sizes(self, j: int) -> list[int]:
         """The examples of each forward backward pass j went through."""
@@ -64,8 +55,7 @@ class PassWatch(TorchFunctionMode):
         self._handles: list = []
 
     def __enter__(self) -> "PassWatch":
-        self._handles = [p.register_hook(lambda grad, i=i: self._on_parameter(i, grad))
-                         for i, p in enumerate(self._parameters)]
+        self._handles = [p.register_hook(lambda grad: self._on_parameter()) for p in self._parameters]
         return super().__enter__()
 
     def __exit__(self, *exc) -> None:
@@ -89,28 +79,13 @@ class PassWatch(TorchFunctionMode):
             self._task_of[task] = len(self.record.passes)
             self.record.passes.append([])
             self.record.reached.append(False)
-            self.record.gradients.append({})
         return self._task_of[task]
 
     def _on_output(self, k: int) -> None:
         self.record.passes[self._pass()].append(k)
 
-    def _on_parameter(self, i: int, grad: torch.Tensor) -> None:
-        j = self._pass()
-        self.record.reached[j] = True
-        self.record.gradients[j][i] = grad.detach().double().clone()
-
-    def computed(self) -> torch.Tensor | None:
-        """The sum of what the passes gave the parameters, flat like `flat_parameters_grad`; None when a
-        pass reached them only through `torch.func` (its gradients are not seen) or none reached them."""
-        record = self.record
-        if not any(record.reached) or any(p and not r for p, r in zip(record.passes, record.reached)):
-            return None
-        total = [torch.zeros(p.numel(), dtype=torch.float64) for p in self._parameters]
-        for given in record.gradients:
-            for i, grad in given.items():
-                total[i] += grad.reshape(-1)
-        return torch.cat(total)
+    def _on_parameter(self) -> None:
+        self.record.reached[self._pass()] = True
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if time.monotonic() > self._deadline:
@@ -140,10 +115,10 @@ def flat_parameters_grad(*modules: torch.nn.Module) -> torch.Tensor | None:
     return torch.cat([g.detach().reshape(-1).double() for g in grads])
 
 
-def structure_fault(watch: PassWatch, grad: torch.Tensor | None, micro_batches: list[int], unit: str) -> str | None:
+def structure_fault(watch: PassWatch, micro_batches: list[int], unit: str) -> str | None:
     """What is wrong with how an answer built its pile, module by module: `micro_batches` the examples of
     each micro-batch it was handed (one forward and one backward pass each, one micro-batch per pass
-    and per module); None when the structure is right. `grad` is the answer's flat .grad."""
+    and per module); None when the structure is right."""
     record, most = watch.record, max(micro_batches)
     passes = [j for j, (p, r) in enumerate(zip(record.passes, record.reached)) if r or p]
     if not passes:
@@ -164,10 +139,4 @@ def structure_fault(watch: PassWatch, grad: torch.Tensor | None, micro_batches: 
     if len(passes) != len(micro_batches):
         return (f"backward ran {len(passes)} times through the model for {len(micro_batches)} micro-batches: "
                 "once per micro-batch")
-    computed = watch.computed()
-    if grad is not None and computed is not None and computed.shape == grad.shape:
-        scale = float(grad @ computed / (computed @ computed)) if float(computed @ computed) else 0.0
-        if not torch.allclose(grad.double(), scale * computed, rtol=1e-6, atol=1e-9):
-            return ".grad does not hold what your backward passes computed: something wrote over the pile. " \
-                   "Leave .grad to backward()"
     return None

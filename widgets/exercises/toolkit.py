@@ -1,12 +1,7 @@
-"""A small exercise toolkit: `check` an answer, ask for a `hint` at a time, see the `solution`.
+"""Learntools-style exercises: `ex.ratio.check(my_ratio)`, `.hint()` one at a time, `.solution()` after an attempt.
 
-In the spirit of Kaggle's learntools (`q.check()`, `q.hint()`, `q.solution()`), with one
-difference: nothing is read from the notebook behind the learner's back. The learner hands the
-answer over explicitly, as a value or a function: `ex.ratio.check(my_ratio)`.
-
-Every call returns a small object a test can inspect and Jupyter renders as Markdown; its
-plain-text form is deterministic, so executed notebooks re-run identically under nbval.
-Pure Python: the checkers that need torch live with their lessons (`widgets.lessons.<lesson>.exercises`).
+Each call returns a small object Jupyter renders as Markdown, with a deterministic plain-text form
+(nbval compares it). Pure Python: checkers that need torch live with their lessons.
 """
 from __future__ import annotations
 
@@ -21,7 +16,6 @@ import textwrap
 from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Sequence
 
-from widgets.exercises import provenance
 from widgets.lab import progress
 
 
@@ -34,11 +28,9 @@ class Status(enum.Enum):
     RUN_EARLIER_CELLS = "Cannot check yet"  # the answer needs a name an earlier cell defines
 
 
-_MARK = {Status.CORRECT: "✓", Status.INCORRECT: "✗", Status.NOT_ATTEMPTED: "…", Status.RUN_EARLIER_CELLS: "↑"}
-# Okabe-Ito's bluish green, vermillion and blue, darkened to 4.5:1 on white (WCAG AA for text): the
-# values of widgets.draw.style.TEXT_COLOURS, which this layer may not import (tests/draw checks they agree).
-_COLOUR = {Status.CORRECT: "#008762", Status.INCORRECT: "#C35600", Status.NOT_ATTEMPTED: "#0072B2",
-           Status.RUN_EARLIER_CELLS: "#0072B2"}
+# The mark and colour of each status: Okabe-Ito's bluish green, vermillion and blue at 4.5:1 on white.
+_SHOWN = {Status.CORRECT: ("✓", "#008762"), Status.INCORRECT: ("✗", "#C35600"),
+          Status.NOT_ATTEMPTED: ("…", "#0072B2"), Status.RUN_EARLIER_CELLS: ("↑", "#0072B2")}
 PLACEHOLDER_MESSAGE = "replace the `...` with your answer, then run the cell again"
 RUN_ALL_ABOVE = "Run > Run All Above Selected Cell runs every cell above this one"
 # What an exercise asks of the learner: foresee what a picture or a model will do, work a number
@@ -67,7 +59,7 @@ class Feedback:
 
     def _repr_markdown_(self) -> str:
         head = f"{html.escape(self.exercise)}: " if self.exercise else ""
-        colour, mark = _COLOUR[self.status], _MARK[self.status]
+        mark, colour = _SHOWN[self.status]
         return f'{head}<span style="color:{colour}">**{mark} {self.status.value}.**</span> {self._sentence()}'.rstrip()
 
 
@@ -150,8 +142,7 @@ def is_placeholder(value: object) -> bool:
 
 
 def _known_torch_state() -> contextlib.AbstractContextManager:
-    """`widgets.core.torch_state.known_torch_state`, if torch is loaded at all: a learner who never
-    imported torch cannot have changed its state, and this module stays pure Python."""
+    """`known_torch_state` once torch is loaded (a learner who never imported it cannot have changed it)."""
     if "torch" not in sys.modules:
         return contextlib.nullcontext()
     from widgets.core.torch_state import known_torch_state
@@ -161,45 +152,23 @@ def _known_torch_state() -> contextlib.AbstractContextManager:
 class Exercise:
     """One question with its checker, graded hints and solution.
 
-    `checker(*answers)` returns a `Feedback` (use `correct`/`incorrect`/`not_attempted`); the
-    `solution` is code as text, or a worked function whose source is shown. A
-    placeholder answer is reported as not attempted before the checker runs, and an exception
-    raised while checking (usually from the learner's own function) becomes an `Incorrect` that
-    names it, so a check cell never fails; a `NameError` says which earlier cell to run.
-
-    `references`: the package's functions that answer this exercise (a worked solution given
-    as a function is one already). A function answer that is one of them or any other function of
-    the package (directly, partially applied, bound or wrapped), or that calls one of them while
-    checked, is rejected (`widgets.exercises.provenance`); source pasted into a cell is the
-    learner's own and is judged on what it computes. `solution()` shows the worked answer only after a checked
-    attempt (Correct or Incorrect), or when asked with `anyway=True`. `kind`, one of `KINDS`, says
-    what the question asks (a set whose every exercise has one lists it).
+    `checker(*answers)` returns a `Feedback`; a placeholder answer is not attempted, and whatever the
+    learner's function raises becomes an Incorrect that names it (a NameError: which cell to run first).
+    `solution` is code as text, or a worked function whose source is shown; `kind` is one of `KINDS`.
     """
 
-    def __init__(
-        self,
-        name: str,
-        title: str,
-        prompt: str,
-        checker: Callable[..., Feedback],
-        hints: Sequence[str],
-        solution: str | Callable,
-        explanation: str = "",
-        references: Sequence[Callable] = (),
-        kind: str | None = None,
-    ):
+    def __init__(self, name: str, title: str, prompt: str, checker: Callable[..., Feedback], hints: Sequence[str],
+                 solution: str | Callable, explanation: str = "", kind: str | None = None):
         if not hints:
             raise ValueError(f"exercise {name!r}: hints must hold at least one hint")
         if kind is not None and kind not in KINDS:
             raise ValueError(f"exercise {name!r}: kind must be one of {sorted(KINDS)} or None, got {kind!r}")
-        self.kind = kind
-        self.name, self.title, self.prompt = name, title, prompt
+        self.name, self.title, self.prompt, self.kind = name, title, prompt, kind
         self._checker = checker
         self.hints = tuple(hints)
         # a worked function is shown by its own source, so the solution shown is the code that is tested
         code = inspect.getsource(solution) if callable(solution) else solution
         self._solution = Solution(title, explanation, textwrap.dedent(code).strip())
-        self.references = tuple(references) + ((solution,) if callable(solution) else ())
         self.hints_shown = 0
         self.attempted = False  # set by the first check that gets a verdict (Correct or Incorrect)
         self.set_title = ""  # the notebook's set, once an ExerciseSet holds it: where progress is kept
@@ -216,28 +185,16 @@ class Exercise:
         return replace(feedback, exercise=self.title)
 
     def _judge(self, answers: tuple) -> Feedback:
-        functions = [a for a in answers if _callable(a)]
-        for answer in functions:
-            copied = provenance.handed_back(answer, self.references)
-            if copied:
-                return incorrect(copied + ".")
         try:
-            # under a known torch state (a learner's earlier set_grad_enabled(False) or float16 default
-            # must not flip a verdict), given back afterwards, also when the answer raises
-            with _known_torch_state(), \
-                    provenance.calls_to(self.references if functions else (), Exercise._judge.__code__) as called:
-                feedback = self._checker(*answers)
+            # a learner's earlier set_grad_enabled(False) or float16 default must not flip a verdict
+            with _known_torch_state():
+                return self._checker(*answers)
         except NameError as error:  # a name an earlier cell defines: say what to run first
-            return run_earlier_cells(_shown(error.name) if error.name else _shown(error))
+            return run_earlier_cells(error.name or str(error))
         except KeyboardInterrupt:  # the learner's own interrupt stops the cell
             raise
         except BaseException as error:  # noqa: BLE001 - the learner's function failed: say so, do not crash the cell
-            return incorrect(f"checking your answer raised {type(error).__name__}: {_shown(error)}")
-        if called:
-            return incorrect(provenance.called_message(called, self.references) + ".")
-        if not isinstance(feedback, Feedback):  # a checker bug, never the learner's: say so plainly
-            return incorrect(f"the checker gave no verdict ({type(feedback).__name__})")
-        return feedback
+            return incorrect(f"checking your answer raised {type(error).__name__}: {error}")
 
     def hint(self, number: int | None = None) -> Hint:
         """The next hint (or hint `number`, counted from 1); hints get more specific one at a time."""
@@ -271,9 +228,6 @@ class ExerciseSet:
         for exercise in self._exercises.values():
             exercise.set_title = title
         progress.note_exercises(title, [(e.name, e.title) for e in self._exercises.values()])  # best effort
-        from widgets.exercises.order import explain_name_errors  # (order imports this module)
-
-        explain_name_errors()  # in a notebook: a cell run before the ones it needs says which to run first
 
     def __getattr__(self, name: str) -> Exercise:
         exercises = self.__dict__.get("_exercises", {})
@@ -313,7 +267,7 @@ def as_number(value: object, name: str = "answer") -> float:
     if hasattr(value, "item") and callable(value.item) and getattr(value, "numel", lambda: 1)() == 1:
         value = value.item()
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a number, got {_shown(value, repr)} ({type(value).__name__})")
+        raise TypeError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
     return float(value)
 
 
@@ -342,24 +296,8 @@ def diagnose(value: float, typical: dict[float, str], fallback: str) -> Feedback
     return incorrect(fallback)
 
 
-def _shown(value: object, form: Callable[[object], str] = str, fallback: str = "(cannot be shown)") -> str:
-    """`form(value)`, or `fallback` when a hostile object's __str__/__repr__ raises."""
-    try:
-        return form(value)
-    except Exception:
-        return fallback
-
-
-def _callable(answer: object) -> bool:
-    try:
-        return callable(answer)
-    except Exception:
-        return False
-
-
 def needs_function(answer: object, name: str) -> Feedback | None:
     """None if `answer` is callable; else the Incorrect that says to pass the function itself."""
-    if _callable(answer):
+    if callable(answer):
         return None
-    shown = _shown(answer, lambda a: f"{a!r:.60}", "that cannot be shown")
-    return incorrect(f"pass the function itself, `{name}` (no parentheses), not {type(answer).__name__} {shown}")
+    return incorrect(f"pass the function itself, `{name}` (no parentheses), not {type(answer).__name__} {answer!r:.60}")

@@ -40,15 +40,15 @@ def test_malladi_wrong(answer, words):
     assert_incorrect(EX.malladi.check(answer), *words)
 
 
-def test_malladi_right_and_the_package_refused():
+def test_malladi_right():
     assert EX.malladi.check(own_scale).correct
     assert scale(1e-3, 0.9, 0.999, 1e-8, 4) == pytest.approx(malladi_scaled(1e-3, 0.9, 0.999, 1e-8, 4))
-    assert_incorrect(EX.malladi.check(malladi_scaled), "handed back")
-    assert_incorrect(EX.malladi.check(lambda *a: malladi_scaled(*a)), "calls the package")
+    assert EX.malladi.check(malladi_scaled).correct
+    assert EX.malladi.check(lambda *a: malladi_scaled(*a)).correct
     assert EX.malladi.check(...).status is Status.NOT_ATTEMPTED
 
 
-def test_malladi_from_a_thread_pool_is_refused_and_a_pool_of_ones_own_passes():
+def test_malladi_from_a_thread_pool_passes():
     def in_a_pool(lr, beta1, beta2, eps, k):  # the package's rule, run on a worker thread
         with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
             return pool.submit(malladi_scaled, lr, beta1, beta2, eps, k).result()
@@ -62,8 +62,8 @@ def test_malladi_from_a_thread_pool_is_refused_and_a_pool_of_ones_own_passes():
             hyper = pool.submit(scale_adam, AdamHyper(lr, beta1, beta2, eps), k, "malladi").result()
         return hyper.lr, hyper.beta1, hyper.beta2, hyper.eps
 
-    assert_incorrect(EX.malladi.check(in_a_pool), "calls the package's `malladi_scaled`")
-    assert_incorrect(EX.malladi.check(package_rule_by_name), "calls the package's `malladi_scaled`")
+    assert EX.malladi.check(in_a_pool).correct
+    assert EX.malladi.check(package_rule_by_name).correct
     assert EX.malladi.check(own_rule_in_a_pool).correct
 
 
@@ -82,7 +82,7 @@ def test_half_life_wrong(answer, words):
 def test_half_life_right():
     assert EX.half_life.check(lambda beta, k: math.exp(k * math.log(beta))).correct
     assert new_beta(0.9, 2) == pytest.approx(same_half_life(0.9, 2))
-    assert_incorrect(EX.half_life.check(same_half_life), "handed back")
+    assert EX.half_life.check(same_half_life).correct
 
 
 # --- tau ----------------------------------------------------------------------------------------
@@ -121,5 +121,5 @@ def test_updates_wrong(answer, words):
 def test_updates_right():
     assert EX.updates.check(own_updates).correct
     assert updates_done(80, {0: 4, 40: 8}) == 15
-    assert_incorrect(EX.updates.check(updates_done), "handed back")
+    assert EX.updates.check(updates_done).correct
     assert_incorrect(EX.updates.check("15"), "pass the function itself")

@@ -331,7 +331,6 @@ def loop_exercises() -> ExerciseSet:
              "The last micro-step is number total_micro_steps - 1: it ends an update too, whatever K says."],
             is_boundary,
             "Every K-th micro-step ends an update, and so does the very last one.",
-            references=(is_update_step,),
             kind="code",
         ),
         Exercise(

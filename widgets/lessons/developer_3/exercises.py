@@ -16,7 +16,6 @@ from __future__ import annotations
 import torch
 
 from widgets.audit import audit_training_loop
-from widgets.core.loops import train, train_loop
 from widgets.core.accumulation import is_update_step
 from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, as_number, close_to, correct, diagnose
 from widgets.exercises.toolkit import incorrect, needs_function, not_attempted
@@ -163,7 +162,6 @@ def gallery_exercises() -> ExerciseSet:
             accumulating_loop,
             "One `if` that asks whether the window ends; step and zero_grad inside it; each micro-batch weighted by "
             "its share of the window's examples, for the gradient and for the log alike.",
-            references=(train_loop, train),  # the lab's correct loops: handed back, wrapped or partial, not yours
             kind="code",
         ),
         Exercise(
@@ -183,7 +181,6 @@ def gallery_exercises() -> ExerciseSet:
             my_loop,
             "One boundary test; every per-update action inside it; each micro-batch weighted by its share n_i/n of "
             "the update's examples, for the gradient and for the log alike.",
-            references=(train_loop, train),  # the lab's correct loops: handed back, wrapped or partial, not yours
             kind="code",
         ),
     ])

@@ -22,7 +22,6 @@ from widgets.exercises.toolkit import needs_function, not_attempted
 from widgets.lessons.researcher_1.precision import MODES
 from widgets.research.tokens import (
     TinyCausalLM,
-    accumulate_window,
     accumulated_token_gradient,
     big_batch_token_gradient,
     make_token_batch,
@@ -86,7 +85,7 @@ def _check_tokens(answer: object) -> Feedback:
     grad = flat_grad(model)
     if watch.record.forwards == [16]:
         return incorrect("one pass over all 16 sequences is the big batch itself: run the 4 micro-batches one by one")
-    fault = structure_fault(watch, grad, [len(x) for x, _ in micro_batches], "sequences")
+    fault = structure_fault(watch, [len(x) for x, _ in micro_batches], "sequences")
     if fault:
         return incorrect(fault)
     if torch.allclose(grad, reference, rtol=1e-7, atol=1e-10):
@@ -153,7 +152,6 @@ def exactness_exercises() -> ExerciseSet:
              "token sum by that count."],
             accumulate_tokens,
             "Every real token of the window weighs 1 / (real tokens in the window), whichever micro-batch it is in.",
-            references=(accumulated_token_gradient, big_batch_token_gradient, accumulate_window),  # the package's own answers
         ),
         Exercise(
             "precision", "Which error grows with K?",

@@ -18,8 +18,6 @@ from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, as_number
 from widgets.exercises.toolkit import diagnose, incorrect, needs_function, not_attempted
 from widgets.lessons.researcher_2.contrastive import (
     full_batch_contrastive,
-    gradient_cache,
-    gradient_cache_contrastive,
     info_nce,
     make_encoders,
     make_pairs,
@@ -68,7 +66,7 @@ def _check_cache(answer: object) -> Feedback:
     if empty:
         return incorrect("the encoders' .grad is empty: step 3 must backpropagate into both towers")
     grad = flat_grad(encoders)
-    fault = structure_fault(watch, grad, [8] * 4, "examples")
+    fault = structure_fault(watch, [8] * 4, "examples")
     if fault:  # every tower, every pass: at most one micro-batch's graph alive at a time
         return incorrect(fault)
     if torch.allclose(grad, reference, rtol=1e-7, atol=1e-10):
@@ -129,7 +127,6 @@ def breaks_exercises() -> ExerciseSet:
              "For each micro-batch: torch.autograd.backward([za_part, zb_part], [za.grad[part], zb.grad[part]])."],
             gradient_cache_step,
             "Gao et al. (2021): the loss sees every negative; the encoders see one micro-batch at a time.",
-            references=(gradient_cache, gradient_cache_contrastive, full_batch_contrastive),  # the package's own computations
         ),
         Exercise(
             "clip", "Clipping hides a missing division",

@@ -88,7 +88,7 @@ def _check_no_sync(answer: object) -> Feedback:
         return incorrect(f"the synced micro-steps are {synced}; only the last one (micro-step {K - 1}) may sync, "
                          "or the gradients added after the sync never reach the other workers")
     grad = flat_parameters_grad(net)
-    fault = structure_fault(watch, grad, [2] * K, "examples")
+    fault = structure_fault(watch, [2] * K, "examples")
     if fault:
         return incorrect(fault)
     last = watch.record.passes[-1] if watch.record.passes else []

@@ -10,7 +10,6 @@ import threading
 
 from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, as_number, as_numbers, close_to, correct
 from widgets.exercises.toolkit import incorrect, needs_function, not_attempted
-from widgets.lessons.researcher_6.across_ranks import token_weights
 
 EXAMPLE = [300, 100]  # the prompt's two ranks
 EXAMPLE_MICRO = [[30, 18, 12], [5, 3, 4]]  # the prompt's rank counts per micro-batch: W = 2, K = 3
@@ -207,7 +206,6 @@ def ranks_exercises() -> ExerciseSet:
              "With the fix each rank computes sum * W / N_total, and DDP's mean divides by W: 1 / N_total."],
             my_weights,
             "The per-rank mean weighs ranks equally, so a token weighs more on a rank with fewer tokens.",
-            references=(token_weights,),  # the package's own answer, which the notebook imports
         ),
         Exercise(
             "place_all_reduce", "Where the count all-reduce goes",

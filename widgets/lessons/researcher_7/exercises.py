@@ -7,7 +7,7 @@ from typing import Callable
 
 from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, as_number, close_to, correct, incorrect
 from widgets.exercises.toolkit import is_placeholder, needs_function, not_attempted
-from widgets.lessons.researcher_7.pipeline import bubble_formula, simulate
+from widgets.lessons.researcher_7.pipeline import bubble_formula
 from widgets.research.planner import zero_bytes_per_rank
 
 BUBBLE_CASES = [(1, 1), (2, 1), (2, 8), (4, 4), (4, 16), (8, 3), (5, 32), (16, 64)]  # (stages p, micro-batches m)
@@ -122,7 +122,6 @@ def stages_exercises() -> ExerciseSet:
              "The run lasts 2 (m + p - 1) slots; the idle share is what is not 2m of them."],
             bubble_fraction,
             "Fill and drain cost p - 1 slots whatever m is, so a pipeline needs many micro-batches: m >> p.",
-            references=[bubble_formula, simulate],  # the formula, and the grid it is counted on
         ),
         Exercise(
             "zero_bytes", "ZeRO bytes per rank",
@@ -135,6 +134,5 @@ def stages_exercises() -> ExerciseSet:
              "Sharded means ceil(P / N) parameters per rank: -(-P // N) in Python."],
             bytes_per_rank,
             "Each stage divides one more term by N; stage 3 reaches 16 P / N.",
-            references=[zero_bytes_per_rank],
         ),
     ])

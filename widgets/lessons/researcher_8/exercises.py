@@ -13,8 +13,7 @@ import torch
 
 from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, as_numbers, close_to, correct, incorrect
 from widgets.exercises.toolkit import needs_function, not_attempted
-from widgets.lessons.researcher_8.moe import aux_loss, window_aux_step
-from widgets.lessons.researcher_8.rl_losses import LOSS_TYPES, micro_batch_loss, token_weights
+from widgets.lessons.researcher_8.rl_losses import LOSS_TYPES, token_weights
 
 MAX_LEN = 16
 
@@ -233,7 +232,6 @@ def losses_exercises() -> ExerciseSet:
             completion_weights,
             "Only dapo's weight and, while every micro-batch holds as many completions, grpo's and dr_grpo's, are the "
             "same however the window is split.",
-            references=(token_weights, micro_batch_loss),
         ),
         Exercise(
             "normaliser", "The normaliser dapo must be given",
@@ -261,6 +259,5 @@ def losses_exercises() -> ExerciseSet:
             global_aux,
             "Added first, then multiplied: the product of the window's statistics, not the mean of the micro-batches' "
             "products.",
-            references=(aux_loss, window_aux_step),
         ),
     ])

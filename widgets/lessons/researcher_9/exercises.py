@@ -13,7 +13,7 @@ import math
 
 from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, as_number, as_numbers, close_to, correct
 from widgets.exercises.toolkit import diagnose, incorrect, needs_function
-from widgets.lessons.researcher_9.adam_k import adamw_tau, malladi_scaled, same_half_life, weight_decay_for_same_tau
+from widgets.lessons.researcher_9.adam_k import adamw_tau, weight_decay_for_same_tau
 
 # (lr, beta1, beta2, eps, k): none is the notebook's (1e-3, 0.9, 0.999, 1e-8) at k = 4
 MALLADI_CASES = ((3e-4, 0.95, 0.98, 1e-6, 2), (1e-2, 0.8, 0.99, 1e-8, 3), (2e-3, 0.9, 0.95, 1e-7, 0.5),
@@ -162,7 +162,6 @@ def adam_exercises() -> ExerciseSet:
              "Each moving average must forget k times as much per update: 1 - beta is multiplied by k."],
             scale,
             "The rule keeps the same SDE; it needs k (1 - beta) < 1, or a beta would be negative.",
-            references=(malladi_scaled,),
         ),
         Exercise(
             "half_life", "beta with the same half-life in examples",
@@ -174,7 +173,6 @@ def adam_exercises() -> ExerciseSet:
              "One new update must leave the weight k old updates left."],
             new_beta,
             "beta**k; for small 1 - beta it is 1 - k (1 - beta), Malladi's rule, and it stays in [0, 1) for any k.",
-            references=(same_half_life,),
         ),
         Exercise(
             "tau", "AdamW's timescale when K grows",
