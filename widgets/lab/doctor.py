@@ -34,8 +34,9 @@ HOST_FIXES = {
                "Reload Window, then run the cell again",
 }
 ELSEWHERE = "Beyond the lab's own checks: `jupyter labextension list` and `pip check` (where JupyterLab runs)."
-PROBE = ("import json\nfrom importlib import metadata as m\ndef v(n):\n try: return m.version(n)\n"
-         " except m.PackageNotFoundError: return None\nprint(json.dumps({n: v(n) for n in %r}))" % (FRONT,))
+# Run by the server's Python: every installed distribution's version, by normalised name.
+PROBE = ("import json, importlib.metadata as m; print(json.dumps({d.metadata['Name'].lower().replace('-', '_'): "
+         "d.version for d in m.distributions()}))")
 
 
 @dataclass(frozen=True)
@@ -147,8 +148,8 @@ def front_facts(python: str | None) -> dict:
     if python is None:
         return {name: version_of(name) for name in FRONT}
     try:
-        out = subprocess.run([python, "-c", PROBE], capture_output=True, text=True, timeout=60)
-        return json.loads(out.stdout)
+        versions = json.loads(subprocess.run([python, "-c", PROBE], capture_output=True, text=True, timeout=60).stdout)
+        return {name: versions.get(name) for name in FRONT}
     except (OSError, subprocess.TimeoutExpired, ValueError) as error:
         return {"error": f"asking {python} failed ({error})"}
 
