@@ -149,28 +149,28 @@ def beginner_exercises() -> ExerciseSet:
     """The checked questions of beginner notebook 1 (carrying bricks)."""
     return ExerciseSet("Carrying bricks", [
         Exercise(
-            "trips", "How many trips?",
-            "A training recipe asks for 24 examples behind every update (effective_batch_size), and your "
+            name="trips", title="How many trips?",
+            prompt="A training recipe asks for 24 examples behind every update (effective_batch_size), and your "
             "computer can hold only 6 at a time (micro_batch_size). How many trips, accumulation_steps K, "
             "before each update? `ex.trips.check(K)`",
-            _number_checker(4.0, {
+            checker=_number_checker(4.0, {
                 144.0: "144 = 24 x 6: the wall is K x b, so K is the wall divided by b, not multiplied.",
                 18.0: "18 = 24 - 6: trips are a division, not a subtraction.",
                 30.0: "30 = 24 + 6: trips are a division, not an addition.",
                 0.25: "0.25 = 6 / 24, the division upside down: how many armfuls of 6 make 24?",
             }, "{value:g} trips of 6 carry {value:g} x 6 bricks, not 24.",
                 "4 trips of 6: 4 x 6 = 24 examples behind each update, never more than 6 in memory.", "K"),
-            ["The wall has K x b bricks. You know the wall (24) and b (6).",
+            hints=["The wall has K x b bricks. You know the wall (24) and b (6).",
              "K = 24 / 6."],
-            "K = 24 // 6  # 4 trips of 6 bricks make the wall of 24",
+            solution="K = 24 // 6  # 4 trips of 6 bricks make the wall of 24",
             kind="compute",
         ),
         Exercise(
-            "divide_by", "What to divide by",
-            "A batch of 12 examples is carried in trips of 3. Each trip's loss is `.mean()` over its own 3 "
+            name="divide_by", title="What to divide by",
+            prompt="A batch of 12 examples is carried in trips of 3. Each trip's loss is `.mean()` over its own 3 "
             "examples. By what number must each trip's loss be divided so that the pile equals the blame of "
             "the whole batch of 12? `ex.divide_by.check(number)`",
-            _number_checker(4.0, {
+            checker=_number_checker(4.0, {
                 1.0: "dividing by 1 is not dividing: the pile of 4 trips would be 4 times too big, the classic bug.",
                 3.0: "3 is the trip's size, and the .mean() already divided by it. Count the trips.",
                 12.0: "12 counts the examples, but each .mean() already divided by 3; dividing by 12 as well would "
@@ -178,66 +178,66 @@ def beginner_exercises() -> ExerciseSet:
             }, "{value:g} is not it: the pile holds one mean per trip; how many means are added up?",
                 "4 trips, 4 means added up: divide each by 4 and the pile is their average, the mean over all "
                 "12 (as .mean() over 3 and then / 4 is / 12 in all).", "number"),
-            ["The pile adds one trip-mean per trip. How many trips are there?",
+            hints=["The pile adds one trip-mean per trip. How many trips are there?",
              "12 examples in trips of 3 is 4 trips; the pile is 4 means added up."],
-            "number = 12 // 3  # the number of trips, K = 4 (each .mean() already divided by 3)",
+            solution="number = 12 // 3  # the number of trips, K = 4 (each .mean() already divided by 3)",
             kind="compute",
         ),
         Exercise(
-            "one_trip", "One trip: what does the wall become?",
-            "In the staircase above, set trips to 1 and leave 5 bricks per trip. Predict what the picture "
+            name="one_trip", title="One trip: what does the wall become?",
+            prompt="In the staircase above, set trips to 1 and leave 5 bricks per trip. Predict what the picture "
             "shows, then check: `ex.one_trip.check('A')` (or 'B', 'C').\n\n"
             "- **A**: the same wall as before, carried in one trip\n"
             "- **B**: a smaller wall of 5 bricks: ordinary training with a small batch\n"
             "- **C**: no wall at all: without accumulation nothing is built",
-            _choice_checker("B", {
+            checker=_choice_checker("B", {
                 "A": "the wall of 20 in one trip would mean carrying 20 bricks at once, and the memory for them; "
                      "with 5 per trip and one trip the wall holds only 5.",
                 "C": "one trip still builds a wall: the update happens after the last trip, and with one trip that "
                      "is the first. It is ordinary training, with a batch of 5.",
             }, "one trip of 5 builds a wall of 5: ordinary training with a smaller, noisier batch, not the wall "
                "of 20 carried at once. Move the slider and the picture agrees."),
-            ["The wall holds (trips) x (bricks per trip) bricks.",
+            hints=["The wall holds (trips) x (bricks per trip) bricks.",
              "With one trip of 5 the wall holds 5 bricks. Is that the old wall?"],
-            "answer = 'B'  # 1 trip x 5 bricks: a wall of 5, a smaller batch, not the wall of 20",
+            solution="answer = 'B'  # 1 trip x 5 bricks: a wall of 5, a smaller batch, not the wall of 20",
             kind="predict",
         ),
         Exercise(
-            "four_trips", "Forget to divide, in four trips",
-            "The knob model of section 3, its four examples now carried in 4 trips of 1, each trip's loss "
+            name="four_trips", title="Forget to divide, in four trips",
+            prompt="The knob model of section 3, its four examples now carried in 4 trips of 1, each trip's loss "
             "**not** divided. Predict the pile, compared with the blame of the big batch, then check: "
             "`ex.four_trips.check('A')` (or 'B', 'C', 'D').\n\n"
             "- **A**: the same as the big batch's\n- **B**: twice as big\n- **C**: four times as big\n"
             "- **D**: a quarter of it",
-            _choice_checker("C", {
+            checker=_choice_checker("C", {
                 "A": "the big batch averages its 4 examples; the undivided pile adds 4 trip-blames without "
                      "averaging them.",
                 "B": "twice was the two trips of section 3. Each trip adds one undivided blame: count the trips.",
                 "D": "dividing makes the pile smaller; leaving the division out makes it bigger.",
             }, "4 trips, 4 undivided blames added up: 4 times the big batch's blame. The pile grows with the "
                "number of trips, which is why the loss is divided by it."),
-            ["Section 3: two trips without the division gave twice the big batch's blame.",
+            hints=["Section 3: two trips without the division gave twice the big batch's blame.",
              "Each trip adds its whole blame. With 4 trips, how many blames are added up?"],
-            "answer = 'C'  # 4 undivided trip-blames: 4 x the big batch's blame",
+            solution="answer = 'C'  # 4 undivided trip-blames: 4 x the big batch's blame",
             kind="predict",
         ),
         Exercise(
-            "three_trips", "Carry six examples in three trips",
-            "The knob model with examples x = 1, ..., 6 (answers y = 2x), knob starting at 0.5: carry them "
+            name="three_trips", title="Carry six examples in three trips",
+            prompt="The knob model with examples x = 1, ..., 6 (answers y = 2x), knob starting at 0.5: carry them "
             "in 3 trips of 2 so that `knob.grad` ends up holding the blame of the whole batch of 6. Then "
             "`ex.three_trips.check(knob.grad)`.",
-            _check_three_trips,
-            ["Copy the two-trip loop of section 3: a loop over the first example of each trip (0, 2, 4).",
+            checker=_check_three_trips,
+            hints=["Copy the two-trip loop of section 3: a loop over the first example of each trip (0, 2, 4).",
              "In each trip: the loss is the .mean() over the trip's 2 examples, divided by trips = 3, then "
              "backward(). Clear knob.grad once, before the loop, not inside it."],
-            """
+            solution="""
             knob = torch.tensor(0.5, requires_grad=True)
             trips = 3
             for first in (0, 2, 4):  # trips of 2 examples
                 loss = ((knob * x6[first:first + 2] - y6[first:first + 2]) ** 2).mean() / trips
                 loss.backward()  # adds this trip's share to the pile
             """,
-            "Each trip's mean divided by 3: the pile adds up to the blame of the batch of 6.",
+            explanation="Each trip's mean divided by 3: the pile adds up to the blame of the batch of 6.",
             kind="code",
         ),
     ])

@@ -167,41 +167,41 @@ def proof_exercises() -> ExerciseSet:
     """The exercises of developer notebook 1 (proving the equivalence)."""
     return ExerciseSet("Proving the equivalence", [
         Exercise(
-            "ratio", "Break the demo on purpose",
-            "Remove the `/ 4` from the accumulation loop, keep everything else, and divide the accumulated "
+            name="ratio", title="Break the demo on purpose",
+            prompt="Remove the `/ 4` from the accumulation loop, keep everything else, and divide the accumulated "
             "weight gradient by the big-batch one. Predict the ratio first, then check it: "
             "`ex.ratio.check(ratio)` (a number or the tensor of ratios).",
-            _check_ratio,
-            ["Each micro-batch loss is a mean over its 2 examples. What does adding four such means give?",
+            checker=_check_ratio,
+            hints=["Each micro-batch loss is a mean over its 2 examples. What does adding four such means give?",
              "Four means, each about the size of the mean over all 8 examples, add up to about four times it; "
              "gradients are linear, so the same holds for them exactly.",
              "Count what the pile adds up when nothing divides it: micro-batch means. The ratio is that count, "
              "neither the micro-batch size nor the number of examples."],
-            """
+            solution="""
             undivided = fresh_model()
             for i in range(0, 8, 2):
                 loss = torch.nn.functional.mse_loss(undivided(data[i:i + 2]), target[i:i + 2])
                 loss.backward()  # no / 4
             ratio = undivided.weight.grad / big.weight.grad  # tensor([[4., 4., 4., 4.]])
             """,
-            "The pile adds K means without dividing them, so it is K = 4 times the big-batch gradient.",
+            explanation="The pile adds K means without dividing them, so it is K = 4 times the big-batch gradient.",
             kind="predict",
         ),
         Exercise(
-            "impersonate_16", "Make 2s impersonate 16",
-            "Write `accumulate_16(model, data, target)` that runs `data` (16 examples) through `model` in "
+            name="impersonate_16", title="Make 2s impersonate 16",
+            prompt="Write `accumulate_16(model, data, target)` that runs `data` (16 examples) through `model` in "
             "micro-batches of 2 and leaves in `.grad` the gradient of the mean-squared error over all 16, "
             "then check it: `ex.impersonate_16.check(accumulate_16)`. The checker calls it on a fresh "
             "`Linear(4, 1)` with 16 examples of its own (not the notebook's), compares with one real batch of 16, "
             "and counts the backward passes and the examples each one carried.",
-            _check_impersonate_16,
-            ["How many micro-batches of 2 make 16 examples? That number is accumulation_steps.",
+            checker=_check_impersonate_16,
+            hints=["How many micro-batches of 2 make 16 examples? That number is accumulation_steps.",
              "Each micro-batch's mean loss counts for its share of the batch, n_i / n: 2 of the 16 examples. "
              "In the demo that share was 2/8 = 1/4.",
              "Multiply each micro-batch's loss by its share before its own backward(); with micro-batches of equal "
              "size that is the same as dividing by their number. One backward() per micro-batch, none for the whole."],
-            accumulate_16,
-            "Sixteen examples in micro-batches of 2: each loss is weighted by its share 2/16 = 1/8 of the batch, "
+            solution=accumulate_16,
+            explanation="Sixteen examples in micro-batches of 2: each loss is weighted by its share 2/16 = 1/8 of the batch, "
             "which for equal micro-batches is dividing by their number, K = 8.",
             kind="code",
         ),

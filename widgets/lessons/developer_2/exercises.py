@@ -320,96 +320,96 @@ def loop_exercises() -> ExerciseSet:
     """The exercises of developer notebook 2 (the training loop)."""
     return ExerciseSet("The training loop", [
         Exercise(
-            "boundary", "Name the boundary",
-            "Write `is_boundary(micro_step, accumulation_steps, total_micro_steps)` that returns True when this "
+            name="boundary", title="Name the boundary",
+            prompt="Write `is_boundary(micro_step, accumulation_steps, total_micro_steps)` that returns True when this "
             "micro-step (counted from 0) ends an update, the last micro-step of an uneven tail included; "
             "check it with `ex.boundary.check(is_boundary)`.",
-            _check_boundary,
-            ["micro_step counts from 0: with K = 4 the updates come after micro-steps 3, 7, 11, ...",
+            checker=_check_boundary,
+            hints=["micro_step counts from 0: with K = 4 the updates come after micro-steps 3, 7, 11, ...",
              "(micro_step + 1) % accumulation_steps == 0 handles full windows. What about the last micro-step "
              "when total_micro_steps does not divide by K?",
              "The last micro-step is number total_micro_steps - 1: it ends an update too, whatever K says."],
-            is_boundary,
-            "Every K-th micro-step ends an update, and so does the very last one.",
+            solution=is_boundary,
+            explanation="Every K-th micro-step ends an update, and so does the very last one.",
             kind="code",
         ),
         Exercise(
-            "tail_weights", "Weight the tail",
-            "accumulation_steps K = 4, micro_batch_size b = 8, and the data runs out: the last window holds "
+            name="tail_weights", title="Weight the tail",
+            prompt="accumulation_steps K = 4, micro_batch_size b = 8, and the data runs out: the last window holds "
             "micro-batches of 8, 8 and 3 examples. By what factor must each one's mean loss be multiplied so "
             "the pile equals the gradient of one batch of those 19 examples? "
             "`ex.tail_weights.check([w1, w2, w3])`.",
-            _check_tail_weights,
-            ["Each micro-batch loss is a mean over its own examples. A mean over 19 examples weights each example 1/19.",
+            checker=_check_tail_weights,
+            hints=["Each micro-batch loss is a mean over its own examples. A mean over 19 examples weights each example 1/19.",
              "A micro-batch of n_k examples contributes n_k examples' worth: its weight is n_k / 19.",
              "The three weights sum to 1, and the 3-example micro-batch gets 3/8 of the weight of each 8-example one."],
-            """
+            solution="""
             from widgets.core.accumulation import micro_batch_weights
             weights = micro_batch_weights([8, 8, 3])  # [8/19, 8/19, 3/19]
             """,
-            "Weight each micro-batch by its share of the window's examples.",
+            explanation="Weight each micro-batch by its share of the window's examples.",
             kind="compute",
         ),
         Exercise(
-            "update_loss", "Log the update's loss",
-            "Write `update_loss(micro_losses, micro_batch_sizes)`: given the undivided mean loss of each "
+            name="update_loss", title="Log the update's loss",
+            prompt="Write `update_loss(micro_losses, micro_batch_sizes)`: given the undivided mean loss of each "
             "micro-batch of one update and their sizes, return the number to log for that update. "
             "`ex.update_loss.check(update_loss)` tries equal and uneven micro-batches.",
-            _check_update_loss,
-            ["The number to log is the mean loss over all the examples of the update, the one a big batch would report.",
+            checker=_check_update_loss,
+            hints=["The number to log is the mean loss over all the examples of the update, the one a big batch would report.",
              "A micro-batch of n_k examples with mean loss L_k holds n_k * L_k of the total loss.",
              "Add up each micro-batch's share of the total loss, then divide by the number of examples in the update."],
-            update_loss,
-            "Weight each micro-batch's mean loss by its number of examples; with equal sizes this is the plain mean.",
+            solution=update_loss,
+            explanation="Weight each micro-batch's mean loss by its number of examples; with equal sizes this is the plain mean.",
             kind="code",
         ),
         Exercise(
-            "clip_position", "Where does the clip go?",
-            "In the loop below, where does `torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)` "
+            name="clip_position", title="Where does the clip go?",
+            prompt="In the loop below, where does `torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)` "
             "belong? `ex.clip_position.check('A')` (or 'B', 'C', 'D').\n\n"
             "```python\nfor micro_step, (inputs, targets) in enumerate(batches):\n"
             "    (loss_fn(model(inputs), targets) / accumulation_steps).backward()\n    # (A)\n"
             "    if is_update_step(micro_step, accumulation_steps, len(batches)):\n        # (B)\n"
             "        optimizer.step()\n        # (C)\n        optimizer.zero_grad(set_to_none=True)\n        # (D)\n```",
-            _check_clip_position,
-            ["Clipping should act on the gradient the update uses.",
+            checker=_check_clip_position,
+            hints=["Clipping should act on the gradient the update uses.",
              "That gradient exists only once the pile is complete, and only until zero_grad clears it.",
              "Inside the if, before optimizer.step(): (B)."],
-            """
+            solution="""
             if is_update_step(micro_step, accumulation_steps, len(batches)):
                 torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)  # (B): the completed pile
                 optimizer.step()
                 optimizer.zero_grad(set_to_none=True)
             """,
-            "(B): once per update, on the completed pile, before the step.",
+            explanation="(B): once per update, on the completed pile, before the step.",
             kind="predict",
         ),
         Exercise(
-            "warmup_end", "When does the warmup end?",
-            "A linear warmup is written for W = 100 updates, accumulation_steps K = 4, and `scheduler.step()` "
+            name="warmup_end", title="When does the warmup end?",
+            prompt="A linear warmup is written for W = 100 updates, accumulation_steps K = 4, and `scheduler.step()` "
             "is called on every micro-step. After how many updates is the warmup over? "
             "`ex.warmup_end.check(number)`.",
-            _check_warmup_end,
-            ["The scheduler counts its own step() calls, not updates.",
+            checker=_check_warmup_end,
+            hints=["The scheduler counts its own step() calls, not updates.",
              "Each update takes K micro-steps, and each micro-step calls scheduler.step().",
              "So W = 100 scheduler steps are used up K = 4 at a time."],
-            "warmup_end = 100 // 4  # 25 updates: the schedule runs K times too fast",
-            "The scheduler runs K = 4 times per update, so W = 100 of its steps take 25 updates.",
+            solution="warmup_end = 100 // 4  # 25 updates: the schedule runs K times too fast",
+            explanation="The scheduler runs K = 4 times per update, so W = 100 of its steps take 25 updates.",
             kind="predict",
         ),
         Exercise(
-            "amp_order", "Mixed precision, in order",
-            f"With a GradScaler, gradient clipping and accumulation_steps K = 2, list the calls of one update "
+            name="amp_order", title="Mixed precision, in order",
+            prompt=f"With a GradScaler, gradient clipping and accumulation_steps K = 2, list the calls of one update "
             f"in order, using the names {list(AMP_CALLS)} ('backward' stands for scaler.scale(loss).backward() "
             "and appears once per micro-step): `ex.amp_order.check([...])`.",
-            _check_amp_order,
-            ["The scale must not change while the pile is building, and unscale_ may run only once per update.",
+            checker=_check_amp_order,
+            hints=["The scale must not change while the pile is building, and unscale_ may run only once per update.",
              "Clip the true (unscaled) gradient; step before update, because update changes the scale.",
              "The pile (two backwards) first; then unscale, clip and step in that order; update after the step; "
              "zero_grad where it cannot touch this pile before the step uses it."],
-            "calls = ['backward', 'backward', 'unscale', 'clip', 'step', 'update', 'zero_grad']\n"
+            solution="calls = ['backward', 'backward', 'unscale', 'clip', 'step', 'update', 'zero_grad']\n"
             "# zero_grad may also come first (before the pile) or between step and update",
-            "Build the pile at a fixed scale, then unscale once, clip, step, update the scale, clear.",
+            explanation="Build the pile at a fixed scale, then unscale once, clip, step, update the scale, clear.",
             kind="predict",
         ),
     ])

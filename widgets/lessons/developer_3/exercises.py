@@ -134,52 +134,52 @@ def gallery_exercises() -> ExerciseSet:
     """The exercises of developer notebook 3 (the bug gallery)."""
     return ExerciseSet("The bug gallery", [
         Exercise(
-            "sum_reduction", "Scale a summed loss",
-            "Your loss is `torch.nn.MSELoss(reduction=\"sum\")`, micro_batch_size b = 8, accumulation_steps K = 4. "
+            name="sum_reduction", title="Scale a summed loss",
+            prompt="Your loss is `torch.nn.MSELoss(reduction=\"sum\")`, micro_batch_size b = 8, accumulation_steps K = 4. "
             "By what factor must each micro-batch loss be multiplied so the pile equals the gradient of the big "
             "batch's *mean* loss? `ex.sum_reduction.check(factor)`.",
-            _check_sum_reduction,
-            ["With reduction='sum' each micro-batch loss is b times its mean.",
+            checker=_check_sum_reduction,
+            hints=["With reduction='sum' each micro-batch loss is b times its mean.",
              "The K micro-batches still add up in .grad, as with a mean-reduced loss.",
              "A summed loss is already the total over its examples; the pile must end as a mean over the update's."],
-            "factor = 1 / (4 * 8)  # K x b: the update's examples",
-            "A summed loss counts each example once; dividing by all K x b examples of the update makes it a mean.",
+            solution="factor = 1 / (4 * 8)  # K x b: the update's examples",
+            explanation="A summed loss counts each example once; dividing by all K x b examples of the update makes it a mean.",
             kind="compute",
         ),
         Exercise(
-            "accumulate", "Step 1: make a plain loop accumulate",
-            "The loop in the cell below takes one step per micro-batch, as a loop without accumulation does. Change "
+            name="accumulate", title="Step 1: make a plain loop accumulate",
+            prompt="The loop in the cell below takes one step per micro-batch, as a loop without accumulation does. Change "
             "it so that it makes one update per `accumulation_steps` micro-batches, the short last window included, "
             "and returns the mean loss of each update over its examples. `ex.accumulate.check(my_loop)` runs the loop "
             "auditor on it, exactly `audit_training_loop(my_loop, 4)` and `audit_training_loop(my_loop, 3, "
             "num_batches=8)`, and says what it found.",
-            _check_accumulate,
-            ["backward() adds into .grad: keep it for every micro-batch, and step and clear only when a window ends.",
+            checker=_check_accumulate,
+            hints=["backward() adds into .grad: keep it for every micro-batch, and step and clear only when a window ends.",
              "A window ends on every K-th micro-step and on the last one; its micro-batches may be fewer, and the "
              "last of them shorter.",
              "Weight each micro-batch's mean loss by its share n_i/n of the window's examples, counted when the "
              "window opens; log the same weighted sum."],
-            accumulating_loop,
-            "One `if` that asks whether the window ends; step and zero_grad inside it; each micro-batch weighted by "
+            solution=accumulating_loop,
+            explanation="One `if` that asks whether the window ends; step and zero_grad inside it; each micro-batch weighted by "
             "its share of the window's examples, for the gradient and for the log alike.",
             kind="code",
         ),
         Exercise(
-            "my_loop", "Step 2: clip and schedule",
-            "Step 2: take your loop of step 1 and add what a real run needs: clip the gradient norm to 1.0 once per "
+            name="my_loop", title="Step 2: clip and schedule",
+            prompt="Step 2: take your loop of step 1 and add what a real run needs: clip the gradient norm to 1.0 once per "
             "update, and step the scheduler (when given) once per update. `ex.my_loop.check(my_loop)` runs the loop "
             "auditor on it twice, exactly `audit_training_loop(my_loop, 4, clip_norm=1.0)` and "
             "`audit_training_loop(my_loop, 3, num_batches=8, with_scheduler=True, clip_norm=1.0)`, each with a short "
             "last window, and says what the auditor found.",
-            _check_my_loop,
-            ["Each update's gradient must be that of the mean loss over the update's examples; each micro-batch "
+            checker=_check_my_loop,
+            hints=["Each update's gradient must be that of the mean loss over the update's examples; each micro-batch "
              "counts by its share n_i/n of them (with equal sizes, 1 / the number of micro-batches).",
              "The last window may hold fewer micro-batches, and its last micro-batch fewer examples: count the examples "
              "of the window when it starts, or scale .grad once at the update (before clipping).",
              "clip_grad_norm_, step, scheduler.step and zero_grad all sit inside the one `if is_update_step(...)`, "
              "in that order; the log weights the undivided losses by the same shares."],
-            my_loop,
-            "One boundary test; every per-update action inside it; each micro-batch weighted by its share n_i/n of "
+            solution=my_loop,
+            explanation="One boundary test; every per-update action inside it; each micro-batch weighted by its share n_i/n of "
             "the update's examples, for the gradient and for the log alike.",
             kind="code",
         ),

@@ -127,41 +127,41 @@ def exactness_exercises() -> ExerciseSet:
     """The exercises of researcher notebook 1 (why accumulation is exact)."""
     return ExerciseSet("Why accumulation is exact", [
         Exercise(
-            "weights", "Weights for unequal micro-batches",
-            "One update's 10 examples arrive in micro-batches of 5, 3 and 2, each loss a mean over its own "
+            name="weights", title="Weights for unequal micro-batches",
+            prompt="One update's 10 examples arrive in micro-batches of 5, 3 and 2, each loss a mean over its own "
             "examples. Which three weights make the weighted sum of the three means equal the mean over all 10? "
             "`ex.weights.check([w1, w2, w3])`.",
-            _check_weights,
-            ["Write the big mean as one sum over 10 examples, then group the sum by micro-batch.",
+            checker=_check_weights,
+            hints=["Write the big mean as one sum over 10 examples, then group the sum by micro-batch.",
              "The sum over micro-batch i is n_i times its mean.",
              "Weight i is n_i / n: 5/10, 3/10, 2/10."],
-            "weights = [5 / 10, 3 / 10, 2 / 10]",
-            "The big mean is (1/n) Σ_i n_i · mean_i, so micro-batch i gets weight n_i / n.",
+            solution="weights = [5 / 10, 3 / 10, 2 / 10]",
+            explanation="The big mean is (1/n) Σ_i n_i · mean_i, so micro-batch i gets weight n_i / n.",
         ),
         Exercise(
-            "tokens", "Write the window-level token normaliser",
-            "Write `accumulate_tokens(model, micro_batches)`: `micro_batches` is a list of `(inputs, labels)` "
+            name="tokens", title="Write the window-level token normaliser",
+            prompt="Write `accumulate_tokens(model, micro_batches)`: `micro_batches` is a list of `(inputs, labels)` "
             "pairs, padding labelled -100. Leave in `.grad` the gradient of the mean loss over all real tokens "
             "of the window, one backward per micro-batch. `ex.tokens.check(accumulate_tokens)` runs it on a "
             "tiny causal language model against one big batch.",
-            _check_tokens,
-            ["A mean per micro-batch weighs each micro-batch alike, whatever its token count. What should each "
+            checker=_check_tokens,
+            hints=["A mean per micro-batch weighs each micro-batch alike, whatever its token count. What should each "
              "real token weigh instead?",
              "Use cross_entropy(..., ignore_index=-100, reduction='sum') for each micro-batch's token sum.",
              "Count (labels != -100).sum() over all micro-batches before the first backward, and divide every "
              "token sum by that count."],
-            accumulate_tokens,
-            "Every real token of the window weighs 1 / (real tokens in the window), whichever micro-batch it is in.",
+            solution=accumulate_tokens,
+            explanation="Every real token of the window weighs 1 / (real tokens in the window), whichever micro-batch it is in.",
         ),
         Exercise(
-            "precision", "Which error grows with K?",
-            "Of the modes `float64`, `float32`, `bf16_autocast`, `bf16_params` and `bf16_params_fp32_master`, "
+            name="precision", title="Which error grows with K?",
+            prompt="Of the modes `float64`, `float32`, `bf16_autocast`, `bf16_params` and `bf16_params_fp32_master`, "
             "which one's accumulated-gradient error grows as K grows? Predict before the plot, then "
             "`ex.precision.check('mode')`.",
-            _check_precision,
-            ["Each backward adds into .grad: the addition rounds to .grad's dtype.",
+            checker=_check_precision,
+            hints=["Each backward adds into .grad: the addition rounds to .grad's dtype.",
              "Which mode keeps .grad itself in bfloat16?"],
-            "answer = 'bf16_params'",
-            "Only a bfloat16 `.grad` rounds at every one of the K additions.",
+            solution="answer = 'bf16_params'",
+            explanation="Only a bfloat16 `.grad` rounds at every one of the K additions.",
         ),
     ])

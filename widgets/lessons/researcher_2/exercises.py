@@ -105,38 +105,38 @@ def breaks_exercises() -> ExerciseSet:
     """The exercises of researcher notebook 2 (where it breaks)."""
     return ExerciseSet("Where accumulation breaks", [
         Exercise(
-            "ghost_size", "Name what accumulation computes",
-            "A model with BatchNorm is trained with accumulation_steps K = 4 and micro_batch_size b = 8. "
+            name="ghost_size", title="Name what accumulation computes",
+            prompt="A model with BatchNorm is trained with accumulation_steps K = 4 and micro_batch_size b = 8. "
             "Accumulation is exactly ghost batch norm on the effective batch, with which ghost size? "
             "`ex.ghost_size.check(number)`.",
-            _check_ghost_size,
-            ["Batch norm takes its mean and variance over the examples of one forward pass.",
+            checker=_check_ghost_size,
+            hints=["Batch norm takes its mean and variance over the examples of one forward pass.",
              "How many examples are in one forward pass when you accumulate?"],
-            "ghost_size = 8  # the micro_batch_size b",
-            "Each forward pass holds b = 8 examples, so the statistics are over groups of 8.",
+            solution="ghost_size = 8  # the micro_batch_size b",
+            explanation="Each forward pass holds b = 8 examples, so the statistics are over groups of 8.",
         ),
         Exercise(
-            "cache", "Write the gradient-cache step",
-            "Write `gradient_cache_step(encoders, a, b, accumulation_steps, temperature)` that leaves in "
+            name="cache", title="Write the gradient-cache step",
+            prompt="Write `gradient_cache_step(encoders, a, b, accumulation_steps, temperature)` that leaves in "
             "`.grad` the gradient of the full-batch `info_nce` over all pairs, while no encoder pass sees more "
             "than one micro-batch. `ex.cache.check(gradient_cache_step)` (32 pairs, K = 4).",
-            _check_cache,
-            ["Three steps: embed without a graph; full-batch loss on the embeddings; re-run with a graph.",
+            checker=_check_cache,
+            hints=["Three steps: embed without a graph; full-batch loss on the embeddings; re-run with a graph.",
              "Make the cached embeddings leaves with requires_grad_(), call backward on the loss: their .grad is "
              "d loss / d embedding.",
              "For each micro-batch: torch.autograd.backward([za_part, zb_part], [za.grad[part], zb.grad[part]])."],
-            gradient_cache_step,
-            "Gao et al. (2021): the loss sees every negative; the encoders see one micro-batch at a time.",
+            solution=gradient_cache_step,
+            explanation="Gao et al. (2021): the loss sees every negative; the encoders see one micro-batch at a time.",
         ),
         Exercise(
-            "clip", "Clipping hides a missing division",
-            "Run A divides each micro-batch loss by K = 4, run B forgets to; both clip with max_grad_norm = 0.05 "
+            name="clip", title="Clipping hides a missing division",
+            prompt="Run A divides each micro-batch loss by K = 4, run B forgets to; both clip with max_grad_norm = 0.05 "
             "and the pre-clip norms are all above 1. Give (norm B / norm A before clipping, after clipping): "
             "`ex.clip.check((before, after))`.",
-            _check_clip,
-            ["A sum of K means is K times the mean of the K means.",
+            checker=_check_clip,
+            hints=["A sum of K means is K times the mean of the K means.",
              "clip_grad_norm_ rescales any gradient longer than max_grad_norm to exactly max_grad_norm."],
-            "answer = (4, 1)",
-            "Before: K = 4. After: both have length 0.05 and the same direction, so 1.",
+            solution="answer = (4, 1)",
+            explanation="Before: K = 4. After: both have length 0.05 and the same direction, so 1.",
         ),
     ])

@@ -54,24 +54,24 @@ def noise_exercises() -> ExerciseSet:
     """The exercises of researcher notebook 3."""
     return ExerciseSet("Gradient noise and the critical batch size", [
         Exercise(
-            "b_simple", "B_simple by hand",
-            "One accumulation window: K = 4 micro-batches of b = 8. The mean of their squared gradient norms is "
+            name="b_simple", title="B_simple by hand",
+            prompt="One accumulation window: K = 4 micro-batches of b = 8. The mean of their squared gradient norms is "
             "5.0; the squared norm of their mean (the accumulated gradient) is 2.0. Compute B_simple and check "
             "it: `ex.b_simple.check(value)`.",
-            _check_b_simple,
-            ["The two batch sizes are B_small = b = 8 and B_big = K b = 32.",
+            checker=_check_b_simple,
+            hints=["The two batch sizes are B_small = b = 8 and B_big = K b = 32.",
              "|G|^2 = (32 x 2.0 - 8 x 5.0) / (32 - 8); tr(Sigma) = (5.0 - 2.0) / (1/8 - 1/32).",
              "|G|^2 = 1 and tr(Sigma) = 32."],
-            "b_simple_from_norms(small_sq=5.0, big_sq=2.0, micro_batch_size=8, accumulation_steps=4)  # 32.0",
-            "Both norms and both batch sizes go into each estimate; only then take the ratio.",
+            solution="b_simple_from_norms(small_sq=5.0, big_sq=2.0, micro_batch_size=8, accumulation_steps=4)  # 32.0",
+            explanation="Both norms and both batch sizes go into each estimate; only then take the ratio.",
         ),
         Exercise(
-            "critical", "Read the trade-off curve",
-            "A fit gave S_min = 25 steps and E_min = 1600 examples. What is B_crit, and how many steps does "
+            name="critical", title="Read the trade-off curve",
+            prompt="A fit gave S_min = 25 steps and E_min = 1600 examples. What is B_crit, and how many steps does "
             "training take at B = B_crit? `ex.critical.check((b_crit, steps))`.",
-            _check_critical,
-            ["B_crit = E_min / S_min.", "S(B) = S_min (1 + B_crit / B); put B = B_crit."],
-            "b_crit = 1600 / 25          # 64 examples\nsteps = 25 * (1 + b_crit / b_crit)   # 50",
-            "At the critical batch both steps and examples are twice their minimum.",
+            checker=_check_critical,
+            hints=["B_crit = E_min / S_min.", "S(B) = S_min (1 + B_crit / B); put B = B_crit."],
+            solution="b_crit = 1600 / 25          # 64 examples\nsteps = 25 * (1 + b_crit / b_crit)   # 50",
+            explanation="At the critical batch both steps and examples are twice their minimum.",
         ),
     ])

@@ -44,25 +44,25 @@ def memory_exercises() -> ExerciseSet:
     """The exercises of researcher notebook 4."""
     return ExerciseSet("Memory and time", [
         Exercise(
-            "adam_bytes", "Adam in mixed precision",
-            "A model has 1.5e9 parameters and trains with Adam in mixed precision (bf16 weights and gradients, "
+            name="adam_bytes", title="Adam in mixed precision",
+            prompt="A model has 1.5e9 parameters and trains with Adam in mixed precision (bf16 weights and gradients, "
             "fp32 master weights and moments). How many bytes do weights, gradients and optimizer state take? "
             "`ex.adam_bytes.check(value)`.",
-            _check_adam,
-            ["Count bytes per parameter for each of the three terms.",
+            checker=_check_adam,
+            hints=["Count bytes per parameter for each of the three terms.",
              "Weights 2, gradients 2, optimizer state 4 + 4 + 4."],
-            "16 * 1.5e9   # 24e9 bytes",
-            "Rajbhandari et al. (2020) count 2 + 2 + 12 = 16 bytes per parameter.",
+            solution="16 * 1.5e9   # 24e9 bytes",
+            explanation="Rajbhandari et al. (2020) count 2 + 2 + 12 = 16 bytes per parameter.",
         ),
         Exercise(
-            "plan", "Choose b and K for a budget",
-            "Parameters, gradients and optimizer state take 6 GB; activations take 0.3 GB per example; the device "
+            name="plan", title="Choose b and K for a budget",
+            prompt="Parameters, gradients and optimizer state take 6 GB; activations take 0.3 GB per example; the device "
             "has 10 GB; you want an effective batch of 64. Choose the micro-batch size b (dividing 64) and K: "
             "`ex.plan.check((b, K))`.",
-            _check_plan,
-            ["Memory = 6 + 0.3 b GB must stay at or below 10.",
+            checker=_check_plan,
+            hints=["Memory = 6 + 0.3 b GB must stay at or below 10.",
              "b <= 13.3, and b must divide 64: the candidates are 1, 2, 4, 8."],
-            "b = 8; K = 64 // b   # 8.4 GB, K = 8",
-            "The largest b that fits wastes the least time on per-micro-step overhead.",
+            solution="b = 8; K = 64 // b   # 8.4 GB, K = 8",
+            explanation="The largest b that fits wastes the least time on per-micro-step overhead.",
         ),
     ])

@@ -121,24 +121,24 @@ def machines_exercises() -> ExerciseSet:
     """The exercises of researcher notebook 5."""
     return ExerciseSet("Many machines", [
         Exercise(
-            "ring", "Ring all-reduce traffic",
-            "8 workers, a 400 MB gradient, K = 4 micro-steps per update. How many MB does each worker send in "
+            name="ring", title="Ring all-reduce traffic",
+            prompt="8 workers, a 400 MB gradient, K = 4 micro-steps per update. How many MB does each worker send in "
             "one ring all-reduce, and per update without no_sync? `ex.ring.check((per_allreduce, per_update))`.",
-            _check_ring,
-            ["One ring all-reduce sends 2 (N - 1) / N of the gradient from each worker.",
+            checker=_check_ring,
+            hints=["One ring all-reduce sends 2 (N - 1) / N of the gradient from each worker.",
              "Without no_sync, DDP all-reduces after every micro-step: K per update."],
-            "per_allreduce = 2 * (8 - 1) / 8 * 400   # 700 MB\nper_update = 4 * per_allreduce   # 2800 MB",
-            "The ring costs almost twice the gradient per all-reduce, whatever N; no_sync divides the count by K.",
+            solution="per_allreduce = 2 * (8 - 1) / 8 * 400   # 700 MB\nper_update = 4 * per_allreduce   # 2800 MB",
+            explanation="The ring costs almost twice the gradient per all-reduce, whatever N; no_sync divides the count by K.",
         ),
         Exercise(
-            "place_no_sync", "Place no_sync",
-            "Write `one_update(model, micro_batches)` for a DDP-wrapped `model`: run every `(x, y)` micro-batch "
+            name="place_no_sync", title="Place no_sync",
+            prompt="Write `one_update(model, micro_batches)` for a DDP-wrapped `model`: run every `(x, y)` micro-batch "
             "with an MSE loss divided by K so that DDP all-reduces only once per update. The checker runs it "
             "against a stand-in that records which micro-steps would sync: `ex.place_no_sync.check(one_update)`.",
-            _check_no_sync,
-            ["`with model.no_sync():` around forward and backward skips the all-reduce of that micro-step.",
+            checker=_check_no_sync,
+            hints=["`with model.no_sync():` around forward and backward skips the all-reduce of that micro-step.",
              "Skip it on every micro-step except the last of the update; use contextlib.nullcontext() there."],
-            one_update,
-            "The last micro-step's backward all-reduces the whole pile, so one sync per update is enough.",
+            solution=one_update,
+            explanation="The last micro-step's backward all-reduces the whole pile, so one sync per update is enough.",
         ),
     ])

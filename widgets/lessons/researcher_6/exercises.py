@@ -196,28 +196,28 @@ def ranks_exercises() -> ExerciseSet:
     """The exercises of researcher notebook 6."""
     return ExerciseSet("Across ranks", [
         Exercise(
-            "weights", "The weight of one token",
-            "Write `my_weights(rank_counts)`: given each rank's real targets (e.g. `[300, 100]`), return two lists, "
+            name="weights", title="The weight of one token",
+            prompt="Write `my_weights(rank_counts)`: given each rank's real targets (e.g. `[300, 100]`), return two lists, "
             "`(per_rank_mean, all_reduced)`: the weight one token of each rank gets in the final gradient when each "
             "rank divides by its own count and DDP averages, and when every rank divides by the all-reduced count "
             "(times W). Checked on the example and on random counts: `ex.weights.check(my_weights)`.",
-            _check_weights,
-            ["Inside rank r's mean a token weighs 1 / n_r; DDP's all-reduce then averages W ranks.",
+            checker=_check_weights,
+            hints=["Inside rank r's mean a token weighs 1 / n_r; DDP's all-reduce then averages W ranks.",
              "With the fix each rank computes sum * W / N_total, and DDP's mean divides by W: 1 / N_total."],
-            my_weights,
-            "The per-rank mean weighs ranks equally, so a token weighs more on a rank with fewer tokens.",
+            solution=my_weights,
+            explanation="The per-rank mean weighs ranks equally, so a token weighs more on a rank with fewer tokens.",
         ),
         Exercise(
-            "place_all_reduce", "Where the count all-reduce goes",
-            "Write `loss_scale(micro_batch_counts, all_reduce_sum, world_size)`: it runs on every rank, gets that "
+            name="place_all_reduce", title="Where the count all-reduce goes",
+            prompt="Write `loss_scale(micro_batch_counts, all_reduce_sum, world_size)`: it runs on every rank, gets that "
             "rank's real targets per micro-batch (e.g. `[30, 18, 12]` on rank 0 and `[5, 3, 4]` on rank 1) and "
             "`all_reduce_sum(x)`, which returns the sum of x over all ranks (every rank must call it equally "
             "often). Return the factor each micro-batch's token-loss sum is multiplied by before its backward. "
             "`ex.place_all_reduce.check(loss_scale)`.",
-            _check_scale,
-            ["No rank knows N_total alone: sum this rank's counts, then all-reduce that one number.",
+            checker=_check_scale,
+            hints=["No rank knows N_total alone: sum this rank's counts, then all-reduce that one number.",
              "DDP averages the W ranks' gradients, so the scale is W / N_total, the same on every rank."],
-            loss_scale,
-            "One small all-reduce per update, before the first backward; then every token weighs 1 / N_total.",
+            solution=loss_scale,
+            explanation="One small all-reduce per update, before the first backward; then every token weighs 1 / N_total.",
         ),
     ])

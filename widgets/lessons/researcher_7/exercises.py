@@ -112,27 +112,27 @@ def stages_exercises() -> ExerciseSet:
     """The exercises of researcher notebook 7."""
     return ExerciseSet("Shards and stages", [
         Exercise(
-            "bubble", "The pipeline bubble",
-            "Write `bubble_fraction(stages, micro_batches)`: the share of a GPipe or 1F1B timeline's stage-slots "
+            name="bubble", title="The pipeline bubble",
+            prompt="Write `bubble_fraction(stages, micro_batches)`: the share of a GPipe or 1F1B timeline's stage-slots "
             "that stand idle, for any p and m (forward and backward one slot each). "
             "`ex.bubble.check(bubble_fraction)`.",
-            _check_bubble,
-            ["Count on the grid: each stage does 2m slots of work; how long does the whole run last?",
+            checker=_check_bubble,
+            hints=["Count on the grid: each stage does 2m slots of work; how long does the whole run last?",
              "The first micro-batch needs p - 1 slots to reach the last stage, and its gradient p - 1 to come back.",
              "The run lasts 2 (m + p - 1) slots; the idle share is what is not 2m of them."],
-            bubble_fraction,
-            "Fill and drain cost p - 1 slots whatever m is, so a pipeline needs many micro-batches: m >> p.",
+            solution=bubble_fraction,
+            explanation="Fill and drain cost p - 1 slots whatever m is, so a pipeline needs many micro-batches: m >> p.",
         ),
         Exercise(
-            "zero_bytes", "ZeRO bytes per rank",
-            "Write `bytes_per_rank(parameters, stage, world_size)`: the bytes one rank holds for mixed-precision "
+            name="zero_bytes", title="ZeRO bytes per rank",
+            prompt="Write `bytes_per_rank(parameters, stage, world_size)`: the bytes one rank holds for mixed-precision "
             "Adam (2-byte weights, 2-byte gradients, 12 bytes of fp32 optimizer state per parameter) under ZeRO "
             "stage 0-3, a shard being ceil(P / N) parameters. `ex.zero_bytes.check(bytes_per_rank)`.",
-            _check_zero,
-            ["Stage 0 is plain data parallelism: 16 bytes per parameter on every rank.",
+            checker=_check_zero,
+            hints=["Stage 0 is plain data parallelism: 16 bytes per parameter on every rank.",
              "Stage 1 shards the optimizer state, stage 2 also the gradients, stage 3 also the weights.",
              "Sharded means ceil(P / N) parameters per rank: -(-P // N) in Python."],
-            bytes_per_rank,
-            "Each stage divides one more term by N; stage 3 reaches 16 P / N.",
+            solution=bytes_per_rank,
+            explanation="Each stage divides one more term by N; stage 3 reaches 16 P / N.",
         ),
     ])

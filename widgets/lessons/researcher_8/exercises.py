@@ -220,44 +220,44 @@ def losses_exercises() -> ExerciseSet:
     """The exercises of researcher notebook 8."""
     return ExerciseSet("Losses that see the batch", [
         Exercise(
-            "weights", "The weight a token gets",
-            "Write `completion_weights(lengths, loss_type, max_len)`: `lengths[k]` lists the completion lengths of "
+            name="weights", title="The weight a token gets",
+            prompt="Write `completion_weights(lengths, loss_type, max_len)`: `lengths[k]` lists the completion lengths of "
             "micro-batch k of one update (K = len(lengths), one device); return, per micro-batch, the weight every "
             "token of each completion gets in the update's loss, for loss_type grpo, bnpo, dr_grpo or dapo (each "
             "micro-batch's loss divided by K where the loss type does that). `ex.weights.check(completion_weights)`.",
-            _check_weights,
-            ["Write each loss as sum over completions i of w_i x (summed token loss of i), then read off w_i.",
+            checker=_check_weights,
+            hints=["Write each loss as sum over completions i of w_i x (summed token loss of i), then read off w_i.",
              "grpo: 1 / (K n L_i) with n the micro-batch's completions; dr_grpo: 1 / (K n max_len); bnpo: "
              "1 / (K x the micro-batch's tokens); dapo: 1 / the window's tokens."],
-            completion_weights,
-            "Only dapo's weight and, while every micro-batch holds as many completions, grpo's and dr_grpo's, are the "
+            solution=completion_weights,
+            explanation="Only dapo's weight and, while every micro-batch holds as many completions, grpo's and dr_grpo's, are the "
             "same however the window is split.",
         ),
         Exercise(
-            "normaliser", "The normaliser dapo must be given",
-            "A generation holds micro-batches with `micro_batch_tokens[m]` completion tokens each, consumed in "
+            name="normaliser", title="The normaliser dapo must be given",
+            prompt="A generation holds micro-batches with `micro_batch_tokens[m]` completion tokens each, consumed in "
             "order, K = `accumulation_steps` per update (the last update may get fewer). Write "
             "`dapo_normalisers(micro_batch_tokens, accumulation_steps)`: what each micro-batch must divide its "
             "summed token loss by, one number per micro-batch. `ex.normaliser.check(dapo_normalisers)`.",
-            _check_normalisers,
-            ["dapo is the token mean over the tokens one update sees.",
+            checker=_check_normalisers,
+            hints=["dapo is the token mean over the tokens one update sees.",
              "Group the micro-batches K at a time; every micro-batch of a group divides by the group's total."],
-            dapo_normalisers,
-            "The count belongs to the update window, not to the generation: they differ whenever "
+            solution=dapo_normalisers,
+            explanation="The count belongs to the update window, not to the generation: they differ whenever "
             "steps_per_generation != gradient_accumulation_steps.",
         ),
         Exercise(
-            "aux", "The global aux loss from per-micro-batch statistics",
-            "A top-1 router saw K micro-batches. `counts[k, e]`: the tokens of micro-batch k routed to expert e; "
+            name="aux", title="The global aux loss from per-micro-batch statistics",
+            prompt="A top-1 router saw K micro-batches. `counts[k, e]`: the tokens of micro-batch k routed to expert e; "
             "`prob_sums[k, e]`: the sum of expert e's router probability over micro-batch k's tokens (both (K, E) "
             "tensors). Write `global_aux(counts, prob_sums)`, the window's E * sum_e f_e * P_e, as one number. "
             "`ex.aux.check(global_aux)`.",
-            _check_aux,
-            ["f_e is a fraction of all the window's tokens, P_e a mean over all of them: add over the micro-batches "
+            checker=_check_aux,
+            hints=["f_e is a fraction of all the window's tokens, P_e a mean over all of them: add over the micro-batches "
              "first.",
              "tokens = counts.sum(); f = counts.sum(0) / tokens; P = prob_sums.sum(0) / tokens; then E * (f * P).sum()."],
-            global_aux,
-            "Added first, then multiplied: the product of the window's statistics, not the mean of the micro-batches' "
+            solution=global_aux,
+            explanation="Added first, then multiplied: the product of the window's statistics, not the mean of the micro-batches' "
             "products.",
         ),
     ])

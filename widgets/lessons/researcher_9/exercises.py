@@ -153,47 +153,47 @@ def adam_exercises() -> ExerciseSet:
     """The exercises of researcher notebook 9."""
     return ExerciseSet("Adam when K changes", [
         Exercise(
-            "malladi", "Malladi's square-root rule",
-            "Write `scale(lr, beta1, beta2, eps, k)` returning Adam's `(lr, beta1, beta2, eps)` for a batch k times "
+            name="malladi", title="Malladi's square-root rule",
+            prompt="Write `scale(lr, beta1, beta2, eps, k)` returning Adam's `(lr, beta1, beta2, eps)` for a batch k times "
             "larger by the SDE rule of Malladi et al. (2022). The checker tries cases of its own, k < 1 included: "
             "`ex.malladi.check(scale)`.",
-            _check_malladi,
-            ["The noise of one update falls as 1 / sqrt(k): the learning rate grows by sqrt(k); eps follows the noise.",
+            checker=_check_malladi,
+            hints=["The noise of one update falls as 1 / sqrt(k): the learning rate grows by sqrt(k); eps follows the noise.",
              "Each moving average must forget k times as much per update: 1 - beta is multiplied by k."],
-            scale,
-            "The rule keeps the same SDE; it needs k (1 - beta) < 1, or a beta would be negative.",
+            solution=scale,
+            explanation="The rule keeps the same SDE; it needs k (1 - beta) < 1, or a beta would be negative.",
         ),
         Exercise(
-            "half_life", "beta with the same half-life in examples",
-            "Write `new_beta(beta, k)`: the moving-average factor at a batch k times larger whose half-life, counted "
+            name="half_life", title="beta with the same half-life in examples",
+            prompt="Write `new_beta(beta, k)`: the moving-average factor at a batch k times larger whose half-life, counted "
             "in examples, is unchanged. `ex.half_life.check(new_beta)`.",
-            _check_half_life,
-            ["After n updates a gradient's weight is beta**n; at a batch k times larger, n updates hold k n of the "
+            checker=_check_half_life,
+            hints=["After n updates a gradient's weight is beta**n; at a batch k times larger, n updates hold k n of the "
              "old updates' examples.",
              "One new update must leave the weight k old updates left."],
-            new_beta,
-            "beta**k; for small 1 - beta it is 1 - k (1 - beta), Malladi's rule, and it stays in [0, 1) for any k.",
+            solution=new_beta,
+            explanation="beta**k; for small 1 - beta it is 1 - k (1 - beta), Malladi's rule, and it stays in [0, 1) for any k.",
         ),
         Exercise(
-            "tau", "AdamW's timescale when K grows",
-            "B = 512, lr = 0.001, weight_decay = 0.1, D = 1,024,000 examples. What is tau in epochs? K then grows "
+            name="tau", title="AdamW's timescale when K grows",
+            prompt="B = 512, lr = 0.001, weight_decay = 0.1, D = 1,024,000 examples. What is tau in epochs? K then grows "
             "4-fold and the lr 2-fold (square root): which weight decay keeps tau? "
             "`ex.tau.check((tau, new_weight_decay))`.",
-            _check_tau,
-            ["tau = B / (lr weight_decay D), in epochs.",
+            checker=_check_tau,
+            hints=["tau = B / (lr weight_decay D), in epochs.",
              "Hold B / (lr weight_decay) fixed: B x 4 and lr x 2 leave weight_decay to grow by 4 / 2."],
-            "tau = 512 / (1e-3 * 0.1 * 1_024_000)   # 5.0 epochs\nnew_weight_decay = 0.1 * 4 / 2   # 0.2",
-            "Each update shrinks the weights by 1 - lr weight_decay, and an epoch has D / B updates.",
+            solution="tau = 512 / (1e-3 * 0.1 * 1_024_000)   # 5.0 epochs\nnew_weight_decay = 0.1 * 4 / 2   # 0.2",
+            explanation="Each update shrinks the weights by 1 - lr weight_decay, and an epoch has D / B updates.",
         ),
         Exercise(
-            "updates", "The update count after a K change",
-            "Write `updates_done(micro_steps, k_from)`: the optimizer updates completed after `micro_steps` "
+            name="updates", title="The update count after a K change",
+            prompt="Write `updates_done(micro_steps, k_from)`: the optimizer updates completed after `micro_steps` "
             "micro-steps when K is `k_from[s]` from micro-step s on (e.g. {0: 4, 40: 8}); changes fall on window "
             "boundaries and a half-built window is no update. `ex.updates.check(updates_done)`.",
-            _check_updates,
-            ["Split the micro-steps into stretches of constant K.",
+            checker=_check_updates,
+            hints=["Split the micro-steps into stretches of constant K.",
              "Each stretch adds (its micro-steps) // K; micro_steps // (the K now) miscounts the earlier stretches."],
-            updates_done,
-            "This is the count an LR scheduler needs: the lab's loop steps it once per update, whatever K is.",
+            solution=updates_done,
+            explanation="This is the count an LR scheduler needs: the lab's loop steps it once per update, whatever K is.",
         ),
     ])
