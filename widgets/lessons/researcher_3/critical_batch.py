@@ -220,9 +220,7 @@ def same_update_any_split(problem: TeacherProblem, effective_batch_size: int, mi
 
 def per_example_gradients(problem: TeacherProblem, model: torch.nn.Module) -> torch.Tensor:
     """Every example's gradient, (n, P) float64 in `model.parameters()` order, backpropagation written out."""
-    n = problem_size(problem)
-    if not isinstance(model, torch.nn.Sequential) or len(model) != 3:
-        raise TypeError(f"model must be an MLP from make_classifier, got {type(model).__name__}")
+    n = problem.x.shape[0]  # checked by noise_scales_at
     w1, c1, w2, c2 = (p.detach().double() for p in model.parameters())
     x = problem.x.double()
     check_memory(f"per_example_gradients on {n} examples", 8 * n * (2 * sum(p.numel() for p in model.parameters())
@@ -239,9 +237,7 @@ def classifier_hessian(problem: TeacherProblem, model: torch.nn.Module) -> torch
 
     Gauss-Newton J^T (diag(p) - p p^T) J plus the residual (p - onehot) times each logit's second derivative
     (through tanh'' = -2 tanh tanh')."""
-    n = problem_size(problem)
-    if not isinstance(model, torch.nn.Sequential) or len(model) != 3:
-        raise TypeError(f"model must be an MLP from make_classifier, got {type(model).__name__}")
+    n = problem.x.shape[0]  # checked by noise_scales_at
     w1, c1, w2, c2 = (p.detach().double() for p in model.parameters())
     hid, inp, out = HIDDEN, INPUTS, CLASSES
     size = hid * (inp + 1) + out * (hid + 1)
@@ -276,4 +272,7 @@ def classifier_hessian(problem: TeacherProblem, model: torch.nn.Module) -> torch
 
 def noise_scales_at(problem: TeacherProblem, model: torch.nn.Module) -> ExactNoise:
     """B_simple and B_noise of `problem` at `model`'s weights, exactly (float64, closed form)."""
+    problem_size(problem)
+    if not isinstance(model, torch.nn.Sequential) or len(model) != 3:
+        raise TypeError(f"model must be an MLP from make_classifier, got {type(model).__name__}")
     return exact_noise_scales(per_example_gradients(problem, model), classifier_hessian(problem, model))
