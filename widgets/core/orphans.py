@@ -1,11 +1,4 @@
-"""A spawned worker that ends with its parent, set up before the worker imports anything heavy.
-
-A spawned process unpickles its target and arguments before the target runs. A target living in a
-module that imports torch spends seconds (on a loaded machine, tens of seconds) importing before it
-could ask to end with its parent, and a kernel killed meanwhile (for memory, or Kernel > Restart)
-leaves it running all that while. So the entry point here is light (the standard library only): it
-asks first, then imports the real work by name and unpickles its heavy arguments.
-"""
+"""A spawned worker that ends with its parent, asked for before the worker imports torch (seconds a killed kernel would leave it running)."""
 from __future__ import annotations
 
 import importlib
@@ -18,11 +11,8 @@ import time
 
 
 def exit_with_parent(parent_pid: int, from_main_thread: bool, interval_s: float = 0.1) -> None:
-    """End this process when `parent_pid` is no longer its parent (the kernel died, killed for memory).
-
-    A daemon thread polls os.getppid(). On a loaded machine it can wake seconds late, so where the
-    parent started us from its main thread, Linux's PR_SET_PDEATHSIG also asks for a SIGKILL the
-    moment that thread ends; from any other thread it would fire when that thread alone ends."""
+    """End this process when `parent_pid` is no longer its parent: a thread polls, and on Linux PR_SET_PDEATHSIG
+    also asks for a SIGKILL at once (only from the parent's main thread: it fires when the starting thread ends)."""
     if from_main_thread and sys.platform.startswith("linux"):
         import ctypes
         PR_SET_PDEATHSIG = 1

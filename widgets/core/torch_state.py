@@ -1,10 +1,4 @@
-"""Run lab code under a known torch state, and give the learner's state back afterwards.
-
-A learner's earlier cell may have called `torch.set_default_dtype(torch.float16)`,
-`torch.set_grad_enabled(False)`, `torch.use_deterministic_algorithms(True)` or turned on anomaly
-detection; the lab's verdicts must not flip because of it, and the lab must not leave its own
-settings behind. torch and the standard library only.
-"""
+"""Run lab code under a known torch state (a learner's float16 default or no_grad flips no verdict), then give theirs back."""
 from __future__ import annotations
 
 import contextlib
@@ -17,9 +11,7 @@ from widgets.core.threads import torch_threads
 
 @contextlib.contextmanager
 def known_torch_state(threads: int | None = 1) -> Iterator[None]:
-    """Grad mode on, inference mode off, float32 and CPU defaults, deterministic and anomaly flags
-    off, and `threads` threads (None: leave the count; `torch_threads` sets and restores it);
-    everything restored on exit, also on error."""
+    """Grad on, inference mode off, float32 on the CPU, deterministic and anomaly flags off, `threads` threads."""
     saved = (
         torch.is_grad_enabled(),
         torch.get_default_dtype(),
