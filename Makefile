@@ -69,7 +69,7 @@ present: install
 LINTED := widgets tests tools benchmarks instructor present hub conftest.py
 RUFF := $(BIN)/ruff check $(LINTED)
 # What each part of widgets/ may import: pyproject.toml's import-linter contracts.
-IMPORTS := $(BIN)/lint-imports
+IMPORTS := $(BIN)/lint-imports --no-logo --no-cache
 
 # The linters (ruff and import-linter, pinned in requirements-test.txt; their rules are in pyproject.toml).
 lint: install-test

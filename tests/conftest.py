@@ -31,6 +31,12 @@ SLOW = (
     "tests/lab/test_instructor.py::",  # runs make_plans twice
     "tests/lab/test_doctor.py::test_a_kernel_from_another_environment",  # a new venv, a doctor subprocess
     "tests/lab/test_doctor.py::test_an_ipywidgets_of_the_wrong_generation",
+    "tests/lessons/researcher_6/test_across_ranks.py::test_per_rank_mean_fails",  # these three: gloo runs
+    "tests/lessons/researcher_6/test_across_ranks.py::test_nothing_is_left_after_a_run",
+    "tests/lessons/researcher_6/test_across_ranks.py::test_an_error_in_a_worker_stops_every_worker",
+    "tests/test_windows.py::",  # every module imported again in a subprocess
+    "tests/core/test_sizes_checked.py::test_every_builder_is_listed",  # a subprocess lists the builders
+    "tests/lessons/developer_4/test_frameworks.py::test_importing_the_adapters",  # a subprocess imports Lightning
 )
 
 

@@ -27,7 +27,8 @@ XDIST = ["-n", "2", "--dist", "loadfile"]  # two test processes; a notebook's ce
 def steps(venv: Path = VENV, check: bool = False, windows: bool = os.name == "nt") -> list[tuple[dict, list[str]]]:
     """(extra environment, command) of each step of `make test` (or `make check`), in order."""
     python = str(venv_bin(venv, "python", windows))
-    lint = [({}, [str(venv_bin(venv, "ruff", windows)), "check", *LINTED]), ({}, [str(venv_bin(venv, "lint-imports", windows))])]
+    lint = [({}, [str(venv_bin(venv, "ruff", windows)), "check", *LINTED]),
+            ({}, [str(venv_bin(venv, "lint-imports", windows)), "--no-logo", "--no-cache"])]
     if check:
         return [*lint, ({}, [python, "-m", "pytest", "tests", "-m", "not browser and not slow", *XDIST])]
     return [*lint, ({}, [python, "-m", "pytest", *XDIST]),
