@@ -10,6 +10,7 @@ from contextlib import contextmanager
 import matplotlib.artist
 import matplotlib.axes
 import matplotlib.figure
+import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from PIL import Image
 
@@ -72,6 +73,10 @@ class FastCanvas:
 
     def png(self, full: bool = False) -> bytes:
         """One frame as PNG bytes; `full` redraws everything (new limits do too)."""
+        return png_bytes(self.rgba(full))
+
+    def rgba(self, full: bool = False):
+        """One frame as an RGBA array (height x width x 4), for a widget that puts several side by side."""
         limits = tuple((ax.get_xlim(), ax.get_ylim()) for ax in self.figure.axes)
         if full or limits not in self._backgrounds:
             self.canvas.draw()
@@ -84,8 +89,11 @@ class FastCanvas:
         self._backgrounds.move_to_end(limits)
         for artist in self.moving:
             artist.axes.draw_artist(artist)
-        width, height = self.canvas.get_width_height()
-        frame = Image.frombuffer("RGBA", (width, height), self.canvas.buffer_rgba(), "raw", "RGBA", 0, 1)
-        buffer = io.BytesIO()
-        frame.convert("RGB").save(buffer, format="png", compress_level=1)
-        return buffer.getvalue()
+        return np.array(self.canvas.buffer_rgba())  # a copy: the canvas draws the next frame in place
+
+
+def png_bytes(rgba) -> bytes:
+    """An RGBA array as PNG bytes (RGB, quick compression: a frame is sent once and soon replaced)."""
+    buffer = io.BytesIO()
+    Image.fromarray(rgba[..., :3]).save(buffer, format="png", compress_level=1)
+    return buffer.getvalue()

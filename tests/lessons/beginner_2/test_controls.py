@@ -92,10 +92,10 @@ def test_static_fallback_and_deterministic_text(explorer):
 
 
 def test_figure_is_reused_not_recreated(explorer):
-    figure = explorer.figure
+    figures = list(explorer.figures)
     for k in (2, 3, 2):
         explorer.controls["accumulation_steps"].value = k
-    assert explorer.figure is figure
+    assert explorer.figures == figures
 
 
 def test_a_blitted_frame_has_the_pixels_of_a_full_redraw(explorer):
@@ -103,9 +103,9 @@ def test_a_blitted_frame_has_the_pixels_of_a_full_redraw(explorer):
     picture a full redraw of the same state gives, pixel for pixel."""
     explorer.controls["accumulation_steps"].value = 5
     explorer.controls["accumulation_steps"].value = 4  # limits seen before: this frame is blitted
-    redraws = explorer.canvas.full_redraws
+    redraws = [canvas.full_redraws for canvas in explorer.canvases]
     explorer.render()
-    assert explorer.canvas.full_redraws == redraws, "the frame was not blitted"
+    assert [canvas.full_redraws for canvas in explorer.canvases] == redraws, "the frame was not blitted"
     blitted = _pixels(explorer.image.value)
     explorer.render(full=True)
     full = _pixels(explorer.image.value)
@@ -236,3 +236,14 @@ def test_show_moves_the_controls_like_a_learner_and_refuses_what_they_cannot_sho
         with pytest.raises(error, match=word):
             explorer.show(**bad)
     assert explorer.image.value is shown and explorer.controls["accumulation_steps"].value == 6  # left as it was
+
+
+def test_new_limits_on_one_panel_redraw_that_panel_alone(explorer):
+    """Each panel is a figure of its own: the pile's new axis limits leave the loss panel's background alone."""
+    explorer.controls["accumulation_steps"].value = 7  # the pile's x axis: 4 -> 8 micro-steps
+    pile, loss = (canvas.full_redraws for canvas in explorer.canvases)
+    explorer.controls["accumulation_steps"].value = 12  # 8 -> 16: new limits on the pile only
+    assert [canvas.full_redraws for canvas in explorer.canvases] == [pile + 1, loss]
+    frame = _pixels(explorer.image.value)
+    explorer.render(full=True)
+    assert int(np.abs(frame - _pixels(explorer.image.value)).max()) == 0

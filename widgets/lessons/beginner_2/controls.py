@@ -15,6 +15,7 @@ import sys
 import weakref
 
 import ipywidgets as W
+import numpy as np
 
 from widgets.core.config import OPTIMIZERS, AccumulationConfig, check_int
 from widgets.core.mistakes import MISTAKES
@@ -22,7 +23,7 @@ from widgets.core.training import run_regimes
 from widgets.controls.names import Picture, name_picture
 from widgets.controls.readout import verdict_list_html
 from widgets.controls.compat import Displayed, set_titles
-from widgets.draw.frames import FastCanvas, errors_shown_in, with_static_fallback
+from widgets.draw.frames import FastCanvas, errors_shown_in, png_bytes, with_static_fallback
 from widgets.draw.style import DPI, PROJECTOR_DPI, apply_style, new_figure
 from widgets.draw.training_plots import draw_gradient_pile, draw_loss_curves, update_gradient_pile, update_loss_curves
 from widgets.lessons.beginner_2.readout import READOUTS, readout_lines
@@ -41,13 +42,14 @@ DEFAULTS = dataclasses.asdict(AccumulationConfig())  # make_accumulation_explore
 _LIVE: dict[str, weakref.ref] = {}  # the cell that built an explorer -> that explorer (see `_running_cell`)
 # 860 x 280 px at 100 dpi: the whole explorer fits one laptop screen (1366x768, file browser open).
 FIGURE_INCHES = (8.6, 2.8)
-FIGURE_MARGINS = dict(left=0.08, right=0.985, bottom=0.33, top=0.9, wspace=0.22)
+# A figure per panel, side by side in one PNG: new axis limits on one panel redraw that panel alone.
+PANEL_MARGINS = (dict(left=0.16, right=0.9753, bottom=0.33, top=0.9), dict(left=0.1547, right=0.97, bottom=0.33, top=0.9))
 
 record_for = functools.lru_cache(maxsize=64)(run_regimes)  # a setting seen again only redraws
 
 
 class AccumulationExplorer(Displayed, W.VBox):
-    """Use `make_accumulation_explorer`; `controls`, `record`, `figure`, `readout`, `show` and `call` are public."""
+    """Use `make_accumulation_explorer`; `controls`, `record`, `figures`, `readout`, `show` and `call` are public."""
 
     def __init__(self, config: AccumulationConfig, readout: str = "plain", dpi: int = DPI):
         self.readout_kind = readout
@@ -61,13 +63,14 @@ class AccumulationExplorer(Displayed, W.VBox):
         self.errors = W.Output()
         self.record = record_for(config)
         # Fixed Axes (no layout engine): the cached backgrounds must keep their places.
-        self.figure = new_figure(*FIGURE_INCHES, dpi=dpi, layout=None)
-        self.figure.subplots_adjust(**FIGURE_MARGINS)
-        self._axes = self.figure.subplots(1, 2)
+        self.figures = [new_figure(FIGURE_INCHES[0] / 2, FIGURE_INCHES[1], dpi=dpi, layout=None) for _ in PANEL_MARGINS]
+        self._axes = [figure.subplots() for figure in self.figures]
+        for figure, margins in zip(self.figures, PANEL_MARGINS):
+            figure.subplots_adjust(**margins)
         self._pile = draw_gradient_pile(self.record, self._axes[0])
         self._losses = draw_loss_curves(self.record, self._axes[1])
-        apply_style(self.figure)
-        self.canvas = FastCanvas(self.figure, self._pile.piles + self._pile.targets + list(self._losses.values()))
+        self.canvases = [FastCanvas(apply_style(self.figures[0]), self._pile.piles + self._pile.targets),
+                         FastCanvas(apply_style(self.figures[1]), list(self._losses.values()))]
         self.image = Picture(format="png", layout=W.Layout(width=f"{round(FIGURE_INCHES[0] * DPI)}px"))
         self._syncing = False
         self._draw()
@@ -141,7 +144,7 @@ class AccumulationExplorer(Displayed, W.VBox):
 
     def render(self, full: bool = False) -> None:
         """Redraw the figure into the image widget (the bare redraw the benchmark compares with)."""
-        self.image.value = self.canvas.png(full=full)
+        self.image.value = png_bytes(np.hstack([canvas.rgba(full) for canvas in self.canvases]))
 
     def close(self) -> None:
         """Close the widgets (layouts and styles included) and free the figure: what re-running the cell does."""
@@ -152,7 +155,7 @@ class AccumulationExplorer(Displayed, W.VBox):
             _close_tree(child)
         if isinstance(self.layout, W.Widget):
             self.layout.close()
-        self.figure = self.canvas = self._axes = self._pile = self._losses = None
+        self.figures = self.canvases = self._axes = self._pile = self._losses = None
         super().close()
 
     def _repr_mimebundle_(self, **kwargs):
