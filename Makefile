@@ -97,10 +97,9 @@ check: install-test
 	$(IMPORTS)
 	$(BIN)/python -m pytest tests -m "not browser and not slow" $(XDIST)
 
-# The loop while changing one lesson (CONTRIBUTING.md): the linter, then that lesson's unit tests, those
-# of the shared parts it imports and the rules over the whole tree, in two pytest processes side by side
-# (tools/quick.py): `make quick LESSON=researcher_7`; without LESSON, every shared part's. Under a minute
-# for researcher_7 on this project's 2-core machine at load <= 1.4 (56-58 s; CONTRIBUTING.md).
+# The loop while changing one lesson (CONTRIBUTING.md): the linters, then that lesson's unit tests, those
+# of the shared parts it imports and the rules over the whole tree (tools/quick.py), as make check runs them:
+# `make quick LESSON=researcher_7`; without LESSON, every shared part's.
 # LESSON reaches it as its text, never through a shell ($(value ...) expands nothing).
 quick: export QUICK_LESSON := $(value LESSON)
 quick: install-test

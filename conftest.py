@@ -1,10 +1,4 @@
-"""A test run never touches a learner's files: the lab's progress store, temporary files and the folders Jupyter,
-IPython and matplotlib write to point at one throw-away folder for the whole session.
-
-At the repository root so that pytest loads it for any target, `pytest notebooks/x.ipynb`
-included (tests/conftest.py is loaded only for tests under tests/). Set in pytest_configure,
-before nbval starts a kernel: every kernel inherits this environment. Removed at the end.
-"""
+"""A test run (`pytest notebooks/x.ipynb` too, hence here) writes only into a throw-away folder, its kernels included."""
 from __future__ import annotations
 
 import os

@@ -1,12 +1,4 @@
-"""The build of the lab's package (its metadata is in pyproject.toml): one addition to setuptools' own.
-
-A wheel built from the checkout carries a copy of benchmarks/results.json (the notebooks' measured run
-times and memory peaks) as widgets/core/benchmark_results.json, and of the measurements a notebook reads
-(benchmarks/results/planner_peak.json, researcher_4) under widgets/core/results/, so that a lab installed without the
-checkout (the notebooks' install cell on Colab or Kaggle, pip from the repository) still shows them on
-start-here's map and sizes the doctor's memory check. An editable install (`make lab`) reads the
-checkout's own file instead (widgets.core.shared.benchmark_results_path).
-"""
+"""The lab's build (metadata in pyproject.toml): a wheel also carries the measured results the notebooks read."""
 import shutil
 from pathlib import Path
 

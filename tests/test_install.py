@@ -1,6 +1,4 @@
-"""The two installs: learners get what the notebooks import and nothing of the tests'; pins are
-exact, inside the ranges pyproject declares, whose ends are what `make compat` tests; `make lab`
-installs the learner file only."""
+"""The two installs: exact pins inside pyproject's tested ranges; learners get nothing of the tests'."""
 from __future__ import annotations
 
 import ast

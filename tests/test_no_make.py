@@ -1,5 +1,4 @@
-"""The README's two commands without make (tools/setup_lab.py, tools/run_tests.py): the same commands as
-the Makefile's recipes, each system's venv layout, and a real run on this machine in a small copy."""
+"""tools/setup_lab.py and tools/run_tests.py run the Makefile's commands, without make."""
 from __future__ import annotations
 
 import os

@@ -1,15 +1,7 @@
-"""`make quick LESSON=<lesson>`: the unit tests of one lesson and of the shared parts it uses.
+"""`make quick LESSON=<lesson>`: the unit tests of one lesson, of the shared parts it imports and the tree's rules.
 
     python tools/quick.py researcher_7   # tests/lessons/researcher_7, the shared parts it imports, the tree rules
     python tools/quick.py                # every shared part's unit tests and the tree rules
-
-The shared parts a lesson uses are read from its files' imports: a lesson that never imports
-`widgets.audit` does not wait for the auditor's tests. The rules over the whole tree (layers,
-notebook imports, claims, readability, the notebook pages) always run.
-Tests marked `slow` or `browser` are left out, as `make check` leaves them out. Two pytest processes
-run side by side, one per core of a 2-core machine: the lesson's tests with the tree rules, and the
-shared parts' tests (without a lesson: the auditor's, the drawings' and the controls' beside the
-rest); each prints its report when it ends. Run with the lab's Python (.venv/bin/python).
 """
 from __future__ import annotations
 
@@ -17,7 +9,6 @@ import ast
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,38 +45,13 @@ def main(argv: list[str]) -> int:
         print(f"usage: make quick [LESSON=<lesson>], the lesson one of: {' '.join(lessons())}", file=sys.stderr)
         return 2
     lesson = argv[0] if argv else None
+    paths = [*RULES, *(f"tests/{part}" for part in (shared_parts_of(lesson) if lesson else SHARED))]
     if lesson:
-        halves = [[f"tests/lessons/{lesson}", *RULES], [f"tests/{part}" for part in shared_parts_of(lesson)]]
-    else:
-        halves = [["tests/audit", "tests/draw", "tests/controls"],
-                  [f"tests/{part}" for part in SHARED if part not in ("audit", "draw", "controls")] + list(RULES)]
-    halves = [half for half in halves if half]
-    print(f"quick: {lesson or 'the shared parts'}: " + " | ".join(" ".join(half) for half in halves), flush=True)
-    return run_side_by_side(halves)
-
-
-def run_side_by_side(halves: list[list[str]]) -> int:
-    """One pytest process per list of paths, all at once; each report printed whole as it ends.
-    Returns the first non-zero exit status (0 when all pass); every process started here ends here."""
-    runs = []
-    try:
-        for paths in halves:
-            log = tempfile.TemporaryFile("w+")
-            command = [sys.executable, "-m", "pytest", *paths, "-m", "not browser and not slow", "-q",
-                       "-p", "no:cacheprovider"]
-            runs.append((subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, text=True), log))
-        codes = []
-        for process, log in runs:
-            codes.append(process.wait())
-            log.seek(0)
-            print(log.read(), end="", flush=True)
-        return next((code for code in codes if code), 0)
-    finally:
-        for process, log in runs:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
-            log.close()
+        paths.insert(0, f"tests/lessons/{lesson}")
+    print(f"quick: {lesson or 'the shared parts'}: {' '.join(paths)}", flush=True)
+    # as make check: no browser, nothing slow, two test processes
+    return subprocess.run([sys.executable, "-m", "pytest", *paths, "-m", "not browser and not slow", "-q",
+                           "-n", "2", "--dist", "loadfile", "-p", "no:cacheprovider"], cwd=ROOT).returncode
 
 
 if __name__ == "__main__":

@@ -4,9 +4,7 @@
     python tools/run_tests.py --check    # = make check: the linter, then the unit tests only
     python tools/run_tests.py --dry-run  # print the test steps, run none (make -n -o install-test test)
 
-Standard library only; the steps are the Makefile's `test` and `check` recipes (tests/test_no_make.py
-holds them equal), run with the venv that tools/setup_lab.py makes. Stops at the first step that fails,
-with its exit status, as make does.
+The Makefile's `test` and `check` steps (tests/test_no_make.py holds them equal); stops at the first that fails.
 """
 from __future__ import annotations
 
