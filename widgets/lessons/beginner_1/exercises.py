@@ -1,18 +1,4 @@
-"""The beginner tier's checked questions and predictions (notebook `beginner_1_carrying_bricks`),
-and the two tiny PyTorch computations their answers come from.
-
-    from widgets.lessons.beginner_1.exercises import beginner_exercises
-    ex = beginner_exercises()
-    ex.trips                      # the question
-    ex.trips.check(4)             # Correct / Incorrect: why / Not attempted
-    ex.trips.hint()               # hints one at a time; ex.trips.solution() after a try
-
-    from widgets.controls.prediction import make_prediction
-    make_prediction(**beginner_predictions()["wall"])   # guess first, then see
-
-Every answer is computed here, never typed: by counting (bricks), or by PyTorch itself
-(`grad_after_backwards`, `knob_pile`), so a checker can never disagree with what a cell prints.
-"""
+"""The beginner tier's checked questions and predictions (`beginner_exercises`), every answer computed by counting or by PyTorch."""
 from __future__ import annotations
 
 import torch

@@ -1,16 +1,4 @@
-"""Developer notebook 1 (proving the equivalence): its exercises, each checker saying what is wrong.
-
-    from widgets.lessons.developer_1 import proof_exercises
-    ex = proof_exercises()
-    ex.ratio.check(my_ratio)      # Correct / Incorrect: why / Not attempted
-
-The checkers build their own small problem (seeded, inside `torch.random.fork_rng`, so the
-learner's random state is left alone), with other examples than the notebook's demonstration, and
-compare with one real big batch; hooks count the backward passes and their examples
-(`widgets.exercises.passes`). The worked answer `accumulate_16` lives here as real code:
-`solution()` shows its source, after a first attempt; handed back, wrapped or partially applied it
-is rejected (pasted into a cell it is the learner's own, judged like any answer).
-"""
+"""Developer notebook 1's exercises (`proof_exercises`): checkers on problems of their own, compared with one real big batch."""
 from __future__ import annotations
 
 import math

@@ -1,13 +1,4 @@
-"""Developer notebook 2 (the training loop): its exercises, each checker saying what is wrong.
-
-    from widgets.lessons.developer_2 import loop_exercises
-    ex = loop_exercises()
-    ex.boundary.check(is_boundary)
-
-The boundary checker compares with `widgets.core.accumulation.is_update_step` over a grid of cases;
-the others know the typical wrong answers by the numbers they give. The worked answers
-`is_boundary` and `update_loss` live here as real code: `solution()` shows their source.
-"""
+"""Developer notebook 2's exercises (`loop_exercises`): each checker names the typical wrong answer by the numbers it gives."""
 from __future__ import annotations
 
 import random

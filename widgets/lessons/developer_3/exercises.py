@@ -1,16 +1,4 @@
-"""Developer notebook 3 (the mistake gallery): its exercises, each checker saying what is wrong.
-
-    from widgets.lessons.developer_3 import gallery_exercises
-    ex = gallery_exercises()
-    ex.accumulate.check(my_loop)  # step 1: a plain loop made to accumulate
-    ex.my_loop.check(my_loop)     # step 2: the same loop with clipping and a scheduler
-
-Both loops are judged by the loop auditor (`widgets.audit.audit_training_loop`) in the settings of
-`ACCUMULATE_AUDITS` and `AUDITS`: the check turns its findings into Feedback, so the checker and
-the auditor cannot disagree. The worked answers live here as real code: `solution()` shows their
-source after a first attempt; handed back, wrapped or partially applied they are rejected, and so
-are the lab's correct loops (`widgets.core.loops.train`, `widgets.core.loops.train_loop`).
-"""
+"""Developer notebook 3's exercises (`gallery_exercises`): both loops judged by the loop auditor, so the two never disagree."""
 from __future__ import annotations
 
 import torch

@@ -1,13 +1,4 @@
-"""Researcher notebook 1 (why accumulation is exact): its exercises, each checker saying what is wrong.
-
-    from widgets.lessons.researcher_1.exercises import exactness_exercises
-    ex = exactness_exercises()
-    ex.weights.check([0.5, 0.3, 0.2])
-
-The token checker builds its own window (seeded, generated, float64), watches every backward pass
-and the sequences it carried (`widgets.exercises.passes`), and compares the learner's function with
-one real big batch; `accumulate_tokens` is the worked answer, shown by `solution()`.
-"""
+"""Researcher notebook 1's exercises (`exactness_exercises`): the token checker compares with one real big batch, in float64."""
 from __future__ import annotations
 
 import math

@@ -1,13 +1,4 @@
-"""Researcher notebook 2 (where it breaks): its exercises, each checker saying what is wrong.
-
-    from widgets.lessons.researcher_2.exercises import breaks_exercises
-    ex = breaks_exercises()
-    ex.ghost_size.check(8)
-
-The gradient-cache checker runs the learner's function on its own generated pairs (float64), watches
-both towers (every forward's examples, the micro-batches each backward pass went through, what .grad
-holds: `widgets.exercises.passes`) and compares with the full batch; `gradient_cache_step` is the worked answer, shown by `solution()`.
-"""
+"""Researcher notebook 2's exercises (`breaks_exercises`): the gradient-cache checker watches both towers' passes."""
 from __future__ import annotations
 
 import torch

@@ -1,9 +1,4 @@
-"""Researcher notebook 3 (gradient noise and the critical batch size): its checked exercises.
-
-    from widgets.lessons.researcher_3.exercises import noise_exercises
-    ex = noise_exercises()
-    ex.b_simple.check(my_value)
-"""
+"""Researcher notebook 3's exercises (`noise_exercises`): gradient noise and the critical batch size."""
 from __future__ import annotations
 
 from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, as_number, as_numbers, close_to, correct

@@ -1,9 +1,4 @@
-"""Researcher notebook 8 (losses that see the batch): its checked exercises.
-
-Each answer is a function, judged on the notebook's example and then on fresh cases drawn after a
-fixed seed (same feedback every run), so a table of the example's numbers fails; a typical wrong
-rule is named when the answer computes exactly it.
-"""
+"""Researcher notebook 8's exercises: function answers judged on the example, then on fresh seeded cases."""
 from __future__ import annotations
 
 import random

@@ -1,12 +1,4 @@
-"""Researcher notebook 9 (Adam when K changes): its checked exercises.
-
-    from widgets.lessons.researcher_9.exercises import adam_exercises
-    ex = adam_exercises()
-    ex.malladi.check(scale)
-
-Function answers are run on cases of the checker's own, none of them the notebook's example, so an
-answer that hard-codes the example is caught on the first fresh case, and the message names the case.
-"""
+"""Researcher notebook 9's exercises (`adam_exercises`): function answers judged on cases of the checker's own."""
 from __future__ import annotations
 
 import math
