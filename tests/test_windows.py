@@ -1,4 +1,5 @@
-"""Every module of `widgets` imports, an exercise checks and an audit judges, with the Unix-only names gone."""
+"""As on Windows (no fcntl, resource, pwd, grp, SIGALRM, setitimer, fork): every module of `widgets`
+imports, an exercise checks, an audit judges a correct loop and stops one that never ends."""
 import os
 import subprocess
 import sys
@@ -38,6 +39,11 @@ PROBE = textwrap.dedent("""
     from widgets.core.loops import train_loop
     report = audit_training_loop(train_loop, 4)
     print("AUDIT", report.matches_reference, sorted(report.mistakes))
+
+    def spins(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+        while True:
+            pass
+    print("STOPPED", sorted(audit_training_loop(spins, 4, time_limit_s=0.5).mistakes))
 """)
 
 
@@ -48,5 +54,5 @@ def test_widgets_work_without_the_unix_only_modules(tmp_path):
     out = done.stdout
     assert "FAILED 0 of" in out, out
     assert "RIGHT True" in out and "WRONG False" in out, out
-    assert "AUDIT True []" in out, out
+    assert "AUDIT True []" in out and "STOPPED ['time_limit']" in out, out
     assert (tmp_path / "progress.json").exists()
