@@ -66,9 +66,10 @@ def _empty() -> dict:
 def _read(path: Path) -> dict:
     """The store at `path` (empty if there is no file); ProgressError saying why it cannot be read."""
     try:
-        if hasattr(os, "geteuid") and path.stat().st_uid != os.geteuid():  # planted in a shared folder (/tmp)
-            raise ProgressError(f"{path} belongs to another user: set LAB_PROGRESS_FILE to a file in a folder of yours")
-        store = json.loads(path.read_bytes())
+        with open(path, "rb") as file:
+            if hasattr(os, "geteuid") and os.fstat(file.fileno()).st_uid != os.geteuid():  # planted in a shared /tmp
+                raise ProgressError(f"{path} belongs to another user: set LAB_PROGRESS_FILE to a file in a folder of yours")
+            store = json.loads(file.read())
     except FileNotFoundError:
         return _empty()
     except ProgressError:
