@@ -20,7 +20,7 @@ from widgets.lab import progress
 
 
 class Status(enum.Enum):
-    """The three possible outcomes of `Exercise.check`."""
+    """The outcomes of `Exercise.check`."""
 
     CORRECT = "Correct"
     INCORRECT = "Incorrect"
