@@ -196,6 +196,8 @@ from widgets.lab import progress as p
 i = 0
 while True:
     p.note_check("Killed", f"k{i}", True)
+    if i == 0:
+        print("writing", flush=True)
     i += 1
 """
 
@@ -203,13 +205,12 @@ while True:
 def test_writers_killed_mid_write_beside_a_steady_one_leave_a_whole_file_and_no_temporary(own_file):
     steady = subprocess.Popen([sys.executable, "-c", STEADY, "60"])
     for n in range(20):
-        killed = subprocess.Popen([sys.executable, "-c", KILLED])
-        deadline = time.monotonic() + 30
-        while not own_file.exists() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        time.sleep(0.05 + 0.01 * n)  # it writes in a tight loop: killed at some point of a write
+        killed = subprocess.Popen([sys.executable, "-c", KILLED], stdout=subprocess.PIPE, text=True)
+        assert killed.stdout.readline() == "writing\n"
+        time.sleep(0.003 * n)  # it writes in a tight loop: killed at some point of a write
         killed.kill()
         killed.wait()
+        killed.stdout.close()
     assert steady.wait(timeout=300) == 0  # every steady check saved
     assert prog.note_check("After", "e", True)
     records = prog.read_records()  # whole: it parses
