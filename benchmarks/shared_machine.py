@@ -219,10 +219,10 @@ def progress_planting(kills: int = 20) -> dict:
         env = {**os.environ, "LAB_PROGRESS_FILE": str(Path(private) / "progress.json")}
         for _ in range(kills):
             subprocess.run([sys.executable, "-c", _KILLED_WRITE], env=env, timeout=60)
-        left_by_kills = len(list(Path(private).glob("progress.json.*.tmp")))
+        left_by_kills = len(list(Path(private).glob("progress.json*.tmp")))
         subprocess.run([sys.executable, "-c", "from widgets.lab import progress; progress.note_check('Mine', 'x', True)"],
                        env=env, timeout=60, check=True)
-        left_after = len(list(Path(private).glob("progress.json.*.tmp")))
+        left_after = len(list(Path(private).glob("progress.json*.tmp")))
     result["killed_writes"] = {"kills": kills, "temporary_files_left_by_the_kills": left_by_kills,
                                "left_after_the_next_write": left_after}
     planted = result["planted"]

@@ -72,7 +72,7 @@ def process_bytes() -> int | None:
     try:
         libc = ctypes.CDLL(None)
         libc.mallinfo2.restype = _Mallinfo2
-    except (OSError, AttributeError):
+    except (OSError, AttributeError, TypeError):  # TypeError: Windows' CDLL takes no None
         return None
     gc.collect()  # a reference cycle can keep a micro-step's graph (and its gathered weights) until collected
     info = libc.mallinfo2()
