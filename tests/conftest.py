@@ -37,6 +37,10 @@ SLOW = (
     "tests/test_windows.py::",  # every module imported again in a subprocess
     "tests/core/test_sizes_checked.py::test_every_builder_is_listed",  # a subprocess lists the builders
     "tests/lessons/developer_4/test_frameworks.py::test_importing_the_adapters",  # a subprocess imports Lightning
+    # each waits out a time limit; make check keeps one hanging loop of each kind (test_each_hanging_loop_returns...)
+    "tests/audit/test_field_loops.py::test_a_hanging_loop_is_stopped_at_the_time_limit",
+    "tests/audit/test_field_loops.py::test_a_rank_asleep_past_the_limit",
+    "tests/lab/test_progress.py::test_writers_killed_mid_write",  # processes killed mid-write
 )
 
 
