@@ -49,11 +49,6 @@ def test_every_name_a_notebook_imports_is_in_its_lesson(notebook):
         assert missing == [], f"{module} lacks {missing}"
 
 
-def test_the_notebooks_import_from_at_most_20_modules():
-    modules = set().union(*(widgets_imports(nb) for nb in NOTEBOOKS))
-    assert len(modules) <= 20, sorted(modules)
-
-
 def test_every_lesson_folder_has_its_notebook():
     lessons = {p.name for p in (ROOT / "widgets" / "lessons").iterdir() if (p / "__init__.py").exists()}
     assert lessons == {lesson_of(nb) for nb in NOTEBOOKS}
