@@ -64,14 +64,15 @@ def test_each_palette_is_okabe_ito_darkened_just_enough(palette, ratio):
 def test_the_lab_draws_lines_with_the_darkened_palette_and_verdicts_with_text_colours():
     from widgets.controls import prediction, readout
     from widgets.draw.frames import OKABE_ITO
-    from widgets.exercises import toolkit
+    from widgets.exercises.toolkit import Feedback, Status
 
     assert OKABE_ITO == LINE_COLOURS
     for guess in ("4", "5"):
         widget = prediction.make_prediction("How many?", answer=4)
         widget.commit(guess)
         assert all(contrast(c) >= 4.5 for c in re.findall(r"color:(#[0-9A-Fa-f]{6})", widget.reveal.value))
-    assert all(contrast(c) >= 4.5 for c in toolkit._COLOUR.values())
+    shown = "".join(Feedback(status, "m")._repr_markdown_() for status in Status)
+    assert all(contrast(c) >= 4.5 for c in re.findall(r"color:(#[0-9A-Fa-f]{6})", shown))
     html = readout.verdict_list_html(["allclose: True", "allclose: False"], ("allclose",))
     assert all(contrast(c) >= 4.5 for c in re.findall(r"color:(#[0-9A-Fa-f]{6})", html))
     assert contrast(style.MUTED_TEXT) >= 4.5
