@@ -20,7 +20,7 @@ import numpy as np
 from widgets.core.config import OPTIMIZERS, AccumulationConfig, check_int
 from widgets.core.mistakes import MISTAKES
 from widgets.core.training import run_regimes
-from widgets.controls.names import Picture, name_picture
+from widgets.controls.compat import Picture, name_picture
 from widgets.controls.readout import verdict_list_html
 from widgets.controls.compat import Displayed, set_titles
 from widgets.draw.frames import FastCanvas, errors_shown_in, png_bytes, with_static_fallback
