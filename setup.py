@@ -6,7 +6,7 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 HERE = Path(__file__).resolve().parent
-# checkout file -> where the wheel carries it (widgets.core.shared: benchmark_results_path, results_path)
+# checkout file -> where the wheel carries it (widgets.core.measured: benchmark_results_path, results_path)
 PACKAGED = {HERE / "benchmarks" / "results.json": Path("widgets", "core", "benchmark_results.json"),
             HERE / "benchmarks" / "results" / "planner_peak.json": Path("widgets", "core", "results", "planner_peak.json")}
 

@@ -68,7 +68,7 @@ _started = time.time()
 @pytest.fixture(autouse=True, scope="session")
 def _one_torch_thread():
     """The lab's models are tiny: one thread runs them faster, and the test processes share the cores."""
-    from widgets.core.threads import one_thread
+    from widgets.core.torch_state import one_thread
 
     with one_thread():
         yield

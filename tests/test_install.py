@@ -15,7 +15,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from widgets.core.shared import PACKAGED_RESULTS
+from widgets.core.measured import PACKAGED_RESULTS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -167,7 +167,7 @@ def test_everything_a_notebook_imports_comes_with_the_learner_set():
 def test_a_wheel_carries_the_measured_results_for_a_lab_without_its_checkout(tmp_path):
     """pip installs the lab without the checkout (the install cell on Colab): its wheel carries
     benchmarks/results.json, which start-here's map reads there, and the measurements a
-    notebook reads (core.shared.results_path: researcher_4's planner_peak.json)."""
+    notebook reads (core.measured.results_path: researcher_4's planner_peak.json)."""
     source = tmp_path / "source"
     files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
                            capture_output=True, check=True).stdout.decode().split("\0")
@@ -185,7 +185,7 @@ def test_a_wheel_carries_the_measured_results_for_a_lab_without_its_checkout(tmp
             assert archive.read(f"widgets/core/results/{name}") == (ROOT / "benchmarks" / "results" / name).read_bytes()
         archive.extractall(site)
     probe = ("import json, widgets; from widgets.lessons.start_here import catalog\n"
-             "from widgets.core.shared import PACKAGED_RESULTS, results_path\n"
+             "from widgets.core.measured import PACKAGED_RESULTS, results_path\n"
              "print(json.dumps([widgets.__file__, str(catalog.RESULTS_PATH), str(catalog.catalog_table()),"
              " [str(results_path(name)) for name in PACKAGED_RESULTS]]))")
     done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, check=True,
@@ -199,7 +199,7 @@ def test_a_wheel_carries_the_measured_results_for_a_lab_without_its_checkout(tmp
 
 
 def test_results_path_reads_the_checkout_here_and_names_only_what_a_wheel_carries():
-    from widgets.core.shared import results_path
+    from widgets.core.measured import results_path
 
     assert results_path("planner_peak.json") == ROOT / "benchmarks" / "results" / "planner_peak.json"
     with pytest.raises(ValueError, match="name must be one of"):

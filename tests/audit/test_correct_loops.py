@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from widgets.audit import audit_training_loop
-from widgets.core.shared import IGNORE_INDEX
+from widgets.core.accumulation import IGNORE_INDEX
 
 
 def share_of(batches, i, K):
@@ -436,7 +436,7 @@ def test_the_lab_loop_passes_with_the_short_last_micro_batch_anywhere(K, num_bat
 
 def _token_train_loop(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
     from widgets.core.loops import train_loop
-    from widgets.core.shared import real_tokens
+    from widgets.core.accumulation import real_tokens
 
     return train_loop(model, optimizer, loss_fn, batches, accumulation_steps, scheduler, items=real_tokens)
 

@@ -11,7 +11,7 @@ import torch
 
 from widgets.audit import audit_training_loop
 from widgets.core.mistakes import EVERY_MISTAKE
-from widgets.core.shared import IGNORE_INDEX
+from widgets.core.accumulation import IGNORE_INDEX
 
 
 def ends_update(i, K, n):

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from widgets.audit import audit_training_loop
-from widgets.core.shared import IGNORE_INDEX
+from widgets.core.accumulation import IGNORE_INDEX
 
 SHAPES = [(K, tail) for K in (3, 4) for tail in (True, False)]
 IDS = [f"K{K}-{'uneven_tail' if tail else 'no_tail'}" for K, tail in SHAPES]

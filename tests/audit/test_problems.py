@@ -5,7 +5,7 @@ import torch
 from widgets.audit.instruments import run_loop
 from widgets.audit.problems import MAX_LENGTH, AuditSetup, Tokens, make_problem, token_cross_entropy
 from widgets.core.loops import train_loop
-from widgets.core.shared import IGNORE_INDEX, real_tokens
+from widgets.core.accumulation import IGNORE_INDEX, real_tokens
 
 
 def window_mean_gradient(weight, batches):

@@ -13,7 +13,7 @@ import torch
 from widgets.audit import audit_training_loop
 from widgets.audit.problems import AuditSetup, Tokens, token_cross_entropy
 from widgets.audit.ranks import rank_problems, run_ranks
-from widgets.core.shared import IGNORE_INDEX
+from widgets.core.accumulation import IGNORE_INDEX
 
 
 def real(window):

@@ -12,7 +12,7 @@ from widgets.audit.problems import AuditSetup, make_problem
 from widgets.audit.rl_problem import (ACTIONS, COMPLETION_LENGTH, FEATURES, GROUP_SIZE, Completions, Policy,
                                       completion_tokens, policy_gradient_loss)
 from widgets.core.loops import train_loop
-from widgets.core.shared import IGNORE_INDEX
+from widgets.core.accumulation import IGNORE_INDEX
 
 
 def window_gradient(weight, window):

@@ -6,9 +6,8 @@ import copy
 import pytest
 import torch
 
-from widgets.core.accumulation import make_model
+from widgets.core.accumulation import IGNORE_INDEX, make_model, real_tokens
 from widgets.core.loops import train_loop
-from widgets.core.shared import IGNORE_INDEX, real_tokens
 
 from tests.core.loop_support import X, Y, mse
 from tests.core.loop_support import applied as _applied

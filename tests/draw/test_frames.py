@@ -6,7 +6,7 @@ import pytest
 from matplotlib.figure import Figure
 from PIL import Image
 
-from widgets.draw.frames import FastCanvas
+from widgets.draw.style import FastCanvas
 
 
 def _pixels(png: bytes) -> np.ndarray:

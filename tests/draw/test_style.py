@@ -7,7 +7,7 @@ import pytest
 from matplotlib.figure import Figure
 
 from widgets.draw import style
-from widgets.draw.style import FONT_PT, LINE_COLOURS, TEXT_COLOURS, apply_style, legend_below, new_figure
+from widgets.draw.style import FONT_PT, OKABE_ITO, TEXT_COLOURS, apply_style, legend_below, new_figure
 
 # Okabe-Ito, as published (Okabe & Ito 2008): the style's palettes are these, darkened just enough.
 OKABE_ITO_PUBLISHED = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
@@ -50,7 +50,7 @@ def test_contrast_matches_wcag_reference_values():
     assert contrast("#D55E00") == pytest.approx(3.87, abs=0.01)
 
 
-@pytest.mark.parametrize("palette, ratio", [(LINE_COLOURS, 3.0), (TEXT_COLOURS, 4.5)])
+@pytest.mark.parametrize("palette, ratio", [(OKABE_ITO, 3.0), (TEXT_COLOURS, 4.5)])
 def test_each_palette_is_okabe_ito_darkened_just_enough(palette, ratio):
     assert palette == tuple(darkened(c, ratio) for c in OKABE_ITO_PUBLISHED)  # the constants are what it computes
     for published, colour in zip(OKABE_ITO_PUBLISHED, palette):
@@ -61,19 +61,17 @@ def test_each_palette_is_okabe_ito_darkened_just_enough(palette, ratio):
             assert _hue(colour) == pytest.approx(_hue(published), abs=0.01)  # the same hue, darker
 
 
-def test_the_lab_draws_lines_with_the_darkened_palette_and_verdicts_with_text_colours():
-    from widgets.controls import prediction, readout
-    from widgets.draw.frames import OKABE_ITO
+def test_verdicts_prompts_and_captions_are_in_text_colours():
+    from widgets.controls import prediction
     from widgets.exercises.toolkit import Feedback, Status
 
-    assert OKABE_ITO == LINE_COLOURS
     for guess in ("4", "5"):
         widget = prediction.make_prediction("How many?", answer=4)
         widget.commit(guess)
         assert all(contrast(c) >= 4.5 for c in re.findall(r"color:(#[0-9A-Fa-f]{6})", widget.reveal.value))
     shown = "".join(Feedback(status, "m")._repr_markdown_() for status in Status)
     assert all(contrast(c) >= 4.5 for c in re.findall(r"color:(#[0-9A-Fa-f]{6})", shown))
-    html = readout.verdict_list_html(["allclose: True", "allclose: False"], ("allclose",))
+    html = style.verdict_list_html(["allclose: True", "allclose: False"], ("allclose",))
     assert all(contrast(c) >= 4.5 for c in re.findall(r"color:(#[0-9A-Fa-f]{6})", html))
     assert contrast(style.MUTED_TEXT) >= 4.5
 

@@ -7,7 +7,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from widgets.core.config import AccumulationConfig  # noqa: E402
-from widgets.draw.frames import FastCanvas  # noqa: E402
+from widgets.draw.style import FastCanvas  # noqa: E402
 from widgets.draw.training_plots import (  # noqa: E402
     draw_gradient_pile,
     draw_loss_curves,

@@ -5,6 +5,7 @@ The oracle is written here independently: plain cross_entropy(ignore_index, redu
 import pytest
 import torch
 
+from widgets.core.accumulation import real_tokens
 from widgets.research.tokens import (
     IGNORE_INDEX,
     TinyCausalLM,
@@ -13,7 +14,6 @@ from widgets.research.tokens import (
     gap_against_spread,
     make_token_batch,
     normaliser_gap,
-    real_tokens,
     split_window,
 )
 

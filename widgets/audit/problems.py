@@ -18,10 +18,9 @@ import torch.nn.functional as F
 
 from widgets.audit.rl_problem import (COMPLETIONS_PER_MICRO_BATCH, Policy, completion_batches, describe_window_factors,
                                       window_readings)
-from widgets.core.accumulation import windows
+from widgets.core.accumulation import IGNORE_INDEX, real_tokens, windows
 from widgets.core.loops import train_loop
 from widgets.core.mistakes import EVERY_MISTAKE
-from widgets.core.shared import IGNORE_INDEX, real_tokens
 from widgets.core.time_limit import TIME_LIMIT_S
 
 _equal = torch.equal  # bound at import: read while the loop runs, which may replace torch.equal

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from widgets.core.shared import IGNORE_INDEX
+from widgets.core.accumulation import IGNORE_INDEX
 
 # What each normaliser mistake divides a micro-batch's summed loss by, when the right divisor is the
 # window's count of items: shared by the token problem (widgets.audit.problems) and the RL one.

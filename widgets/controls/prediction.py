@@ -11,8 +11,7 @@ from typing import Callable, Mapping, Sequence
 import ipywidgets as W
 
 from widgets.controls.compat import Displayed, set_tooltip
-from widgets.draw.frames import errors_shown_in
-from widgets.draw.style import RIGHT_TEXT, WRONG_TEXT
+from widgets.draw.style import RIGHT_TEXT, WRONG_TEXT, errors_shown_in
 
 
 

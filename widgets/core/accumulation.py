@@ -113,6 +113,17 @@ def micro_batch_weights(sizes: Sequence[int]) -> list[float]:
     return [n / total for n in sizes]
 
 
+# The label PyTorch's cross_entropy leaves out (padding, prompt tokens): its `ignore_index` default.
+IGNORE_INDEX = -100
+
+
+def real_tokens(labels: torch.Tensor) -> int:
+    """Tokens that count in a token-mean loss: labels that are not IGNORE_INDEX."""
+    if not isinstance(labels, torch.Tensor) or labels.dtype != torch.long:
+        raise TypeError(f"labels must be a tensor of token ids (torch.long), got {type(labels).__name__}")
+    return int((labels != IGNORE_INDEX).sum())
+
+
 def flat_grad(model: torch.nn.Module) -> torch.Tensor:
     """All parameters' `.grad` as one flat vector (zeros where `.grad` is None); shape (P,)."""
     _check_model(model)

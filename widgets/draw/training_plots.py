@@ -12,8 +12,7 @@ import matplotlib.axes
 import matplotlib.lines
 from matplotlib.ticker import MaxNLocator
 
-from widgets.draw.frames import OKABE_ITO
-from widgets.draw.style import FONT_PT, TITLE_PT, legend_below
+from widgets.draw.style import FONT_PT, OKABE_ITO, TITLE_PT, legend_below
 from widgets.core.training import REGIMES, RunRecord
 
 REGIME_STYLE = {

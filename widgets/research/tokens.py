@@ -11,9 +11,7 @@ from typing import Callable, Iterable, Sequence
 
 import torch
 
-from widgets.core import shared
-from widgets.core.shared import IGNORE_INDEX  # the label PyTorch's cross_entropy skips (padding, prompts)
-from widgets.core.accumulation import flat_grad
+from widgets.core.accumulation import IGNORE_INDEX, flat_grad
 from widgets.core.budget import check_memory
 from widgets.core.config import check_float, check_int
 
@@ -112,13 +110,6 @@ def split_window(batch: TokenBatch, accumulation_steps: int) -> list[slice]:
         raise ValueError(f"accumulation_steps must divide the {n} sequences of the batch, got {accumulation_steps}")
     b = n // accumulation_steps
     return [slice(i, i + b) for i in range(0, n, b)]
-
-
-def real_tokens(labels: torch.Tensor) -> int:
-    """Tokens that count in the loss: labels that are not IGNORE_INDEX."""
-    if not isinstance(labels, torch.Tensor) or labels.dtype != torch.long:
-        raise TypeError(f"labels must be a tensor of token ids (torch.long), got {type(labels).__name__}")
-    return shared.real_tokens(labels)
 
 
 def token_weights(labels: torch.Tensor, class_weights: torch.Tensor | None = None) -> torch.Tensor:

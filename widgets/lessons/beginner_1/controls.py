@@ -14,8 +14,7 @@ import ipywidgets as W
 from widgets.lessons.beginner_1.bricks import MAX_BRICKS_PER_TRIP, MAX_TRIPS, BricksState, describe, midway
 from widgets.lessons.beginner_1.draw import FIGURE_INCHES, draw_bricks, update_bricks
 from widgets.controls.compat import Displayed, Picture, name_picture, set_tooltip
-from widgets.draw.frames import FastCanvas, errors_shown_in, with_static_fallback
-from widgets.draw.style import DPI, new_figure
+from widgets.draw.style import DPI, FastCanvas, errors_shown_in, new_figure, with_static_fallback
 
 PLAY_INTERVAL_MS = 900  # one trip per 0.9 s: slow enough to read the labels
 _SLIDER = dict(continuous_update=True, style={"description_width": "250px"}, layout=W.Layout(width="520px"))

@@ -14,8 +14,7 @@ from matplotlib.patches import FancyArrow, Polygon
 from matplotlib.text import Text
 
 from widgets.lessons.beginner_1.bricks import BricksState, count, update_rule
-from widgets.draw.frames import OKABE_ITO
-from widgets.draw.style import FONT_PT, MUTED_TEXT, TEXT_COLOURS, TITLE_PT
+from widgets.draw.style import FONT_PT, MUTED_TEXT, OKABE_ITO, TEXT_COLOURS, TITLE_PT
 
 # One colour per trip: the Okabe-Ito palette with its vermillion (the most brick-like) first.
 TRIP_COLOURS = (OKABE_ITO[5], *OKABE_ITO[:5], *OKABE_ITO[6:])

@@ -20,11 +20,11 @@ import numpy as np
 from widgets.core.config import OPTIMIZERS, AccumulationConfig, check_int
 from widgets.core.mistakes import MISTAKES
 from widgets.core.training import run_regimes
-from widgets.controls.compat import Picture, name_picture
-from widgets.controls.readout import verdict_list_html
-from widgets.controls.compat import Displayed, set_titles
-from widgets.draw.frames import FastCanvas, errors_shown_in, png_bytes, with_static_fallback
-from widgets.draw.style import DPI, PROJECTOR_DPI, apply_style, new_figure
+from widgets.controls.compat import Displayed, Picture, name_picture, set_titles
+from widgets.draw.style import (
+    DPI, PROJECTOR_DPI, FastCanvas, apply_style, errors_shown_in, new_figure, png_bytes, verdict_list_html,
+    with_static_fallback
+)
 from widgets.draw.training_plots import draw_gradient_pile, draw_loss_curves, update_gradient_pile, update_loss_curves
 from widgets.lessons.beginner_2.readout import READOUTS, readout_lines
 

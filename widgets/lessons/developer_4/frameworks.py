@@ -6,7 +6,7 @@ from importlib import metadata
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from widgets.core.shared import real_tokens
+from widgets.core.accumulation import real_tokens
 
 FRAMEWORKS = ("torch", "accelerate", "pytorch-lightning")
 

@@ -5,12 +5,14 @@ from typing import Mapping, Sequence
 
 import ipywidgets as W
 
+from widgets.core.accumulation import real_tokens
 from widgets.core.config import check_float
-from widgets.controls.readout import verdict_list_html
 from widgets.controls.compat import Displayed, Picture, name_picture
-from widgets.draw.frames import OKABE_ITO, FastCanvas, errors_shown_in, with_static_fallback
+from widgets.draw.style import (
+    DPI, OKABE_ITO, TITLE_PT, FastCanvas, apply_style, errors_shown_in, freeze_layout, new_figure,
+    verdict_list_html, with_static_fallback
+)
 from widgets.lessons.researcher_1.draw import FLOOR, draw_spread_gap
-from widgets.draw.style import DPI, TITLE_PT, apply_style, freeze_layout, new_figure
 from widgets.research.tokens import (
     NORMALISERS,
     TinyCausalLM,
@@ -18,7 +20,6 @@ from widgets.research.tokens import (
     big_batch_token_gradient,
     make_token_batch,
     normaliser_gap,
-    real_tokens,
     split_window,
 )
 

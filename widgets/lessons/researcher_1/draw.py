@@ -6,8 +6,7 @@ from typing import Mapping, Sequence
 from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 
-from widgets.draw.frames import OKABE_ITO, check_ax
-from widgets.draw.style import FONT_PT, log_gap_axes
+from widgets.draw.style import FONT_PT, OKABE_ITO, check_ax, log_gap_axes
 
 NORMALISER_LABELS = {"per_micro_batch": "token mean per micro-batch, / K (the bug)",
                      "window": "token sum / real tokens of the window (the fix)"}

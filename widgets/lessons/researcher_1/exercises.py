@@ -5,8 +5,7 @@ import math
 
 import torch
 
-from widgets.core.accumulation import flat_grad
-from widgets.core.shared import IGNORE_INDEX, real_tokens
+from widgets.core.accumulation import IGNORE_INDEX, flat_grad, real_tokens
 from widgets.exercises.passes import PassWatch, structure_fault
 from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, as_numbers, correct, incorrect
 from widgets.exercises.toolkit import needs_function, not_attempted

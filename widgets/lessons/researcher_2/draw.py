@@ -6,8 +6,7 @@ from typing import Mapping, Sequence
 from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 
-from widgets.draw.frames import OKABE_ITO, check_ax
-from widgets.draw.style import legend_below
+from widgets.draw.style import OKABE_ITO, check_ax, legend_below
 
 FLOOR = 1e-17  # exact zeros drawn on a log axis
 

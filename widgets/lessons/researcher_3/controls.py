@@ -6,10 +6,11 @@ import math
 import ipywidgets as W
 
 from widgets.controls.compat import Displayed, Picture, name_picture
-from widgets.draw.frames import FastCanvas, errors_shown_in, with_static_fallback
+from widgets.draw.style import (
+    DPI, FastCanvas, apply_style, errors_shown_in, freeze_layout, new_figure, with_static_fallback
+)
 from widgets.lessons.researcher_3.draw import draw_tradeoff
 from widgets.lessons.researcher_3.critical_batch import Tradeoff
-from widgets.draw.style import DPI, apply_style, freeze_layout, new_figure
 
 
 def tradeoff_line(fit: Tradeoff, effective_batch: float) -> str:

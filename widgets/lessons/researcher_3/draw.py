@@ -4,9 +4,8 @@ from __future__ import annotations
 import math
 import statistics
 
-from widgets.draw.frames import OKABE_ITO, check_ax
+from widgets.draw.style import FONT_PT, OKABE_ITO, check_ax, legend_below
 from widgets.lessons.researcher_3.critical_batch import NoiseRecord, Tradeoff
-from widgets.draw.style import FONT_PT, legend_below
 
 
 def draw_noise_over_training(record: NoiseRecord, ax_loss, ax_noise) -> dict:

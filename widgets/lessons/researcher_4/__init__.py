@@ -1,6 +1,6 @@
 """researcher_4, memory and time: what a micro-batch costs, measured, and the memory planner."""
 from widgets.core.accumulation import flat_grad
-from widgets.core.shared import results_path
+from widgets.core.measured import results_path
 from widgets.draw.stills import still
 from widgets.draw.style import new_figure
 from widgets.lessons.researcher_4.controls import make_planner_widget, plan_lines

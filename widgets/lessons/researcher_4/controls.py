@@ -7,10 +7,9 @@ import ipywidgets as W
 from matplotlib.figure import Figure
 
 from widgets.controls.compat import Displayed, Picture, name_picture
-from widgets.draw.frames import errors_shown_in, with_static_fallback
+from widgets.draw.style import DPI, TITLE_PT, apply_style, errors_shown_in, new_figure, with_static_fallback
 from widgets.lessons.researcher_4.draw import draw_plan
 from widgets.research.planner import PRESETS, ZERO_STAGES, PlannerModel, Sharding, best_plan, paper_planner_model
-from widgets.draw.style import DPI, TITLE_PT, apply_style, new_figure
 
 GB = 1e9
 TARGETS = (8, 16, 32, 64, 128, 256, 512, 1024)

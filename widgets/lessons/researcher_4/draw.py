@@ -1,9 +1,8 @@
 """researcher_4's plots onto a given Axes: the memory terms and time per update against b, a plan against a budget."""
 from __future__ import annotations
 
-from widgets.draw.frames import OKABE_ITO, check_ax
+from widgets.draw.style import OKABE_ITO, check_ax, legend_below
 from widgets.research.memory import MemoryTerms
-from widgets.draw.style import legend_below
 
 TERMS = ("parameters", "gradients", "optimizer_state", "activations")
 

@@ -13,7 +13,7 @@ import torch
 
 from widgets.core.accumulation import flat_grad
 from widgets.core.config import check_int
-from widgets.core.threads import one_thread
+from widgets.core.torch_state import one_thread
 from widgets.research.ddp import RankGrid, prepare_gloo_run, run_workers
 from widgets.lessons.researcher_6.invariance import (
     VOCAB, all_reduce_count, compare, count_targets, make_window, one_process_gradient, per_rank_mean,

@@ -5,8 +5,7 @@ from typing import Mapping, Sequence
 
 from matplotlib.lines import Line2D
 
-from widgets.draw.frames import OKABE_ITO, check_ax
-from widgets.draw.style import log_gap_axes
+from widgets.draw.style import OKABE_ITO, check_ax, log_gap_axes
 
 FLOOR = 1e-17  # an exact zero, drawn on a log axis
 LABELS = {"per_rank_mean": "per-rank mean, averaged by DDP (the bug)",

@@ -12,11 +12,10 @@ from typing import Callable, Sequence
 
 import torch
 
-from widgets.core.accumulation import flat_grad
+from widgets.core.accumulation import IGNORE_INDEX, flat_grad
 from widgets.core.budget import check_memory
 from widgets.core.config import check_int
-from widgets.core.threads import one_thread
-from widgets.core.shared import IGNORE_INDEX
+from widgets.core.torch_state import one_thread
 from widgets.research.tokens import TinyCausalLM
 
 VOCAB = 12

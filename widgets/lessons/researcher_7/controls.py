@@ -6,10 +6,9 @@ import io
 import ipywidgets as W
 
 from widgets.controls.compat import Displayed, Picture, name_picture
-from widgets.draw.frames import errors_shown_in, with_static_fallback
+from widgets.draw.style import DPI, apply_style, errors_shown_in, new_figure, with_static_fallback
 from widgets.lessons.researcher_7.draw import draw_in_flight, draw_timeline
 from widgets.lessons.researcher_7.pipeline import SCHEDULES, Timeline, bubble_formula, simulate
-from widgets.draw.style import DPI, apply_style, new_figure
 
 MAX_STAGES, MAX_MICRO_BATCHES = 8, 32
 

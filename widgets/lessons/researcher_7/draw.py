@@ -1,9 +1,8 @@
 """Drawing for researcher notebook 7: a pipeline timeline (stages x time slots) and the FSDP bytes per rank."""
 from __future__ import annotations
 
-from widgets.draw.frames import OKABE_ITO, check_ax
+from widgets.draw.style import FONT_PT, OKABE_ITO, check_ax, legend_below
 from widgets.lessons.researcher_7.pipeline import Timeline
-from widgets.draw.style import FONT_PT, legend_below
 
 KIND_COLOUR = {"F": OKABE_ITO[0], "B": OKABE_ITO[1]}
 

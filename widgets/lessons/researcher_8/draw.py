@@ -5,8 +5,7 @@ from typing import Mapping, Sequence
 
 from matplotlib.axes import Axes
 
-from widgets.draw.frames import OKABE_ITO, check_ax
-from widgets.draw.style import legend_below
+from widgets.draw.style import OKABE_ITO, check_ax, legend_below
 
 
 def draw_token_weights(ax: Axes, lengths: Sequence[int], weights: Mapping[str, Sequence[float]]) -> dict:

@@ -1,9 +1,8 @@
 """researcher_9's plots onto a given Axes: trajectory gaps per rule, K and the loss of K-schedule runs."""
 from __future__ import annotations
 
-from widgets.draw.frames import OKABE_ITO, check_ax
+from widgets.draw.style import OKABE_ITO, check_ax, legend_below
 from widgets.lessons.researcher_9.k_schedule import KRun
-from widgets.draw.style import legend_below
 
 
 def draw_rule_gaps(gaps: dict[int, dict[str, list[float]]], ax) -> dict:

@@ -5,7 +5,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from widgets.core.shared import benchmark_results_path
+from widgets.core.measured import benchmark_results_path
 from widgets.core.views import Table
 
 RESULTS_PATH = benchmark_results_path()

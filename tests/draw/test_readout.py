@@ -1,6 +1,6 @@
 """`verdict_list_html`: one list item per sentence, each named verdict coloured and marked, the
 text escaped, and a verdict not named left plain."""
-from widgets.controls.readout import verdict_list_html
+from widgets.draw.style import verdict_list_html
 
 
 def test_each_named_verdict_is_marked_and_the_rest_is_escaped():
