@@ -81,6 +81,7 @@ def freeze_layout(figure: matplotlib.figure.Figure) -> matplotlib.figure.Figure:
     figure.set_layout_engine("none")
     return figure
 
+
 # A verdict in a readout: bold colour (4.5:1 on white) and also ✓ or ✗, never colour alone.
 _MARKS = {": True": (RIGHT_TEXT, " ✓"), ": False": (WRONG_TEXT, " ✗")}
 
