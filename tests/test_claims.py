@@ -95,7 +95,9 @@ def test_allow_lists_give_reasons_and_are_still_needed():
         for number, reason in allowed.items():
             assert len(reason) > 10, f"{stem}: say why {number} need not be printed"
             assert number in prose, f"{stem}: {number} is allowed but no markdown states it any more"
-            assert number not in output_numbers(cells), f"{stem}: {number} is printed now; drop it from ALLOWED"
+            # a timing cell (its output ignored by nbval) may print any number on a given run
+            steady = [c for c in cells if "NBVAL_IGNORE_OUTPUT" not in _text(c["source"])]
+            assert number not in output_numbers(steady), f"{stem}: {number} is printed now; drop it from ALLOWED"
 
 
 def test_the_check_catches_a_typed_number():
