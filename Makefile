@@ -76,14 +76,14 @@ lint: install-test
 	$(RUFF)
 	$(IMPORTS)
 
-# Every test runs in two processes (pytest-xdist); a file's tests stay in one, so that a notebook's cells
-# share their kernel. The second pass re-runs every notebook, and the unit tests that state a claim about
+# Tests run in three processes (pytest-xdist), on two cores too: the browser tests, the gloo runs and the time
+# limits wait more than they compute. A file's tests stay in one process, so that a notebook's cells share a kernel. The second pass re-runs every notebook, and the unit tests that state a claim about
 # rounding (marked `rounding`), with torch's own kernels held to plain code (ATEN_CPU_CAPABILITY) and Intel
 # MKL's matrix products to SSE4.2 (MKL picks its own path by CPU and reads only its own variable): the
 # committed outputs must reproduce on any CPU, not only on one like this (make reproducibility runs more
 # legs). Both libraries read these variables when they load, hence a separate pytest process.
 CPU_LEG := ATEN_CPU_CAPABILITY=default MKL_ENABLE_INSTRUCTIONS=SSE4_2
-XDIST := -n 2 --dist loadfile
+XDIST := -n 3 --dist loadfile
 test: install-test
 	$(RUFF)
 	$(IMPORTS)

@@ -49,9 +49,9 @@ def main(argv: list[str]) -> int:
     if lesson:
         paths.insert(0, f"tests/lessons/{lesson}")
     print(f"quick: {lesson or 'the shared parts'}: {' '.join(paths)}", flush=True)
-    # as make check: no browser, nothing slow, two test processes
+    # as make check: no browser, nothing slow, three test processes
     return subprocess.run([sys.executable, "-m", "pytest", *paths, "-m", "not browser and not slow", "-q",
-                           "-n", "2", "--dist", "loadfile", "-p", "no:cacheprovider"], cwd=ROOT).returncode
+                           "-n", "3", "--dist", "loadfile", "-p", "no:cacheprovider"], cwd=ROOT).returncode
 
 
 if __name__ == "__main__":

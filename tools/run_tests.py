@@ -19,7 +19,7 @@ from setup_lab import VENV, install_test, show, venv_bin
 LINTED = ["widgets", "tests", "tools", "benchmarks", "instructor", "present", "hub", "conftest.py"]
 # The second pass (the Makefile's CPU_LEG): torch's plain CPU kernels and MKL's SSE4.2 path.
 CPU_LEG = {"ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2"}
-XDIST = ["-n", "2", "--dist", "loadfile"]  # two test processes; a notebook's cells stay in one
+XDIST = ["-n", "3", "--dist", "loadfile"]  # the Makefile's XDIST: three test processes; a file's tests in one
 
 
 def steps(venv: Path = VENV, check: bool = False, windows: bool = os.name == "nt") -> list[tuple[dict, list[str]]]:
