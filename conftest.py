@@ -17,7 +17,8 @@ REDIRECTED = {
     "JUPYTER_RUNTIME_DIR": "jupyter/runtime",  # kernel connection files; else ~/.local/share/jupyter/runtime
     "IPYTHONDIR": "ipython",  # the kernel's profile and history; else ~/.ipython
     "MPLCONFIGDIR": "matplotlib",  # config and font cache; else ~/.config/matplotlib, ~/.cache/matplotlib
-    # temporary files, gloo's rendezvous folders included: each test process (xdist's workers too) sees only its own
+    # temporary files, gloo's rendezvous folders included: each of xdist's test processes sees only its own.
+    # Not in a single process (the room's tests): another user must reach what they put in the system's /tmp.
     "TMPDIR": "tmp",
 }
 
@@ -27,12 +28,14 @@ _session: dict = {}
 def pytest_configure(config):
     folder = Path(tempfile.mkdtemp(prefix="lab-test-home-"))
     _session["folder"] = folder
-    _session["before"] = {name: os.environ.get(name) for name in REDIRECTED}
-    for name, relative in REDIRECTED.items():
+    redirected = {name: relative for name, relative in REDIRECTED.items()
+                  if name != "TMPDIR" or "PYTEST_XDIST_WORKER" in os.environ}
+    _session["before"] = {name: os.environ.get(name) for name in redirected}
+    for name, relative in redirected.items():
         path = folder / relative
         (path.parent if name == "LAB_PROGRESS_FILE" else path).mkdir(parents=True, exist_ok=True)
         os.environ[name] = str(path)
-    tempfile.tempdir = os.environ["TMPDIR"]
+    tempfile.tempdir = os.environ.get("TMPDIR")
     # A fresh MPLCONFIGDIR has no font cache: the first kernel to import matplotlib would build it
     # and print "Matplotlib is building the font cache" on stderr, which nbval compares. Build it
     # once here, in a child process (this process keeps matplotlib out of sys.modules).
