@@ -118,6 +118,17 @@ def test_the_folder_and_files_are_the_learners_alone(own_file):
         assert stat.S_IMODE(path.stat().st_mode) & 0o077 == 0, path
 
 
+def test_a_link_planted_at_the_temporary_name_is_not_written_through(own_file, tmp_path):
+    """A link named progress.json.tmp must not carry the write to the file it points at."""
+    target = tmp_path / "another_file"
+    target.write_text("theirs")
+    own_file.parent.mkdir(mode=0o700, parents=True)
+    own_file.with_name("progress.json.tmp").symlink_to(target)
+    assert prog.note_check("S", "e", True)
+    assert target.read_text() == "theirs"
+    assert not own_file.is_symlink() and json.loads(own_file.read_text())["sets"]["S"]["e"]["passed"]
+
+
 def test_no_home_and_an_unknown_user_break_no_check():
     """Importing works, checks work, and progress() says why nothing is kept (a container's random uid:
     no $HOME, and no passwd entry, simulated where Python looks it up)."""

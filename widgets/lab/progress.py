@@ -99,7 +99,11 @@ def _write(path: Path, store: dict) -> None:
     """Replace the file whole; under the lock, so one temporary name serves (a killed write's is overwritten)."""
     store["records"] = store["records"][-MAX_RECORDS:]
     temporary = path.with_name(path.name + ".tmp")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:  # a fresh file, never one already there: a link or a file planted under this name is not written through
+        os.unlink(temporary)
+    except FileNotFoundError:
+        pass
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
     with open(fd, "w", encoding="utf-8") as file:
         json.dump(store, file, indent=1, ensure_ascii=False)
         file.flush()
