@@ -7,6 +7,7 @@ import ipywidgets as W
 
 from widgets.core.accumulation import real_tokens
 from widgets.core.config import check_float
+from widgets.core.floor import below
 from widgets.controls.compat import Displayed, Picture, name_picture
 from widgets.draw.style import (
     DPI, OKABE_ITO, TITLE_PT, FastCanvas, apply_style, errors_shown_in, freeze_layout, new_figure,
@@ -49,11 +50,8 @@ def spread_readout_lines(length_spread: float, accumulation_steps: int, r: Mappi
              f"big-batch loss {r['big_batch_loss']:.6f}"]
     for name, label in (("per_micro_batch", "per micro-batch mean / K"), ("window", "window token count")):
         verdict = "allclose: True" if r[name]["allclose"] else "allclose: False"
-        gap = r[name]["grad_gap"]
-        if r[name]["allclose"]:  # the claim: an exact normaliser lands below 1e-14
-            gap = "below 1e-14" if abs(gap) < 1e-14 else f"{gap:.3g} (NOT below 1e-14)"
-        else:
-            gap = f"{gap:.1e}"
+        # the claim: an exact normaliser lands below 1e-14
+        gap = below(r[name]["grad_gap"], 1e-14) if r[name]["allclose"] else f"{r[name]['grad_gap']:.1e}"
         lines.append(f"{label}: loss {r[name]['loss']:.6f}, gradient gap {gap} -> {verdict}")
     return lines
 
