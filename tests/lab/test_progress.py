@@ -81,7 +81,8 @@ def test_the_file_is_read_by_a_new_process_and_reset_is_one_call(own_file):
 @pytest.mark.parametrize("content", [
     "{not json", '{"format": 2, "sets": {"S": {"e": {"title": "E", "passed": tr', "\x00" * 100, '[1, 2]',
     '{"format": 2, "sets": {}, "records": [{"x": 1}]}', '{"format": 3, "sets": {}, "records": []}',
-], ids=["corrupt", "truncated", "zeros", "a list", "bad record", "newer format"])
+    '{"format": 2, "sets": {"a": 5}, "records": []}', " " * (prog.MAX_BYTES + 1),
+], ids=["corrupt", "truncated", "zeros", "a list", "bad record", "newer format", "bad set", "too large"])
 def test_a_corrupt_file_is_said_and_never_overwritten(own_file, content):
     own_file.parent.mkdir()
     own_file.write_text(content)
@@ -127,6 +128,20 @@ def test_a_link_planted_at_the_temporary_name_is_not_written_through(own_file, t
     assert prog.note_check("S", "e", True)
     assert target.read_text() == "theirs"
     assert not own_file.is_symlink() and json.loads(own_file.read_text())["sets"]["S"]["e"]["passed"]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are POSIX")
+def test_a_fifo_at_the_path_is_refused_without_waiting(own_file):
+    own_file.parent.mkdir(mode=0o700)
+    os.mkfifo(own_file)
+    script = "from widgets.lab import progress as p; print(p.note_check('S', 'e', True), repr(p.progress()))"
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.stdout.startswith("False") and "is not a regular file" in done.stdout, done.stdout + done.stderr
+
+
+def test_reset_takes_a_boolean():
+    with pytest.raises(TypeError, match="reset"):
+        prog.progress(reset="no")
 
 
 def test_no_home_and_an_unknown_user_break_no_check():

@@ -16,6 +16,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,7 @@ FORMAT = 2
 DEFAULT_NAME = Path(".gradient-accumulation-lab", "progress.json")  # under the home folder
 MAX_RECORDS = 2000  # the oldest records beyond this are dropped; passes are kept whatever their age
 MAX_TEXT = 200  # characters kept of a title or name
+MAX_BYTES = 1 << 20  # 2000 records are far less: a bigger file is not one this lab wrote
 LOCK_TIMEOUT_S = 20.0  # a kernel holds the lock for milliseconds; past this give up saving
 RESULTS = ("correct", "incorrect")
 
@@ -66,10 +68,17 @@ def _empty() -> dict:
 def _read(path: Path) -> dict:
     """The store at `path` (empty if there is no file); ProgressError saying why it cannot be read."""
     try:
-        with open(path, "rb") as file:
-            if hasattr(os, "geteuid") and os.fstat(file.fileno()).st_uid != os.geteuid():  # planted in a shared /tmp
+        # O_NONBLOCK: a FIFO planted at the path must not hold the lock waiting for a writer
+        with open(os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)), "rb") as file:
+            info = os.fstat(file.fileno())
+            if hasattr(os, "geteuid") and info.st_uid != os.geteuid():  # planted in a shared /tmp
                 raise ProgressError(f"{path} belongs to another user: set LAB_PROGRESS_FILE to a file in a folder of yours")
-            store = json.loads(file.read())
+            if not stat.S_ISREG(info.st_mode):
+                raise ProgressError(f"{path} is not a regular file")
+            content = file.read(MAX_BYTES + 1)
+            if len(content) > MAX_BYTES:
+                raise ProgressError(f"{path} is larger than a progress file ({MAX_BYTES // 2**20} MB at most)")
+            store = json.loads(content)
     except FileNotFoundError:
         return _empty()
     except ProgressError:
@@ -79,6 +88,9 @@ def _read(path: Path) -> dict:
     except ValueError as error:
         raise ProgressError(f"{path} is not a progress file this lab wrote ({error})") from None
     if not (isinstance(store, dict) and store.get("format") == FORMAT and isinstance(store.get("sets"), dict)
+            and all(isinstance(entries, dict) and all(isinstance(e, dict) and isinstance(e.get("title"), str)
+                                                      and isinstance(e.get("passed"), bool) for e in entries.values())
+                    for entries in store["sets"].values())
             and isinstance(store.get("records"), list)
             and all(isinstance(r, dict) and r.keys() == _FIELDS for r in store["records"])):
         raise ProgressError(f"{path} is not a progress file this lab wrote (format {FORMAT}: sets and records)")
@@ -205,6 +217,8 @@ class Progress:
 def progress(reset: bool = False) -> Progress:
     """The exercises passed so far; `reset=True` forgets them all first."""
     global _last_problem
+    if not isinstance(reset, bool):  # progress(reset="no") must not forget everything
+        raise TypeError(f"reset must be True or False, got {reset!r}")
     try:
         path = progress_file()
     except ProgressError as error:
