@@ -22,6 +22,8 @@ READOUTS = ("plain", "detailed")
 
 def readout_lines(record: RunRecord, notes: list[str] | tuple[str, ...] = (), kind: str = "plain") -> list[str]:
     """The explorer's readout as sentences, computed from `record`, then any `notes`; `kind` is "plain" or "detailed"."""
+    if kind not in READOUTS:  # a notebook calls this directly
+        raise ValueError(f"readout must be one of {READOUTS}, got {kind!r}")
     with known_torch_state(threads=None):  # the symptoms compute with torch: float32, grad on
         lines = _plain_lines(record) if kind == "plain" else _detailed_lines(record)
     return lines + list(notes)
