@@ -8,7 +8,7 @@ Kept in `~/.gradient-accumulation-lab/progress.json` (or $LAB_PROGRESS_FILE) as
 {"format": 2, "sets": {set: {exercise: {"title", "passed"}}}, "records": [Record, ...]}.
 Each write reads, merges and replaces the file under a `filelock`, so kernels checking at once lose
 nothing and a reader (the room view, `read_records`) needs no lock: a replaced file is always whole.
-The folder is made private (0700) and the files 0600: on a shared machine no other learner reads
+A folder it creates is private (0700) and its files 0600: on a shared machine no other learner reads
 or plants them. Saving is best-effort: a check cell never breaks, and progress() says why it could not save.
 """
 from __future__ import annotations
