@@ -53,8 +53,6 @@ def test_rules_and_their_limits():
         scale_adam(BASE, 2, "linear")
     with pytest.raises(ValueError, match="k must be"):
         scale_adam(BASE, 0, "lr_only")
-    with pytest.raises(TypeError, match="base must be an AdamHyper"):
-        scale_adam((1e-3, 0.9, 0.999, 1e-8), 2, "lr_only")
     with pytest.raises(ValueError, match="beta1 must be"):
         AdamHyper(1e-3, 1.0, 0.999, 1e-8)
     with pytest.raises(ValueError, match="lr must be"):
@@ -114,8 +112,6 @@ def test_trajectory_gap_and_compare_rules():
     ref = torch.ones(5, 2, 3)
     assert torch.allclose(trajectory_gap(ref, ref, w_star), torch.zeros(2))
     assert torch.allclose(trajectory_gap(ref, 2 * ref, w_star), torch.ones(2))
-    with pytest.raises(ValueError, match="same shape"):
-        trajectory_gap(ref, ref[:3], w_star)
     problem = make_regression(dim=4, noise_std=2.0, distance=1.0, examples=128, seeds=3)
     runs = compare_rules(problem, AdamHyper(0.01, 0.9, 0.99, 1e-8), 1, (2, 16), RULES)
     assert isinstance(runs, RuleRuns)

@@ -1,9 +1,7 @@
-"""Adam when K changes the batch: the square-root SDE rule, betas kept by half-life, AdamW's timescale.
+"""Adam when K grows the batch k-fold: Malladi's square-root rule, betas kept by half-life, AdamW's timescale.
 
-Growing K by k multiplies the batch by k. Malladi et al. (2022): lr x sqrt(k), 1 - beta x k, eps / sqrt(k);
-Marek et al. (2025) keep beta2's half-life: beta2**k; 'half_life_betas' takes Malladi's lr and eps with both
-betas by half-life. AdamW's timescale tau = B / (lr * weight_decay * D) moves with B. S seeds run as the rows
-of one (S, dim) weight, through the lab's loop `train_loop`."""
+'half_life_betas' takes Malladi's lr and eps with both betas by half-life (beta**k, Marek et al. 2025). S seeds
+run as the rows of one (S, dim) weight, through the lab's loop `train_loop`."""
 from __future__ import annotations
 
 import math
@@ -30,26 +28,21 @@ class AdamHyper:
 
     def __post_init__(self):
         check_float("lr", self.lr, 0.0, 10.0)
-        check_float("beta1", self.beta1, 0.0, 1.0, low_inclusive=True)
-        check_float("beta2", self.beta2, 0.0, 1.0, low_inclusive=True)
-        check_float("eps", self.eps, 0.0, 1.0)
         for name in ("beta1", "beta2"):
-            if getattr(self, name) == 1.0:
+            if check_float(name, getattr(self, name), 0.0, 1.0, low_inclusive=True) == 1.0:
                 raise ValueError(f"{name} must be a number in [0.0, 1.0), got 1.0")
+        check_float("eps", self.eps, 0.0, 1.0)
 
 
 def half_life_examples(beta: float, batch: int) -> float:
     """How many examples a moving average with factor `beta` takes to halve a gradient's weight."""
-    beta = check_float("beta", beta, 0.0, 1.0)
-    if beta == 1.0:
+    if check_float("beta", beta, 0.0, 1.0) == 1.0:
         raise ValueError("beta must be a number in (0.0, 1.0), got 1.0")
     return check_int("batch", batch, 1) * math.log(0.5) / math.log(beta)
 
 
 def scale_adam(base: AdamHyper, k: float, rule: str) -> AdamHyper:
     """`base`'s hyperparameters for a batch k times larger, by one of RULES."""
-    if not isinstance(base, AdamHyper):
-        raise TypeError(f"base must be an AdamHyper, got {type(base).__name__}")
     k = check_float("k", k, 0.0, 1e6)
     if rule not in RULES:
         raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
@@ -137,19 +130,12 @@ def seed_rows_items(targets: torch.Tensor) -> int:
     return targets.shape[1]
 
 
-def micro_batches(problem: Regression, micro_batch_size: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """The stream cut into micro-batches of b examples, in order, every seed at once (a short tail dropped)."""
-    b = check_int("micro_batch_size", micro_batch_size, 1, problem.x.shape[1])
-    n = problem.x.shape[1] // b * b
-    return [(problem.x[:, i:i + b], problem.y[:, i:i + b]) for i in range(0, n, b)]
-
-
 def adam_trajectory(problem: Regression, hyper: AdamHyper, micro_batch_size: int, accumulation_steps: int,
                     weight_decay: float = 0.0) -> torch.Tensor:
     """Adam (AdamW if weight_decay > 0), K micro-batches of b per update (checked by `compare_rules`): (updates, S, dim)."""
-    K = accumulation_steps
-    batches = micro_batches(problem, micro_batch_size)
-    batches = batches[:len(batches) // K * K]  # whole windows only: every update holds K*b examples
+    K, b = accumulation_steps, micro_batch_size
+    n = problem.x.shape[1] // (K * b) * K * b  # whole windows only: every update holds K*b examples
+    batches = [(problem.x[:, i:i + b], problem.y[:, i:i + b]) for i in range(0, n, b)]
     model = SeedRows(problem.w0)
     optimizer = torch.optim.AdamW(model.parameters(), lr=hyper.lr, betas=(hyper.beta1, hyper.beta2),
                                   eps=hyper.eps, weight_decay=weight_decay)
@@ -162,9 +148,6 @@ def adam_trajectory(problem: Regression, hyper: AdamHyper, micro_batch_size: int
 
 def trajectory_gap(reference: torch.Tensor, other: torch.Tensor, w_star: torch.Tensor) -> torch.Tensor:
     """Per seed, the mean distance between two trajectories over the reference's distance to w_star: (S,)."""
-    if reference.shape != other.shape:
-        raise ValueError(f"the trajectories must have the same shape, got {tuple(reference.shape)} and "
-                         f"{tuple(other.shape)}")
     apart = (other - reference).norm(dim=-1).mean(0)
     to_go = (reference - w_star).norm(dim=-1).mean(0)
     return apart / to_go
@@ -182,8 +165,6 @@ class RuleRuns:
 def compare_rules(problem: Regression, base: AdamHyper, micro_batch_size: int, ks: tuple[int, ...],
                   rules: tuple[str, ...] = ("lr_only", "malladi", "half_life_betas")) -> RuleRuns:
     """Batch b against batch k*b on the same examples under each rule (a rule the batch breaks is left out)."""
-    if not isinstance(problem, Regression):
-        raise TypeError(f"problem must be a Regression (from make_regression), got {type(problem).__name__}")
     if not isinstance(ks, (tuple, list)) or not ks:
         raise ValueError(f"ks must be a non-empty tuple of whole numbers >= 2, got {ks!r}")
     b = check_int("micro_batch_size", micro_batch_size, 1, problem.x.shape[1])
@@ -191,8 +172,7 @@ def compare_rules(problem: Regression, base: AdamHyper, micro_batch_size: int, k
         check_int("k", k, 2, problem.x.shape[1] // b)
         if problem.x.shape[1] % (k * b):
             raise ValueError(f"the stream's {problem.x.shape[1]} examples must be a multiple of k*b = {k * b}")
-    unknown = [r for r in rules if r not in RULES]
-    if unknown or not rules:
+    if not rules or not set(rules) <= set(RULES):
         raise ValueError(f"rules must be some of {RULES}, got {rules!r}")
     reference = adam_trajectory(problem, base, b, 1)  # the weights after every update of batch b
     gaps: dict[int, dict[str, torch.Tensor]] = {}

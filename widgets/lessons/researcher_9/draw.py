@@ -8,8 +8,6 @@ from widgets.lessons.researcher_9.k_schedule import KRun
 def draw_rule_gaps(gaps: dict[int, dict[str, list[float]]], ax) -> dict:
     """Per k and rule: the mean trajectory gap over seeds, each seed a dot; rule -> its bars."""
     check_ax(ax)
-    if not isinstance(gaps, dict) or not gaps:
-        raise ValueError("gaps must be a non-empty dict k -> {rule: per-seed gaps}")
     rules = list(dict.fromkeys(rule for by_rule in gaps.values() for rule in by_rule))  # first-seen order
     width = 0.8 / len(rules)
     drawn = {}
@@ -37,8 +35,6 @@ def draw_k_runs(runs: dict[str, KRun], ax_k, ax_loss, target: float | None = Non
     check_ax(ax_loss, "ax_loss")
     drawn = {}
     for i, (label, run) in enumerate(runs.items()):
-        if not isinstance(run, KRun):
-            raise TypeError(f"runs[{label!r}] must be a KRun, got {type(run).__name__}")
         colour = OKABE_ITO[i % len(OKABE_ITO)]
         k_line, = ax_k.step(run.examples, run.ks, where="post", color=colour, label=label)
         loss_line, = ax_loss.plot(run.examples, run.losses, color=colour, label=label)

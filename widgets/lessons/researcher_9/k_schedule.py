@@ -16,6 +16,7 @@ from widgets.lessons.researcher_9.adam_k import (
 from widgets.research.noise_scale import window_noise
 
 COUNTINGS = ("updates", "micro_steps", "micro_steps // K")
+EMA_DECAY, SETTLE = 0.9, 10  # B_simple's smoothing, and the updates K waits before following it
 
 
 def next_k(b_simple: float, micro_batch_size: int, k_now: int, k_max: int) -> int:
@@ -46,24 +47,15 @@ class KRun:
 
 
 def train_k_schedule(problem: Regression, seed_index: int, base: AdamHyper, micro_batch_size: int, k_start: int,
-                     k_max: int, target: float, warm_up: bool = True, ema_decay: float = 0.9,
-                     settle: int = 10) -> KRun:
-    """Adam on row `seed_index`, from K = k_start; with `warm_up`, K follows `next_k` after `settle` updates.
+                     k_max: int, target: float, warm_up: bool = True) -> KRun:
+    """Adam on row `seed_index` from K = k_start to the target or the stream's end; with `warm_up`, K follows `next_k`.
 
-    Single windows of small K give wild estimates, so K waits for the EMA to settle. Stops at the target or the stream's end."""
-    if not isinstance(problem, Regression):
-        raise TypeError(f"problem must be a Regression (from make_regression), got {type(problem).__name__}")
-    if not isinstance(base, AdamHyper):
-        raise TypeError(f"base must be an AdamHyper, got {type(base).__name__}")
+    K waits SETTLE updates for the EMA to settle: single windows of small K give wild estimates."""
     s = check_int("seed_index", seed_index, 0, problem.seeds - 1)
     b = check_int("micro_batch_size", micro_batch_size, 1, problem.x.shape[1])
     k0 = check_int("k_start", k_start, 2, problem.x.shape[1] // b)  # the estimator needs K >= 2
     k_max = check_int("k_max", k_max, k0, problem.x.shape[1] // b)
     target = check_float("target", target, 0.0, math.inf)
-    decay = check_float("ema_decay", ema_decay, 0.0, 1.0, low_inclusive=True)
-    settle = check_int("settle", settle, 1)
-    if decay == 1.0:
-        raise ValueError("ema_decay must be a number in [0.0, 1.0), got 1.0")
     x, y, w_star = problem.x[s:s + 1], problem.y[s:s + 1], problem.w_star[s:s + 1]
     model = SeedRows(problem.w0[s:s + 1])
     optimizer = torch.optim.Adam(model.parameters(), lr=base.lr, betas=(base.beta1, base.beta2), eps=base.eps)
@@ -79,8 +71,8 @@ def train_k_schedule(problem: Regression, seed_index: int, base: AdamHyper, micr
         micro_grads = torch.stack(shares).double() * K  # each share is 1/K of its micro-batch's mean gradient
         grad_sq, trace = window_noise(micro_grads.unsqueeze(0), b)  # researcher_3's window estimator
         t = len(run.ks) + 1  # EMA of |G|^2 and tr(Sigma) separately, bias-corrected, then the ratio
-        smooth_sq = decay * smooth_sq + (1 - decay) * float(grad_sq[0])
-        smooth_trace = decay * smooth_trace + (1 - decay) * float(trace[0])
+        smooth_sq = EMA_DECAY * smooth_sq + (1 - EMA_DECAY) * float(grad_sq[0])
+        smooth_trace = EMA_DECAY * smooth_trace + (1 - EMA_DECAY) * float(trace[0])
         b_simple = smooth_trace / smooth_sq if smooth_sq > 0 else math.inf  # (bias corrections cancel)
         run.ks.append(K)
         run.examples.append(used)
@@ -88,7 +80,7 @@ def train_k_schedule(problem: Regression, seed_index: int, base: AdamHyper, micr
         run.b_simple.append(b_simple)
         if run.losses[-1] <= target:
             return KRun(run.ks, run.examples, run.losses, run.b_simple, t - 1)
-        if warm_up and t >= settle:
+        if warm_up and t >= SETTLE:
             new_k = next_k(b_simple, b, K, k_max)
             if new_k != K:
                 set_hyper(optimizer, scale_adam(base, new_k / k0, "half_life_betas"))  # Adam follows the batch
