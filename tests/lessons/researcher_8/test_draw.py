@@ -28,7 +28,3 @@ def test_expert_load_stacks_domains():
 def test_bad_input():
     with pytest.raises(TypeError, match="ax"):
         draw_expert_load(None, [[1.0]])
-    with pytest.raises(ValueError, match="weights"):
-        draw_token_weights(Figure().subplots(), [2, 3], {"dapo": [0.2]})
-    with pytest.raises(ValueError, match="load"):
-        draw_expert_load(Figure().subplots(), [[1.0], [0.5, 0.5]])

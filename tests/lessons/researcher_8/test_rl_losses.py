@@ -106,9 +106,9 @@ def test_micro_batch_loss_matches_trl_formulas_at_k_1():
 def test_bad_input_names_the_parameter():
     c, policy = make_completions(seed=0), TinyPolicy(seed=0)
     with pytest.raises(ValueError, match="loss_type"):
-        accumulated_policy_gradient(policy, c, "ppo", 2)
+        invariance(policy, c, "ppo")
     with pytest.raises(ValueError, match="accumulation_steps"):
-        accumulated_policy_gradient(policy, c, "grpo", 25)
+        invariance(policy, c, "grpo", (1, 25))
     with pytest.raises(ValueError, match="normaliser"):
         generation_update_gradients(policy, c, 2, 2, "batch")
     with pytest.raises(ValueError, match="completions_per_prompt"):

@@ -11,8 +11,6 @@ from widgets.draw.style import OKABE_ITO, check_ax, legend_below
 def draw_token_weights(ax: Axes, lengths: Sequence[int], weights: Mapping[str, Sequence[float]]) -> dict:
     """Bars per completion, one per loss type: its tokens' weight relative to the window's token mean."""
     ax = check_ax(ax)
-    if not weights or any(len(w) != len(lengths) for w in weights.values()):
-        raise ValueError(f"weights must map each loss type to one weight per completion ({len(lengths)})")
     total = sum(lengths)
     width = 0.8 / len(weights)
     bars = {}
@@ -29,8 +27,6 @@ def draw_token_weights(ax: Axes, lengths: Sequence[int], weights: Mapping[str, S
 def draw_expert_load(ax: Axes, load: Sequence[Sequence[float]], title: str = "") -> list:
     """Stacked bars per expert: how much of its load comes from each domain."""
     ax = check_ax(ax)
-    if not load or len({len(row) for row in load}) != 1:
-        raise ValueError("load must be a non-empty list of rows, one per domain, each with one value per expert")
     num_experts = len(load[0])
     bottom = [0.0] * num_experts
     drawn = []

@@ -1,8 +1,6 @@
-"""Mixture-of-experts load balancing under accumulation: the auxiliary loss is a product of batch statistics.
+"""MoE load balancing under accumulation: the balance loss E * sum_e f_e * P_e is a product of batch means.
 
-The Switch balance loss E * sum_e f_e * P_e multiplies two batch means (f counted, P differentiable), so K
-micro-batch losses / K are not the window's: domain-homogeneous micro-batches are each pushed to spread over
-every expert (Qiu et al. 2025). The fix: count f over the window first (`window_aux_step`). Float64."""
+So K micro-batch losses / K are not the window's (Qiu et al. 2025); the fix counts f over the window first. Float64."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -161,7 +159,6 @@ def aux_values(model: TinyMoE, data: DomainTokens, accumulation_steps: int) -> t
 class RouterRun:
     """After training: per-domain and overall expert loads, their specialisation and the final task loss."""
 
-    aux_mode: str
     load: list[list[float]]
     expert_load: list[float]
     specialisation: float
@@ -169,17 +166,16 @@ class RouterRun:
 
 
 def train_router(aux_mode: str, seed: int = 0, accumulation_steps: int = 4, updates: int = 100,
-                 aux_coef: float = 0.3, lr: float = 0.05, num_experts: int = 4, top_k: int = 1) -> RouterRun:
-    """Train a TinyMoE with Adam on K domain-homogeneous micro-batches per update under `aux_mode`; the loads."""
+                 aux_coef: float = 0.3) -> RouterRun:
+    """Train a top-1 TinyMoE of 4 experts with Adam on K domain-homogeneous micro-batches per update; the loads."""
     if aux_mode not in AUX_MODES:
         raise ValueError(f"aux_mode must be one of {AUX_MODES}, got {aux_mode!r}")
     check_int("updates", updates, 1, 10_000)
     check_float("aux_coef", aux_coef, 0.0, 100.0, low_inclusive=True)
-    check_float("lr", lr, 0.0, 10.0)
     data = make_domain_tokens(seed=seed)
     check_int("accumulation_steps", accumulation_steps, 1, len(data.y))
-    model = TinyMoE(data.x.shape[1], num_experts, top_k, seed=seed)
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    model = TinyMoE(data.x.shape[1], seed=seed)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.05)
     micro_batches = data.micro_batches(accumulation_steps)
     for _ in range(updates):
         _window_step(model, micro_batches, aux_mode, aux_coef)
@@ -189,7 +185,7 @@ def train_router(aux_mode: str, seed: int = 0, accumulation_steps: int = 4, upda
         out, _, chosen = model(data.x)
         task = float(((out - data.y) ** 2).mean())
     first = chosen[:, 0]  # each token's top expert
-    load = [[float((first[data.domain == d] == e).double().mean()) for e in range(num_experts)]
+    load = [[float((first[data.domain == d] == e).double().mean()) for e in range(model.num_experts)]
             for d in range(data.num_domains)]
-    expert_load = [float((first == e).double().mean()) for e in range(num_experts)]
-    return RouterRun(aux_mode, load, expert_load, sum(max(row) for row in load) / len(load), task)
+    expert_load = [float((first == e).double().mean()) for e in range(model.num_experts)]
+    return RouterRun(load, expert_load, sum(max(row) for row in load) / len(load), task)

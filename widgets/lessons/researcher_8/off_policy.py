@@ -1,7 +1,4 @@
-"""What changes after the first update on one generation: the PPO ratio leaves 1, and advantages belong to groups.
-
-Group advantages are statistics of whole groups, taken before a generation is cut into micro-batches; the
-clipped surrogate stops some tokens' gradients while the token count keeps them. Float64."""
+"""After the first update on one generation the PPO ratio leaves 1; advantages are statistics of whole groups. Float64."""
 from __future__ import annotations
 
 import torch
@@ -25,8 +22,6 @@ def group_advantages(rewards: torch.Tensor, completions_per_prompt: int, scale: 
 def clipped_token_losses(policy: TinyPolicy, completions: Completions, old_log_probs: torch.Tensor,
                          eps: float = 0.2) -> tuple[torch.Tensor, torch.Tensor]:
     """(n, T) losses -min(r A, clip(r, 1 - eps, 1 + eps) A), r = pi / pi_old, and where the clip took over."""
-    if not isinstance(completions, Completions):
-        raise TypeError(f"completions must be Completions (from make_completions), got {type(completions).__name__}")
     eps = check_float("eps", eps, 0.0, 1.0)
     ratio = torch.exp(policy(completions.features, completions.actions) - old_log_probs)
     advantages = completions.advantages[:, None]

@@ -1,8 +1,4 @@
-"""RL fine-tuning losses under accumulation: which normaliser survives re-partitioning into K micro-batches.
-
-The loss is a sum of -advantage x log-prob over completion tokens divided by a normaliser (TRL's names): `grpo`
-each completion's token mean, `bnpo` one micro-batch's token mean, `dr_grpo` a constant, `dapo` the update's
-token mean. Accumulation is exact only with a count of the whole window, passed in. Float64."""
+"""RL losses (TRL's normalisers) under accumulation: only a count of the whole window, passed in, is exact. Float64."""
 from __future__ import annotations
 
 import math
@@ -108,15 +104,6 @@ def micro_batch_loss(token_losses: torch.Tensor, mask: torch.Tensor, loss_type: 
     raise ValueError(f"loss_type must be one of {LOSS_TYPES}, got {loss_type!r}")
 
 
-def _check(loss_type: str, accumulation_steps: int, devices: int, completions: Completions) -> None:
-    if loss_type not in LOSS_TYPES:
-        raise ValueError(f"loss_type must be one of {LOSS_TYPES}, got {loss_type!r}")
-    if not isinstance(completions, Completions):
-        raise TypeError(f"completions must be Completions (from make_completions), got {type(completions).__name__}")
-    check_int("devices", devices, 1, 64)
-    check_int("accumulation_steps", accumulation_steps, 1, max(1, len(completions) // devices))
-
-
 def partition(num_completions: int, accumulation_steps: int, devices: int = 1) -> list[list[torch.Tensor]]:
     """parts[rank][micro_step]: consecutive completion indices, split as evenly as they go."""
     for name, value in (("num_completions", num_completions), ("accumulation_steps", accumulation_steps),
@@ -131,7 +118,6 @@ def partition(num_completions: int, accumulation_steps: int, devices: int = 1) -
 def accumulated_policy_gradient(policy: TinyPolicy, completions: Completions, loss_type: str,
                                 accumulation_steps: int, devices: int = 1, window_counts: bool = False) -> torch.Tensor:
     """The flat gradient of one update: `devices` ranks accumulate K micro-batches each, DDP averages."""
-    _check(loss_type, accumulation_steps, devices, completions)
     K, D = accumulation_steps, devices
     tokens = float(completions.mask.sum()) / D  # counted before the first backward: what each rank divides by
     completions_per_rank = len(completions) / D if window_counts else None
@@ -171,6 +157,11 @@ def token_weights(lengths: list[list[int]], loss_type: str, max_len: int, window
 def invariance(policy: TinyPolicy, completions: Completions, loss_type: str, ks=(1, 2, 4, 8), devices: int = 1,
                window_counts: bool = False) -> dict[int, bool]:
     """The invariance oracle: for each K, is the update's gradient allclose to the one at K = 1, one device?"""
+    if loss_type not in LOSS_TYPES:
+        raise ValueError(f"loss_type must be one of {LOSS_TYPES}, got {loss_type!r}")
+    check_int("devices", devices, 1, 64)
+    for k in ks:
+        check_int("accumulation_steps", k, 1, max(1, len(completions) // devices))
     truth = accumulated_policy_gradient(policy, completions, loss_type, 1, 1, window_counts)
     return {k: torch.allclose(accumulated_policy_gradient(policy, completions, loss_type, k, devices, window_counts),
                               truth, rtol=RTOL, atol=ATOL) for k in ks}
