@@ -1,8 +1,6 @@
-"""Token counts across ranks on a real gloo run: who divides by what.
+"""Token counts across ranks on a real gloo run: each loop of `LOOPS` on windows of unequal counts, against one process.
 
-For each imbalance, rank 0's sequences hold `TARGETS_PER_ROW` real targets and the others' 1/imbalance of that;
-each worker runs every loop of `LOOPS` on one window and reports DDP's `.grad`, compared with one process. The
-workers are `widgets.research.ddp.run_workers`'s; `_train` lives here because spawned processes import it."""
+`_train` lives here because the spawned workers (`widgets.research.ddp.run_workers`) import it."""
 from __future__ import annotations
 
 import time

@@ -18,8 +18,6 @@ def draw_imbalance_gap(ax, imbalances: Sequence[float], rel_errors: Mapping[str,
     ax = check_ax(ax)
     lines = {}
     for colour, (name, values) in zip((OKABE_ITO[5], OKABE_ITO[2], OKABE_ITO[0]), rel_errors.items()):
-        if len(values) != len(imbalances):
-            raise ValueError(f"rel_errors[{name!r}] has {len(values)} values for {len(imbalances)} imbalances")
         style = "o-" if name == "per_rank_mean" else ("s--" if name == "all_reduce_count" else "^:")
         (lines[name],) = ax.plot(list(imbalances), [max(v, FLOOR) for v in values], style, color=colour,
                                  label=LABELS.get(name, name))

@@ -1,9 +1,5 @@
-"""The invariance oracle: for fixed data, the final gradient must not change as (b, K, world size) vary.
-
-One window of padded sequences (Hugging Face `labels`, unshifted) is split over W ranks x K micro-batches of b;
-each rank runs a loop, the ranks' gradients are averaged as DDP does, and every (W, K, b) must give one process's
-gradient. Each loop, written out so each bug is a line, is `loop(model, micro_batches, world_size,
-all_ranks_count) -> None` and leaves this rank's gradient in `.grad`. Float64: a failed allclose is the division."""
+"""The invariance oracle: one window of padded sequences over W ranks x K micro-batches of b, DDP-averaged, must
+give one process's gradient at every (W, K, b). Float64: a failed allclose is the division, not rounding."""
 from __future__ import annotations
 
 import math
@@ -13,7 +9,7 @@ from typing import Callable, Sequence
 import torch
 
 from widgets.core.accumulation import IGNORE_INDEX, flat_grad
-from widgets.core.budget import check_memory
+from widgets.core.config import check_memory
 from widgets.core.config import check_int
 from widgets.core.torch_state import one_thread
 from widgets.research.tokens import TinyCausalLM
@@ -36,10 +32,6 @@ class Window:
 
 def make_window(lengths: Sequence[int], seed: int = 0) -> Window:
     """Random tokens, row i `lengths[i]` long (>= 2, so that it has a target), right-padded to the longest."""
-    if not lengths:
-        raise ValueError("lengths must hold at least one sequence length")
-    lengths = [check_int(f"lengths[{i}]", n, 2, 4096) for i, n in enumerate(lengths)]
-    check_int("seed", seed, 0, 2**31 - 1)
     check_memory(f"make_window({len(lengths)} sequences)", 3 * len(lengths) * max(lengths) * 8)
     g = torch.Generator().manual_seed(seed)
     input_ids = torch.randint(VOCAB, (len(lengths), max(lengths)), generator=g)
@@ -54,6 +46,7 @@ def random_window(num_sequences: int = 24, max_len: int = 16, seed: int = 0) -> 
     """`num_sequences` rows of random lengths from 2 to `max_len`: unequal counts on every rank."""
     check_int("num_sequences", num_sequences, 1, 4096)
     check_int("max_len", max_len, 2, 4096)
+    check_int("seed", seed, 0, 2**31 - 1)
     g = torch.Generator().manual_seed(seed)
     return make_window(torch.randint(2, max_len + 1, (num_sequences,), generator=g).tolist(), seed)
 
@@ -173,12 +166,8 @@ BUGS = (
 
 def split_ranks(window: Window, world_size: int, accumulation_steps: int) -> list[list[tuple[torch.Tensor, torch.Tensor]]]:
     """Rank r's K micro-batches of b = n / (W K) sequences: rank r takes rows [r K b, (r + 1) K b)."""
-    n = window.num_sequences
-    W = check_int("world_size", world_size, 1, n)
-    K = check_int("accumulation_steps", accumulation_steps, 1, n)
-    if n % (W * K):
-        raise ValueError(f"world_size x accumulation_steps must divide the {n} sequences, got {W} x {K} = {W * K}")
-    b = n // (W * K)
+    W, K = world_size, accumulation_steps
+    b = window.num_sequences // (W * K)
     rows = [slice((r * K + i) * b, (r * K + i + 1) * b) for r in range(W) for i in range(K)]
     return [[(window.input_ids[s], window.labels[s]) for s in rows[r * K:(r + 1) * K]] for r in range(W)]
 
@@ -238,22 +227,17 @@ def compare(grad: torch.Tensor, truth: torch.Tensor) -> tuple[bool, float, float
 
 
 def invariance_oracle(loop: Loop, count: Count = count_targets, window: Window | None = None,
-                      model: torch.nn.Module | None = None, sizes: Sequence[int] = (1, 2, 3, 4)) -> list[GridPoint]:
-    """Run `loop` at every (W, K, b) of the grid on the same window; each point against one process."""
+                      model: torch.nn.Module | None = None) -> list[GridPoint]:
+    """Run `loop` at every (W, K, b) of the grid, W and K up to 4, on the same window; each point against one process."""
     window = window if window is not None else random_window()
     model = model if model is not None else TinyCausalLM(vocab_size=VOCAB)
-    if not isinstance(window, Window):
-        raise TypeError(f"window must be a Window (from make_window or random_window), got {type(window).__name__}")
     for name, value in (("loop", loop), ("count", count)):
         if not callable(value):
             raise TypeError(f"{name} must be a function (see widgets.lessons.researcher_6.invariance), got {type(value).__name__}")
-    if not sizes:
-        raise ValueError("sizes must hold at least one world size / accumulation_steps value")
-    sizes = [check_int(f"sizes[{i}]", s, 1, window.num_sequences) for i, s in enumerate(sizes)]
     points = []
     with one_thread():  # a tiny model: a second thread only waits, and on a busy machine for seconds
         truth = one_process_gradient(model, window)
-        for w, k, b in grid(window.num_sequences, sizes):
+        for w, k, b in grid(window.num_sequences):
             ok, ratio, err = compare(ddp_gradient(model, window, w, k, loop, count), truth)
             points.append(GridPoint(w, k, b, ok, ratio, err))
     return points
