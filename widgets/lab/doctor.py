@@ -1,9 +1,5 @@
-"""`widgets.doctor()`: the lab's own checks of why its widgets might not show, each problem with its fix.
-
-In a notebook: `import widgets; widgets.doctor()`; from a shell: `make doctor` (exit status 1 on a problem).
-What Jupyter and pip check themselves stays theirs (`jupyter labextension list`, `pip check`). Standard
-library only, so it runs where torch is broken.
-"""
+"""`widgets.doctor()` (`make doctor` from a shell): the lab's own checks of why its widgets might not show, each
+problem with its fix; stdlib only, so it runs where torch is broken."""
 from __future__ import annotations
 
 import json
@@ -41,8 +37,6 @@ PROBE = ("import json, importlib.metadata as m; print(json.dumps({d.metadata['Na
 
 @dataclass(frozen=True)
 class Facts:
-    """What `diagnose` looks at; every field may be simulated in a test."""
-
     host: str  # hosts.detect(): "Colab", "Kaggle", "VS Code", "JupyterLab", "Jupyter Notebook", ..., "Python"
     versions: dict  # distribution -> version in the kernel's environment (None: not installed)
     front: dict  # FRONT -> version where the page is served; {"error": ...} when that could not be asked
@@ -56,22 +50,25 @@ class Finding:
     fix: str = ""
 
 
+@dataclass
 class Report:
     """Shows "all good" or each problem with its fix, naming the host where one is known."""
 
-    def __init__(self, findings: list[Finding], host: str = "Python"):
-        self.findings, self.host = findings, host
-        self.problems = [f for f in findings if f.problem]
-        self.ok = not self.problems
+    findings: list[Finding]
+    host: str = "Python"
+
+    @property
+    def ok(self) -> bool:
+        return not any(f.problem for f in self.findings)
 
     def __repr__(self) -> str:
         where = "" if self.host == "Python" else f" on {self.host}"  # "Python": no front end (a shell, a test)
-        checks = ", ".join(f.check for f in self.findings)
-        lines = [f"widgets.doctor{where}: all good ({checks} checked)" if self.ok
-                 else f"widgets.doctor{where} found {len(self.problems)} problem(s):"]
+        problems = [f for f in self.findings if f.problem]
+        lines = [f"widgets.doctor{where} found {len(problems)} problem(s):" if problems
+                 else f"widgets.doctor{where}: all good ({', '.join(f.check for f in self.findings)} checked)"]
         if self.host in HOST_FIXES:
             lines.append(f"({self.host}: {HOST_FIXES[self.host]})")
-        for i, f in enumerate(self.problems, 1):
+        for i, f in enumerate(problems, 1):
             lines += [f"{i}. [{f.check}] {f.problem}", f"   fix: {f.fix}"]
         return "\n".join([*lines, ELSEWHERE])
 
@@ -82,7 +79,6 @@ def _major(version: str | None) -> int | None:
 
 
 def diagnose(f: Facts) -> list[Finding]:
-    """One finding per check, from `f` alone."""
     return [_packages(f), _widgets(f)]
 
 
@@ -128,49 +124,33 @@ def _widgets(f: Facts) -> Finding:
     return Finding("widget extension")
 
 
-def parent_argv() -> list[str] | None:
-    """The command line of the process that started this one (Linux /proc), or None."""
-    try:
-        return Path(f"/proc/{os.getppid()}/cmdline").read_bytes().decode().split("\0")
-    except OSError:
-        return None
-
-
-def server_python(argv: list[str] | None) -> str | None:
-    """The Python running the Jupyter server command line `argv` (a console script runs as python + script)."""
-    if argv and front_end(argv) is not None and re.search(r"python[\d.]*(\.exe)?$", argv[0]):
-        return argv[0]
-    return None
-
-
-def front_facts(python: str | None) -> dict:
-    """FRONT's versions in the environment of `python` (None: this one); a failure is an "error"."""
-    if python is None:
+def front_facts(argv: list[str] | None) -> dict:
+    """FRONT's versions where the page is served: in the Python running the server command line `argv` (a console
+    script runs as python + script), else in this one; a failure is an "error"."""
+    if not (argv and front_end(argv) is not None and re.search(r"python[\d.]*(\.exe)?$", argv[0])):
         return {name: version_of(name) for name in FRONT}
     try:
-        versions = json.loads(subprocess.run([python, "-c", PROBE], capture_output=True, text=True, timeout=60).stdout)
+        versions = json.loads(subprocess.run([argv[0], "-c", PROBE], capture_output=True, text=True, timeout=60).stdout)
         return {name: versions.get(name) for name in FRONT}
     except (OSError, subprocess.TimeoutExpired, ValueError) as error:
-        return {"error": f"asking {python} failed ({error})"}
-
-
-def pins(path: Path = ROOT / "requirements.txt") -> dict[str, str]:
-    if not path.exists():
-        return {}
-    return {m[1].lower().replace("-", "_"): m[2] for m in re.finditer(r"^([A-Za-z0-9_.\-]+)==(\S+)", path.read_text(), re.M)}
-
-
-def collect(shell: bool = False) -> Facts:
-    """The facts of this kernel (`shell`: of this environment, asked from a shell: `make doctor`)."""
-    argv = None if shell else parent_argv()
-    host, pinned = "Python" if shell else detect(server_argv=argv), pins()
-    return Facts(host=host, versions={name: version_of(name) for name in {*NEEDED, *PURE, *pinned}},
-                 front={} if host in HOST_FIXES else front_facts(server_python(argv)), pins=pinned)
+        return {"error": f"asking {argv[0]} failed ({error})"}
 
 
 def doctor(shell: bool = False) -> Report:
-    """Check this kernel's environment: "all good", or each problem with its fix."""
-    facts = collect(shell)
+    """Check this kernel's environment (`shell`: this environment's, from `make doctor`): "all good", or each problem
+    with its fix."""
+    argv = None
+    if not shell:
+        try:  # the command line of the server that started this kernel (Linux /proc)
+            argv = Path(f"/proc/{os.getppid()}/cmdline").read_bytes().decode().split("\0")
+        except OSError:
+            pass
+    host = "Python" if shell else detect(server_argv=argv)
+    requirements = ROOT / "requirements.txt"  # the versions the notebooks were executed with
+    text = requirements.read_text() if requirements.exists() else ""
+    pins = {m[1].lower().replace("-", "_"): m[2] for m in re.finditer(r"^([A-Za-z0-9_.\-]+)==(\S+)", text, re.M)}
+    facts = Facts(host, {name: version_of(name) for name in {*NEEDED, *PURE, *pins}},
+                  {} if host in HOST_FIXES else front_facts(argv), pins)
     return Report(diagnose(facts), facts.host)
 
 

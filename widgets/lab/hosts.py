@@ -15,7 +15,7 @@ REPOSITORY = "gradient-accumulation-lab/gradient-accumulation-lab"
 # The hosted runtimes, by the variable each sets in its kernels' environment.
 HOSTED = {"COLAB_RELEASE_TAG": "Colab", "KAGGLE_KERNEL_RUN_TYPE": "Kaggle"}
 VSCODE = ("VSCODE_PID", "VSCODE_CWD")  # set for what VS Code starts, its notebook kernels included
-NEVER = ("torch", "numpy", "ipykernel", "ipywidgets")  # the runtime's own: never installed over
+NEVER = ("torch", "numpy", "ipykernel", "ipywidgets")  # the runtime's own: PURE holds none (tests/lab)
 # What the lab needs beyond what Colab and Kaggle ship, pure Python, at requirements.txt's versions.
 PURE = {"tqdm": "4.70.1", "accelerate": "1.15.0", "pytorch-lightning": "2.6.6",
         "lightning-utilities": "0.15.3", "torchmetrics": "1.9.0"}
@@ -63,19 +63,6 @@ def lab_requirement(repository: str = REPOSITORY, tag: str | None = None) -> str
     return f"{DISTRIBUTION} @ git+https://github.com/{repository}@{tag}"
 
 
-def _name(requirement: str) -> str:
-    return re.sub(r"[-_.]+", "-", re.match(r"\s*([A-Za-z0-9_.\-]+)", requirement)[1]).lower()
-
-
-def pip_command(requirements: list[str], python: str | None = None) -> list[str]:
-    """`python -m pip install --no-deps` of `requirements`; refuses any package of NEVER by name."""
-    for requirement in requirements:
-        if _name(requirement) in NEVER:
-            raise ValueError(f"requirements: {requirement!r} would replace the runtime's own {_name(requirement)}; "
-                             f"the lab never installs {', '.join(NEVER)}")
-    return [python or sys.executable, "-m", "pip", "install", "--no-deps", *requirements]
-
-
 def version_of(name: str) -> str | None:
     """The installed version of distribution `name`, or None."""
     try:
@@ -84,26 +71,12 @@ def version_of(name: str) -> str | None:
         return None
 
 
-def missing(installed: Callable[[str], str | None] = version_of) -> list[str]:
-    """PURE's packages this environment lacks, as `name==version` requirements (present ones stay as they are)."""
-    return [f"{name}=={version}" for name, version in PURE.items() if installed(name) is None]
-
-
-def unmet(installed: Callable[[str], str | None] = version_of,
-          requires: Callable[[str], list[str] | None] = metadata.requires) -> list[str]:
-    """What the installed PURE packages require that is missing (compiled: left to the learner)."""
-    needs = set()
-    for name in PURE:
-        if installed(name) is not None:
-            needs |= {_name(r) for r in requires(name) or [] if ";" not in r}
-    return sorted(n for n in needs if installed(n) is None)
-
-
 def install_missing(run: Callable = subprocess.run, installed: Callable[[str], str | None] = version_of) -> list[str]:
-    """Install `missing()` (--no-deps), say what was added, and on Colab switch on ipywidgets 8's manager."""
-    needed = missing(installed)
+    """Install PURE's packages this runtime lacks (--no-deps: present ones stay as they are); on Colab switch on
+    ipywidgets 8's manager."""
+    needed = [f"{name}=={version}" for name, version in PURE.items() if installed(name) is None]
     if needed:
-        done = run(pip_command(needed), check=False)
+        done = run([sys.executable, "-m", "pip", "install", "--no-deps", *needed], check=False)
         if done.returncode:
             raise RuntimeError(f"pip could not install {', '.join(needed)} (exit status {done.returncode}); on Kaggle, "
                                "switch Internet on (Settings > Internet), then run this cell again")
@@ -111,10 +84,6 @@ def install_missing(run: Callable = subprocess.run, installed: Callable[[str], s
     added = f"added {', '.join(needed)}" if needed else "nothing else was missing"
     print(f"The lab {installed(DISTRIBUTION)} is installed ({added}); torch, numpy, ipykernel and ipywidgets "
           "are this runtime's own.")
-    still = unmet(installed)
-    if still:
-        print(f"Not installed (compiled, the runtime's to provide): {', '.join(still)}; "
-              f"developer_4 needs them: %pip install {' '.join(still)}")
     colab = sys.modules.get("google.colab")  # loaded in every Colab kernel, absent elsewhere
     if colab is not None and (installed("ipywidgets") or "").startswith("8"):
         colab.output.enable_custom_widget_manager()
