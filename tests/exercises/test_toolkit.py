@@ -14,8 +14,9 @@ from widgets.exercises.toolkit import (
     correct,
     diagnose,
     incorrect,
-    needs_function,
     not_attempted,
+    two_numbers,
+    Wrong,
 )
 
 
@@ -126,9 +127,30 @@ def test_diagnose_picks_the_typical_message():
     assert diagnose(7, typical, "other").message == "other"
 
 
-def test_needs_function():
-    assert needs_function(len, "f") is None
-    assert "pass the function itself, `f`" in needs_function(3, "f").message
+def test_a_code_exercise_asks_for_the_function_itself_named_like_the_worked_answer():
+    def answer_four():
+        return 4
+
+    exercise = Exercise("four", "Find four", "?", lambda f: correct(), ["hint"], answer_four)
+    assert exercise.check(answer_four).correct
+    assert "pass the function itself, `answer_four` (no parentheses), not int 4" in exercise.check(4).message
+    named = Exercise("four", "Find four", "?", lambda f: correct(), ["hint"], answer_four, function="my_four")
+    assert "`my_four`" in named.check(4).message
+    assert make_exercise().check(5).message == "5 is not four."  # a text solution takes any answer
+
+
+def test_a_checker_may_raise_wrong_and_closeness_goes_entry_by_entry():
+    def checker(answer):
+        b, k = two_numbers(answer, "(b, K)")
+        if b * k != 8:
+            raise Wrong("b x K must be 8")
+        return correct()
+
+    exercise = Exercise("plan", "Plan", "?", checker, ["hint"], "b, K = 2, 4")
+    assert exercise.check((2, 4)).correct
+    assert exercise.check((2, 3)).message == "b x K must be 8"
+    assert exercise.check([1, 2, 3]).message == "give two numbers, (b, K); got 3"
+    assert close_to([1.0, 2.0000001], (1, 2)) and not close_to([1.0], (1, 2)) and not close_to([1, 3], [1, 2])
 
 
 def test_a_worked_function_is_shown_by_its_source():

@@ -1,7 +1,6 @@
 """Learntools-style exercises: `ex.ratio.check(my_ratio)`, `.hint()` one at a time, `.solution()` after an attempt.
 
-Each call returns a small object Jupyter renders as Markdown, with a deterministic plain-text form
-(nbval compares it). Pure Python: checkers that need torch live with their lessons.
+Each call returns an object Jupyter renders as Markdown, with a plain-text form nbval compares. Pure Python.
 """
 from __future__ import annotations
 
@@ -141,30 +140,34 @@ def is_placeholder(value: object) -> bool:
     return value is None or value is Ellipsis
 
 
+class Wrong(Exception):
+    """Raised inside a checker: the answer is Incorrect, for the reason the message gives."""
+
+
 def _known_torch_state() -> contextlib.AbstractContextManager:
     """`known_torch_state` once torch is loaded (a learner who never imported it cannot have changed it)."""
     if "torch" not in sys.modules:
         return contextlib.nullcontext()
-    from widgets.core.torch_state import known_torch_state
+    from widgets.core.training import known_torch_state
     return known_torch_state(threads=None)
 
 
 class Exercise:
-    """One question with its checker, graded hints and solution.
+    """One question with its checker (`checker(*answers)` returns a `Feedback`), graded hints and solution.
 
-    `checker(*answers)` returns a `Feedback`; a placeholder answer is not attempted, and whatever the
-    learner's function raises becomes an Incorrect that names it (a NameError: which cell to run first).
-    `solution` is code as text, or a worked function whose source is shown; `kind` is one of `KINDS`.
+    `solution` is code as text, or a worked function whose source is shown: the answer must then be a
+    function too, named `function` (by default the worked function's name). `kind` is one of `KINDS`.
     """
 
     def __init__(self, name: str, title: str, prompt: str, checker: Callable[..., Feedback], hints: Sequence[str],
-                 solution: str | Callable, explanation: str = "", kind: str | None = None):
+                 solution: str | Callable, explanation: str = "", kind: str | None = None, function: str = ""):
         if not hints:
             raise ValueError(f"exercise {name!r}: hints must hold at least one hint")
         if kind is not None and kind not in KINDS:
             raise ValueError(f"exercise {name!r}: kind must be one of {sorted(KINDS)} or None, got {kind!r}")
         self.name, self.title, self.prompt, self.kind = name, title, prompt, kind
         self._checker = checker
+        self.function = function or getattr(solution, "__name__", "")
         self.hints = tuple(hints)
         # a worked function is shown by its own source, so the solution shown is the code that is tested
         code = inspect.getsource(solution) if callable(solution) else solution
@@ -186,9 +189,14 @@ class Exercise:
 
     def _judge(self, answers: tuple) -> Feedback:
         try:
+            if self.function and not callable(answers[0]):
+                raise Wrong(f"pass the function itself, `{self.function}` (no parentheses), "
+                            f"not {type(answers[0]).__name__} {answers[0]!r:.60}")
             # a learner's earlier set_grad_enabled(False) or float16 default must not flip a verdict
             with _known_torch_state():
                 return self._checker(*answers)
+        except Wrong as wrong:
+            return incorrect(str(wrong))
         except NameError as error:  # a name an earlier cell defines: say what to run first
             return run_earlier_cells(error.name or str(error))
         except KeyboardInterrupt:  # the learner's own interrupt stops the cell
@@ -271,8 +279,10 @@ def as_number(value: object, name: str = "answer") -> float:
     return float(value)
 
 
-def close_to(value: float, target: float, rel: float = 1e-3) -> bool:
-    """Equal up to a relative tolerance: a learner's 3.9999998 is the answer 4."""
+def close_to(value: float | Sequence[float], target: float | Sequence[float], rel: float = 1e-3) -> bool:
+    """Equal up to a relative tolerance (a learner's 3.9999998 is the answer 4); sequences entry by entry."""
+    if isinstance(target, Sequence):
+        return len(value) == len(target) and all(close_to(v, t, rel) for v, t in zip(value, target))
     return math.isclose(value, target, rel_tol=rel, abs_tol=1e-9)
 
 
@@ -288,7 +298,15 @@ def as_numbers(answer: object, name: str = "answer") -> list[float]:
     return values
 
 
-def diagnose(value: float, typical: dict[float, str], fallback: str) -> Feedback:
+def two_numbers(answer: object, what: str) -> list[float]:
+    """The learner's two numbers `what` names, e.g. "(b, K)"; else Wrong, saying how many they gave."""
+    values = as_numbers(answer, "answer")
+    if len(values) != 2:
+        raise Wrong(f"give two numbers, {what}; got {len(values)}")
+    return values
+
+
+def diagnose(value: float | Sequence[float], typical: dict, fallback: str) -> Feedback:
     """Incorrect, with the message of the typical wrong value `value` is close to, else `fallback`."""
     for wrong, message in typical.items():
         if close_to(value, wrong):
@@ -296,8 +314,24 @@ def diagnose(value: float, typical: dict[float, str], fallback: str) -> Feedback
     return incorrect(fallback)
 
 
-def needs_function(answer: object, name: str) -> Feedback | None:
-    """None if `answer` is callable; else the Incorrect that says to pass the function itself."""
-    if callable(answer):
-        return None
-    return incorrect(f"pass the function itself, `{name}` (no parentheses), not {type(answer).__name__} {answer!r:.60}")
+def number_checker(target: float, typical: dict[float, str], fallback: str, right: str, name: str):
+    """A checker for one number: Correct near `target`, else the message of the typical mistake, else
+    `fallback` (formatted with the learner's `value`)."""
+    def check(answer: object) -> Feedback:
+        value = as_number(answer, name)
+        if close_to(value, target):
+            return correct(right)
+        return diagnose(value, typical, fallback.format(value=value))
+    return check
+
+
+def choice_checker(right: str, wrong: dict[str, str], right_message: str):
+    """A checker for one letter: Correct for `right`, else the misconception behind that letter."""
+    letters = sorted({right, *wrong})
+
+    def check(answer: object) -> Feedback:
+        letter = answer.strip().upper() if isinstance(answer, str) else None
+        if letter not in letters:
+            return incorrect(f"answer with one of the letters {', '.join(repr(x) for x in letters)}, got {answer!r}")
+        return correct(right_message) if letter == right else incorrect(wrong[letter])
+    return check

@@ -5,8 +5,8 @@ import torch
 
 from widgets.lessons.beginner_1.bricks import BricksState
 from widgets.core.config import check_int
-from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, as_number, close_to, correct, diagnose
-from widgets.exercises.toolkit import incorrect
+from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, as_number, choice_checker, close_to, correct
+from widgets.exercises.toolkit import diagnose, incorrect, number_checker
 
 
 def grad_after_backwards(times: int, blame: float = 3.0) -> float:
@@ -20,11 +20,9 @@ def grad_after_backwards(times: int, blame: float = 3.0) -> float:
 
 def knob_pile(examples: int, trips: int, divide: bool = True, only_last_trip: bool = False,
               start: float = 0.5) -> float:
-    """The notebook's tiny model `y = knob * x` on x = 1..examples (answers y = 2x), the mean
-    squared error carried in `trips` equal trips: `knob.grad` after the last one.
+    """`knob.grad` of the notebook's `y = knob * x` (x = 1..examples, y = 2x) after `trips` equal trips of MSE.
 
-    `divide=False` leaves each trip's loss undivided (the classic bug); `only_last_trip=True`
-    clears the pile before the last trip (a zero_grad in the wrong place). trips=1 is the big batch.
+    `divide=False`: each trip's loss undivided (the classic bug); `only_last_trip`: a zero_grad inside the loop.
     """
     check_int("examples", examples, 1, 1000)
     check_int("trips", trips, 1, examples)
@@ -40,28 +38,6 @@ def knob_pile(examples: int, trips: int, divide: bool = True, only_last_trip: bo
         loss = ((knob * x[first:first + size] - y[first:first + size]) ** 2).mean()
         (loss / trips if divide else loss).backward()
     return knob.grad.item()
-
-
-def _number_checker(target: float, typical: dict[float, str], fallback: str, right: str, name: str):
-    """A checker for one number: Correct near `target`, else the message of the typical mistake."""
-    def check(answer: object) -> Feedback:
-        value = as_number(answer, name)
-        if close_to(value, target):
-            return correct(right)
-        return diagnose(value, typical, fallback.format(value=value))
-    return check
-
-
-def _choice_checker(right: str, wrong: dict[str, str], right_message: str):
-    """A checker for one letter: Correct for `right`, else the misconception behind that letter."""
-    letters = sorted({right, *wrong})
-
-    def check(answer: object) -> Feedback:
-        letter = answer.strip().upper() if isinstance(answer, str) else None
-        if letter not in letters:
-            return incorrect(f"answer with one of the letters {', '.join(repr(x) for x in letters)}, got {answer!r}")
-        return correct(right_message) if letter == right else incorrect(wrong[letter])
-    return check
 
 
 def _check_three_trips(answer: object) -> Feedback:
@@ -93,9 +69,8 @@ def _check_three_trips(answer: object) -> Feedback:
 
 
 def beginner_predictions() -> dict[str, dict]:
-    """The predictions of beginner notebook 1, as keyword arguments of
-    `widgets.controls.prediction.make_prediction`. Kept here, not in the notebook, so that the
-    typical wrong guesses (which would give the answer away) are not on the page before the guess."""
+    """The predictions of beginner notebook 1, as keyword arguments of `make_prediction`; kept off the
+    page so that the typical wrong guesses do not give the answer away."""
     return {
         "wall": dict(
             question="A wall of 20 bricks, carried 5 at a time in 4 trips. After trip 2 of 4, how many bricks "
@@ -139,7 +114,7 @@ def beginner_exercises() -> ExerciseSet:
             prompt="A training recipe asks for 24 examples behind every update (effective_batch_size), and your "
             "computer can hold only 6 at a time (micro_batch_size). How many trips, accumulation_steps K, "
             "before each update? `ex.trips.check(K)`",
-            checker=_number_checker(4.0, {
+            checker=number_checker(4.0, {
                 144.0: "144 = 24 x 6: the wall is K x b, so K is the wall divided by b, not multiplied.",
                 18.0: "18 = 24 - 6: trips are a division, not a subtraction.",
                 30.0: "30 = 24 + 6: trips are a division, not an addition.",
@@ -156,7 +131,7 @@ def beginner_exercises() -> ExerciseSet:
             prompt="A batch of 12 examples is carried in trips of 3. Each trip's loss is `.mean()` over its own 3 "
             "examples. By what number must each trip's loss be divided so that the pile equals the blame of "
             "the whole batch of 12? `ex.divide_by.check(number)`",
-            checker=_number_checker(4.0, {
+            checker=number_checker(4.0, {
                 1.0: "dividing by 1 is not dividing: the pile of 4 trips would be 4 times too big, the classic bug.",
                 3.0: "3 is the trip's size, and the .mean() already divided by it. Count the trips.",
                 12.0: "12 counts the examples, but each .mean() already divided by 3; dividing by 12 as well would "
@@ -176,7 +151,7 @@ def beginner_exercises() -> ExerciseSet:
             "- **A**: the same wall as before, carried in one trip\n"
             "- **B**: a smaller wall of 5 bricks: ordinary training with a small batch\n"
             "- **C**: no wall at all: without accumulation nothing is built",
-            checker=_choice_checker("B", {
+            checker=choice_checker("B", {
                 "A": "the wall of 20 in one trip would mean carrying 20 bricks at once, and the memory for them; "
                      "with 5 per trip and one trip the wall holds only 5.",
                 "C": "one trip still builds a wall: the update happens after the last trip, and with one trip that "
@@ -195,7 +170,7 @@ def beginner_exercises() -> ExerciseSet:
             "`ex.four_trips.check('A')` (or 'B', 'C', 'D').\n\n"
             "- **A**: the same as the big batch's\n- **B**: twice as big\n- **C**: four times as big\n"
             "- **D**: a quarter of it",
-            checker=_choice_checker("C", {
+            checker=choice_checker("C", {
                 "A": "the big batch averages its 4 examples; the undivided pile adds 4 trip-blames without "
                      "averaging them.",
                 "B": "twice was the two trips of section 3. Each trip adds one undivided blame: count the trips.",

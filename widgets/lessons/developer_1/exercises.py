@@ -7,7 +7,7 @@ import torch
 
 from widgets.core.accumulation import GRAD_ATOL, GRAD_RTOL  # the lab's one allclose rule
 from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, as_numbers, close_to, correct, diagnose
-from widgets.exercises.toolkit import incorrect, needs_function, not_attempted
+from widgets.exercises.toolkit import incorrect, not_attempted
 from widgets.exercises.passes import PassWatch
 
 
@@ -72,9 +72,6 @@ def _gradient_at(model: torch.nn.Module, data: torch.Tensor, target: torch.Tenso
 
 
 def _check_impersonate_16(answer: object) -> Feedback:
-    wrong = needs_function(answer, "accumulate_16")
-    if wrong:
-        return wrong
     with torch.random.fork_rng(devices=[]):
         model, data, target = _problem(16, *_CHECK_SEEDS)
         start = [p.detach().clone() for p in model.parameters()]

@@ -8,7 +8,7 @@ import torch
 
 from widgets.core.accumulation import flat_weights, is_update_step
 from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, as_number, as_numbers, close_to, correct
-from widgets.exercises.toolkit import diagnose, incorrect, needs_function, not_attempted
+from widgets.exercises.toolkit import incorrect, not_attempted, number_checker
 
 _BOUNDARY_GRID = [(m, k, t) for k in range(1, 6) for t in range(1, 14) for m in range(t)]
 
@@ -45,9 +45,6 @@ def is_boundary(micro_step: int, accumulation_steps: int, total_micro_steps: int
 
 
 def _check_boundary(answer: object) -> Feedback:
-    wrong = needs_function(answer, "is_boundary")
-    if wrong:
-        return wrong
     got = {case: answer(*case) for case in _BOUNDARY_GRID}
     if all(v is None for v in got.values()):
         return not_attempted("your function returns None: fill in its body")
@@ -155,9 +152,6 @@ _UPDATE_LOSS_RULES: list[tuple[Callable[[list[float], list[int]], float], str | 
 
 
 def _check_update_loss(answer: object) -> Feedback:
-    wrong = needs_function(answer, "update_loss")
-    if wrong:
-        return wrong
     results = [answer(list(losses), list(sizes)) for losses, sizes in _LOSS_CASES]
     if all(r is None for r in results):
         return not_attempted("your function returns None: fill in its body")
@@ -201,16 +195,13 @@ def _check_clip_position(answer: object) -> Feedback:
     return incorrect(_CLIP_MESSAGES[letter])
 
 
-def _check_warmup_end(answer: object) -> Feedback:
-    updates = as_number(answer, "updates")
-    if close_to(updates, 25):
-        return correct("scheduler.step() runs K = 4 times per update, so 100 scheduler steps are over after 25 updates.")
-    return diagnose(updates, {
-        100: "100 is when the warmup ends if the scheduler steps once per update, where it belongs; "
-             "here it steps on every micro-step, K = 4 times per update.",
-        400: "the scheduler runs K times per update, so the warmup is over sooner, not later.",
-        4: "4 is K; the warmup is W = 100 scheduler steps, taken K at a time.",
-    }, f"{updates:g} updates is not it: count how many scheduler steps each update takes.")
+_check_warmup_end = number_checker(25, {
+    100: "100 is when the warmup ends if the scheduler steps once per update, where it belongs; "
+         "here it steps on every micro-step, K = 4 times per update.",
+    400: "the scheduler runs K times per update, so the warmup is over sooner, not later.",
+    4: "4 is K; the warmup is W = 100 scheduler steps, taken K at a time.",
+}, "{value:g} updates is not it: count how many scheduler steps each update takes.",
+    "scheduler.step() runs K = 4 times per update, so 100 scheduler steps are over after 25 updates.", "updates")
 
 
 AMP_CALLS = ("backward", "unscale", "clip", "step", "update", "zero_grad")

@@ -6,7 +6,7 @@ import torch
 from widgets.audit import audit_training_loop
 from widgets.core.accumulation import is_update_step
 from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, as_number, close_to, correct, diagnose
-from widgets.exercises.toolkit import incorrect, needs_function, not_attempted
+from widgets.exercises.toolkit import incorrect, not_attempted
 
 
 def _check_sum_reduction(answer: object) -> Feedback:
@@ -24,11 +24,8 @@ def _check_sum_reduction(answer: object) -> Feedback:
     }, f"with that factor the pile is {relative:.4g}x the big-batch gradient; it must be exactly 1x.")
 
 
-# The two audits a loop must pass, with the settings the prompt names: an uneven last window, clipping,
-# and (in the second) a warmup scheduler. The auditor is the one judge: `audit_training_loop` with
-# these settings says the same as this check, sentence for sentence.
-# The second setting ends on a window of two micro-batches, one of them short: a loop that divides by
-# the number of micro-batches instead of weighting by n_i/n is caught there too.
+# The audits a loop must pass, the prompt's settings: the auditor is the one judge. The second ends on a
+# window of two micro-batches, one short: a loop that divides by their number instead of n_i/n fails there.
 AUDITS = ({"accumulation_steps": 4, "clip_norm": 1.0},
           {"accumulation_steps": 3, "num_batches": 8, "with_scheduler": True, "clip_norm": 1.0})
 # Step 1 asks for accumulation alone: the same windows, no clipping, no scheduler.
@@ -41,12 +38,8 @@ def _setting(options: dict) -> str:
 
 
 def _audit_checker(audits: tuple[dict, ...], asked: str):
-    """A checker that runs the auditor on the learner's loop in each of `audits`; `asked` says, for a
-    right answer, what the loop was asked to do."""
+    """A checker that runs the auditor on the learner's loop in each of `audits`; `asked`: what a right loop did."""
     def check(answer: object) -> Feedback:
-        wrong = needs_function(answer, "my_loop")
-        if wrong:
-            return wrong
         reports = []
         for options in audits:
             try:
@@ -148,6 +141,7 @@ def gallery_exercises() -> ExerciseSet:
              "Weight each micro-batch's mean loss by its share n_i/n of the window's examples, counted when the "
              "window opens; log the same weighted sum."],
             solution=accumulating_loop,
+            function="my_loop",
             explanation="One `if` that asks whether the window ends; step and zero_grad inside it; each micro-batch weighted by "
             "its share of the window's examples, for the gradient and for the log alike.",
             kind="code",

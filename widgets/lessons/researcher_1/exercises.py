@@ -8,7 +8,7 @@ import torch
 from widgets.core.accumulation import IGNORE_INDEX, flat_grad, real_tokens
 from widgets.exercises.passes import PassWatch, structure_fault
 from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, as_numbers, correct, incorrect
-from widgets.exercises.toolkit import needs_function, not_attempted
+from widgets.exercises.toolkit import not_attempted
 from widgets.lessons.researcher_1.precision import MODES
 from widgets.research.tokens import (
     TinyCausalLM,
@@ -57,9 +57,6 @@ def _token_problem():
 
 
 def _check_tokens(answer: object) -> Feedback:
-    wrong = needs_function(answer, "accumulate_tokens")
-    if wrong:
-        return wrong
     batch, micro_batches = _token_problem()
     model = TinyCausalLM(seed=3)
     reference = big_batch_token_gradient(model, batch).grad

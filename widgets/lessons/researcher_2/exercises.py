@@ -5,8 +5,8 @@ import torch
 
 from widgets.core.accumulation import flat_grad
 from widgets.exercises.passes import PassWatch, structure_fault
-from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, as_number, as_numbers, close_to, correct
-from widgets.exercises.toolkit import diagnose, incorrect, needs_function, not_attempted
+from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, close_to, correct, number_checker, two_numbers
+from widgets.exercises.toolkit import diagnose, incorrect, not_attempted
 from widgets.lessons.researcher_2.contrastive import (
     full_batch_contrastive,
     info_nce,
@@ -16,15 +16,12 @@ from widgets.lessons.researcher_2.contrastive import (
 )
 
 
-def _check_ghost_size(answer: object) -> Feedback:
-    value = as_number(answer, "ghost_size")
-    if close_to(value, 8):
-        return correct("each micro-batch of 8 is normalised with its own 8 examples: ghost batch norm with ghost size b.")
-    return diagnose(value, {
-        32.0: "32 is the effective batch K·b, the statistics you wanted; accumulation never sees 32 examples at once",
-        4.0: "4 is K, the number of micro-batches; the statistics come from the examples inside one of them",
-        1.0: "BatchNorm in training mode normalises over the batch dimension, not per example (that would be LayerNorm)",
-    }, f"{value:g} is not it: which examples share one forward pass?")
+_check_ghost_size = number_checker(8, {
+    32.0: "32 is the effective batch K·b, the statistics you wanted; accumulation never sees 32 examples at once",
+    4.0: "4 is K, the number of micro-batches; the statistics come from the examples inside one of them",
+    1.0: "BatchNorm in training mode normalises over the batch dimension, not per example (that would be LayerNorm)",
+}, "{value:g} is not it: which examples share one forward pass?",
+    "each micro-batch of 8 is normalised with its own 8 examples: ghost batch norm with ghost size b.", "ghost_size")
 
 
 def gradient_cache_step(encoders: torch.nn.ModuleDict, a: torch.Tensor, b: torch.Tensor,
@@ -40,9 +37,6 @@ def gradient_cache_step(encoders: torch.nn.ModuleDict, a: torch.Tensor, b: torch
 
 
 def _check_cache(answer: object) -> Feedback:
-    wrong = needs_function(answer, "gradient_cache_step")
-    if wrong:
-        return wrong
     a, b = make_pairs(32, seed=5)
     encoders = make_encoders(seed=5)
     reference = full_batch_contrastive(encoders, a, b).grad
@@ -74,10 +68,7 @@ def _check_cache(answer: object) -> Feedback:
 
 
 def _check_clip(answer: object) -> Feedback:
-    values = as_numbers(answer, "ratios")
-    if len(values) != 2:
-        return incorrect(f"give two numbers, (before clipping, after clipping); got {len(values)}")
-    before, after = values
+    before, after = two_numbers(answer, "(before clipping, after clipping)")
     if close_to(before, 4) and close_to(after, 1):
         return correct("before clipping the undivided pile is K = 4 times longer; clipping rescales both to "
                        "max_grad_norm, so after it they are identical and the missing division leaves no trace.")

@@ -1,8 +1,8 @@
 """Researcher notebook 3's exercises (`noise_exercises`): gradient noise and the critical batch size."""
 from __future__ import annotations
 
-from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, as_number, as_numbers, close_to, correct
-from widgets.exercises.toolkit import diagnose, incorrect
+from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, close_to, correct, number_checker, two_numbers
+from widgets.exercises.toolkit import incorrect
 from widgets.research.noise_scale import b_simple_from_norms
 
 # the window of the first exercise: K = 4 micro-batches of b = 8
@@ -10,29 +10,23 @@ SMALL_SQ, BIG_SQ, B, K = 5.0, 2.0, 8, 4
 S_MIN, E_MIN = 25.0, 1600.0
 
 
-def _check_b_simple(answer: object) -> Feedback:
-    value = as_number(answer, "B_simple")
-    exact = b_simple_from_norms(SMALL_SQ, BIG_SQ, B, K)
-    if close_to(value, exact):
-        return correct(f"|G|^2 = (32 x 2 - 8 x 5) / 24 = 1 and tr(Sigma) = (5 - 2) / (1/8 - 1/32) = 32, "
-                       f"so B_simple = {exact:g} examples.")
-    return diagnose(value, {
-        SMALL_SQ / BIG_SQ: "5 / 2 divides the two measured norms; B_simple divides tr(Sigma) by |G|^2, each "
-                           "estimated from both norms and both batch sizes.",
-        BIG_SQ / SMALL_SQ: "that is the ratio of the measured norms, upside down; estimate |G|^2 and tr(Sigma) first.",
-        3.0: "3 = 5 - 2 is only the numerator of tr(Sigma); divide it by (1/b - 1/(K b)) = 1/8 - 1/32.",
-        16.0: "close: you used |G|^2 = 2 (the big-batch norm) but it still holds tr(Sigma)/32 of noise. "
-              "Unbias it: |G|^2 = (32 x 2 - 8 x 5) / (32 - 8).",
-        1.0: "1 is |G|^2; B_simple is tr(Sigma) / |G|^2.",
-    }, f"{value:g} is not it: |G|^2 = (B_big |G_big|^2 - B_small |G_small|^2) / (B_big - B_small) and "
-       "tr(Sigma) = (|G_small|^2 - |G_big|^2) / (1/B_small - 1/B_big), with B_small = 8 and B_big = 32.")
+EXACT = b_simple_from_norms(SMALL_SQ, BIG_SQ, B, K)
+_check_b_simple = number_checker(EXACT, {
+    SMALL_SQ / BIG_SQ: "5 / 2 divides the two measured norms; B_simple divides tr(Sigma) by |G|^2, each "
+                       "estimated from both norms and both batch sizes.",
+    BIG_SQ / SMALL_SQ: "that is the ratio of the measured norms, upside down; estimate |G|^2 and tr(Sigma) first.",
+    3.0: "3 = 5 - 2 is only the numerator of tr(Sigma); divide it by (1/b - 1/(K b)) = 1/8 - 1/32.",
+    16.0: "close: you used |G|^2 = 2 (the big-batch norm) but it still holds tr(Sigma)/32 of noise. "
+          "Unbias it: |G|^2 = (32 x 2 - 8 x 5) / (32 - 8).",
+    1.0: "1 is |G|^2; B_simple is tr(Sigma) / |G|^2.",
+}, "{value:g} is not it: |G|^2 = (B_big |G_big|^2 - B_small |G_small|^2) / (B_big - B_small) and "
+   "tr(Sigma) = (|G_small|^2 - |G_big|^2) / (1/B_small - 1/B_big), with B_small = 8 and B_big = 32.",
+    f"|G|^2 = (32 x 2 - 8 x 5) / 24 = 1 and tr(Sigma) = (5 - 2) / (1/8 - 1/32) = 32, so B_simple = {EXACT:g} examples.",
+    "B_simple")
 
 
 def _check_critical(answer: object) -> Feedback:
-    values = as_numbers(answer, "answer")
-    if len(values) != 2:
-        return incorrect(f"give two numbers, (b_crit, steps_at_b_crit); got {len(values)}")
-    b_crit, steps = values
+    b_crit, steps = two_numbers(answer, "(b_crit, steps_at_b_crit)")
     if not close_to(b_crit, E_MIN / S_MIN):
         if close_to(b_crit, S_MIN / E_MIN):
             return incorrect("B_crit is E_min / S_min (examples per step), not S_min / E_min.")

@@ -1,33 +1,27 @@
 """Researcher notebook 4 (memory and time, measured): its checked exercises."""
 from __future__ import annotations
 
-from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, as_number, as_numbers, close_to, correct
-from widgets.exercises.toolkit import diagnose, incorrect
+from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, close_to, correct, number_checker, two_numbers
+from widgets.exercises.toolkit import incorrect
 
 PARAMS = 1.5e9
 GB = 1e9
 FIXED_GB, PER_EXAMPLE_GB, BUDGET_GB, TARGET = 6.0, 0.3, 10.0, 64
 
 
-def _check_adam(answer: object) -> Feedback:
-    value = as_number(answer, "bytes")
-    if close_to(value, 16 * PARAMS):
-        return correct("16 bytes per parameter: 2 (bf16 weights) + 2 (bf16 gradients) + 12 (fp32 master weights, "
-                       "momentum, variance) = 24e9 bytes, before a single activation.")
-    return diagnose(value, {
-        12 * PARAMS: "12 bytes per parameter is the optimizer state alone; add the 16-bit weights and gradients.",
-        4 * PARAMS: "4 bytes per parameter is only the 16-bit weights and gradients; Adam's fp32 state is 12 more.",
-        8 * PARAMS: "8 bytes per parameter is momentum and variance in fp32; the fp32 master weights and the "
-                    "16-bit weights and gradients are missing.",
-        2 * PARAMS: "2 bytes per parameter is the bf16 weights alone.",
-    }, f"{value:.3g} bytes is not it: count bytes per parameter for weights, gradients and Adam's state.")
+_check_adam = number_checker(16 * PARAMS, {
+    12 * PARAMS: "12 bytes per parameter is the optimizer state alone; add the 16-bit weights and gradients.",
+    4 * PARAMS: "4 bytes per parameter is only the 16-bit weights and gradients; Adam's fp32 state is 12 more.",
+    8 * PARAMS: "8 bytes per parameter is momentum and variance in fp32; the fp32 master weights and the "
+                "16-bit weights and gradients are missing.",
+    2 * PARAMS: "2 bytes per parameter is the bf16 weights alone.",
+}, "{value:.3g} bytes is not it: count bytes per parameter for weights, gradients and Adam's state.",
+    "16 bytes per parameter: 2 (bf16 weights) + 2 (bf16 gradients) + 12 (fp32 master weights, momentum, variance) "
+    "= 24e9 bytes, before a single activation.", "bytes")
 
 
 def _check_plan(answer: object) -> Feedback:
-    values = as_numbers(answer, "answer")
-    if len(values) != 2:
-        return incorrect(f"give two numbers, (micro_batch_size, accumulation_steps); got {len(values)}")
-    b, k = values
+    b, k = two_numbers(answer, "(micro_batch_size, accumulation_steps)")
     if not close_to(b * k, TARGET):
         return incorrect(f"b x K = {b * k:g}, but the target effective batch is {TARGET}.")
     memory = FIXED_GB + PER_EXAMPLE_GB * b

@@ -10,17 +10,14 @@ import torch
 
 from widgets.core.accumulation import GRAD_ATOL, GRAD_RTOL  # the lab's one allclose rule
 from widgets.exercises.passes import PassWatch, flat_parameters_grad, structure_fault
-from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, as_numbers, close_to, correct, incorrect
-from widgets.exercises.toolkit import needs_function, not_attempted
+from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, close_to, correct, incorrect, two_numbers
+from widgets.exercises.toolkit import not_attempted
 
 GRAD_MB, WORKERS, K = 400.0, 8, 4
 
 
 def _check_ring(answer: object) -> Feedback:
-    values = as_numbers(answer, "answer")
-    if len(values) != 2:
-        return incorrect(f"give two numbers, (per_allreduce_mb, per_update_mb); got {len(values)}")
-    one, update = values
+    one, update = two_numbers(answer, "(per_allreduce_mb, per_update_mb)")
     exact = 2 * (WORKERS - 1) / WORKERS * GRAD_MB
     if not close_to(one, exact):
         if close_to(one, GRAD_MB) or close_to(one, 2 * GRAD_MB):
@@ -59,9 +56,6 @@ class _StandInDDP(torch.nn.Module):
 
 
 def _check_no_sync(answer: object) -> Feedback:
-    wrong = needs_function(answer, "one_update")
-    if wrong:
-        return wrong
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         net = torch.nn.Linear(3, 1)

@@ -9,7 +9,7 @@ import random
 import threading
 
 from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, as_number, as_numbers, close_to, correct
-from widgets.exercises.toolkit import incorrect, needs_function, not_attempted
+from widgets.exercises.toolkit import incorrect, not_attempted
 
 EXAMPLE = [300, 100]  # the prompt's two ranks
 EXAMPLE_MICRO = [[30, 18, 12], [5, 3, 4]]  # the prompt's rank counts per micro-batch: W = 2, K = 3
@@ -66,9 +66,6 @@ def _judge_weights(answer, counts: list[int]) -> Feedback | None:
 
 
 def _check_weights(answer: object) -> Feedback:
-    wrong = needs_function(answer, "my_weights")
-    if wrong:
-        return wrong
     if answer(list(EXAMPLE)) is None:
         return not_attempted("your function returns nothing yet: fill in its body")
     verdict = _judge_weights(answer, EXAMPLE)
@@ -166,9 +163,6 @@ def _judge_scale(answer, micro_counts: list[list[int]]) -> Feedback | None:
 
 
 def _check_scale(answer: object) -> Feedback:
-    wrong = needs_function(answer, "loss_scale")
-    if wrong:
-        return wrong
     results, _, errors = _run_ranks(answer, EXAMPLE_MICRO)
     if all(r is None for r in results) and all(e is None for e in errors):
         return not_attempted("your function returns nothing yet: fill in its body")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Callable
 
 from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, as_number, close_to, correct, incorrect
-from widgets.exercises.toolkit import is_placeholder, needs_function, not_attempted
+from widgets.exercises.toolkit import is_placeholder, not_attempted
 from widgets.lessons.researcher_7.pipeline import bubble_formula
 from widgets.research.planner import zero_bytes_per_rank
 
@@ -23,9 +23,6 @@ BUBBLE_MISTAKES: dict[str, Callable[[int, int], float]] = {
 
 
 def _check_bubble(answer: object) -> Feedback:
-    wrong = needs_function(answer, "bubble_fraction")
-    if wrong:
-        return wrong
     if is_placeholder(answer(2, 8)):  # the body is still `...`
         return not_attempted("fill in the body of `bubble_fraction`, then run the cell again")
     for p, m in BUBBLE_CASES:
@@ -75,9 +72,6 @@ def _zero_mistakes(parameters: int, stage: int, world_size: int) -> dict[str, fl
 
 
 def _check_zero(answer: object) -> Feedback:
-    wrong = needs_function(answer, "bytes_per_rank")
-    if wrong:
-        return wrong
     if is_placeholder(answer(1_000, 1, 2)):  # the body is still `...`
         return not_attempted("fill in the body of `bytes_per_rank`, then run the cell again")
     for p, stage, n in ZERO_CASES:

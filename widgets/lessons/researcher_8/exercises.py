@@ -7,7 +7,7 @@ from typing import Callable
 import torch
 
 from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, as_numbers, close_to, correct, incorrect
-from widgets.exercises.toolkit import needs_function, not_attempted
+from widgets.exercises.toolkit import not_attempted
 from widgets.lessons.researcher_8.rl_losses import LOSS_TYPES, token_weights
 
 MAX_LEN = 16
@@ -71,9 +71,6 @@ def _same(got: list[float], expected: list[list[float]]) -> bool:
 
 
 def _check_weights(answer: object) -> Feedback:
-    wrong = needs_function(answer, "completion_weights")
-    if wrong:
-        return wrong
     if answer([list(mb) for mb in _WEIGHT_EXAMPLE], "grpo", MAX_LEN) is None:
         return not_attempted("your function returns None: fill in its body")
     for loss_type in LOSS_TYPES:
@@ -124,9 +121,6 @@ _NORM_MISTAKES: list[tuple[Callable, str]] = [
 
 
 def _check_normalisers(answer: object) -> Feedback:
-    wrong = needs_function(answer, "dapo_normalisers")
-    if wrong:
-        return wrong
     if answer(list(_NORM_EXAMPLE[0]), _NORM_EXAMPLE[1]) is None:
         return not_attempted("your function returns None: fill in its body")
     for tokens, k in _NORM_CASES:
@@ -190,9 +184,6 @@ _AUX_MISTAKES: list[tuple[Callable, str]] = [
 
 
 def _check_aux(answer: object) -> Feedback:
-    wrong = needs_function(answer, "global_aux")
-    if wrong:
-        return wrong
     if answer(_AUX_EXAMPLE[0].clone(), _AUX_EXAMPLE[1].clone()) is None:
         return not_attempted("your function returns None: fill in its body")
     for counts, prob_sums in _AUX_CASES:

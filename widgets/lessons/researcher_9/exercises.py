@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 
 from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, as_number, as_numbers, close_to, correct
-from widgets.exercises.toolkit import diagnose, incorrect, needs_function
+from widgets.exercises.toolkit import diagnose, incorrect, two_numbers
 from widgets.lessons.researcher_9.adam_k import adamw_tau, weight_decay_for_same_tau
 
 # (lr, beta1, beta2, eps, k): none is the notebook's (1e-3, 0.9, 0.999, 1e-8) at k = 4
@@ -27,9 +27,6 @@ def _case(values: tuple) -> str:
 
 
 def _check_malladi(answer: object) -> Feedback:
-    wrong = needs_function(answer, "scale")
-    if wrong:
-        return wrong
     for case in MALLADI_CASES:
         lr, b1, b2, eps, k = case
         got = as_numbers(answer(lr, b1, b2, eps, k), "scale(...)")
@@ -59,9 +56,6 @@ def _check_malladi(answer: object) -> Feedback:
 
 
 def _check_half_life(answer: object) -> Feedback:
-    wrong = needs_function(answer, "new_beta")
-    if wrong:
-        return wrong
     for beta, k in HALF_LIFE_CASES:
         got = as_number(answer(beta, k), "new_beta(...)")
         want = beta**k
@@ -86,10 +80,7 @@ def new_beta(beta: float, k: float) -> float:
 
 
 def _check_tau(answer: object) -> Feedback:
-    values = as_numbers(answer, "answer")
-    if len(values) != 2:
-        return incorrect(f"give two numbers, (tau_in_epochs, new_weight_decay); got {len(values)}")
-    tau, decay = values
+    tau, decay = two_numbers(answer, "(tau_in_epochs, new_weight_decay)")
     t = TAU
     want_tau = adamw_tau(t["batch"], t["lr"], t["weight_decay"], t["dataset_size"])
     new_lr = t["lr"] * math.sqrt(t["k"])
@@ -123,9 +114,6 @@ def updates_done(micro_steps: int, k_from: dict[int, int]) -> int:
 
 
 def _check_updates(answer: object) -> Feedback:
-    wrong = needs_function(answer, "updates_done")
-    if wrong:
-        return wrong
     for micro_steps, k_from in UPDATE_CASES:
         got = as_number(answer(micro_steps, dict(k_from)), "updates_done(...)")
         want = updates_done(micro_steps, k_from)
