@@ -399,10 +399,10 @@ VARIANTS = [
     (rescales_grad, {}),
     (clips_once, dict(clip_norm=1.0, with_scheduler=True)),
     (rescales_grad_then_clips, dict(clip_norm=1.0)),
-    (streams_by_groups, dict(streaming=True)),
-    (streams_one_ahead, dict(streaming=True)),
+    (streams_by_groups, {}),
+    (streams_one_ahead, {}),
     (token_window, dict(problem="tokens")),
-    (token_window_streamed, dict(problem="tokens", streaming=True)),
+    (token_window_streamed, dict(problem="tokens")),
     (token_mean_reweighted, dict(problem="tokens")),
     (summed_over_the_window, {}),
     (forwards_around_the_module, {}),
@@ -419,7 +419,7 @@ def test_a_right_loop_gets_no_finding(loop, options, K):
 
 @pytest.mark.parametrize("num_batches", [8, 9, 1])
 def test_with_or_without_an_uneven_final_group(num_batches):
-    assert audit_training_loop(streams_by_groups, 4, num_batches=num_batches, streaming=True).matches_reference
+    assert audit_training_loop(streams_by_groups, 4, num_batches=num_batches).matches_reference
     assert audit_training_loop(token_window, 4, num_batches=num_batches, problem="tokens").matches_reference
 
 
@@ -447,16 +447,9 @@ def test_rescaling_grad_instead_of_the_loss_gets_a_note():
 
 
 def test_the_logs_of_right_loops_are_checked_and_right():
-    assert audit_training_loop(streams_by_groups, 4, streaming=True).log_checked
+    assert audit_training_loop(streams_by_groups, 4).log_checked
     assert audit_training_loop(token_window, 4, problem="tokens").log_checked
 
 
-def test_a_loop_that_asks_a_stream_for_its_length_is_told_why_it_cannot():
-    report = audit_training_loop(plain, 4, streaming=True)
-    assert report.mistakes == {"loop_raised"}
-    assert "stream of unknown length" in report.findings[0] and "len(batches)" in report.findings[0]
-
-
-def test_the_report_says_the_batches_came_as_a_stream_and_what_a_token_micro_batch_holds():
-    assert ", handed as a stream with no len()" in str(audit_training_loop(streams_by_groups, 4, streaming=True))
+def test_the_report_says_what_a_token_micro_batch_holds():
     assert "micro-batches of 3 sequences" in str(audit_training_loop(token_window, 4, problem="tokens"))

@@ -502,8 +502,7 @@ def time_limit(model, optimizer, loss_fn, batches, accumulation_steps, scheduler
         loss_fn(model(x), y)
 
 
-CLIP, SCHEDULER, TOKENS, STREAM = dict(clip_norm=1.0), dict(with_scheduler=True), dict(problem="tokens"), \
-    dict(streaming=True)
+CLIP, SCHEDULER, TOKENS = dict(clip_norm=1.0), dict(with_scheduler=True), dict(problem="tokens")
 NEW_CASES = [  # found by a review: each named alone, with and without an uneven final group
     (step_twice, {}, {"step_twice"}),
     (amp_step_twice, {}, {"amp_step_twice"}),
@@ -582,7 +581,7 @@ CASES = [  # (loop, audit options, the exact set of names)
     (bad_return_value, {}, {"bad_return_value"}),
     (token_mean_per_micro_batch, TOKENS, {"normalised_per_micro_batch"}),
     (padding_counted, TOKENS, {"padding_counted"}),
-    (streaming_tail_dropped, STREAM, {"tail_dropped"}),
+    (streaming_tail_dropped, {}, {"tail_dropped"}),
 ]
 IDS = [loop.__name__ for loop, _, _ in CASES]
 

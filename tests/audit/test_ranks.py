@@ -162,7 +162,7 @@ def test_the_ranks_token_counts_differ_in_every_window(world_size):
         assert sum(whole.items(j) for j in whole.windows[u]) == sum(counts)
 
 
-def test_scheduler_and_stream_across_ranks():
+def test_scheduler_and_a_one_pass_loop_across_ranks():
     assert audit_training_loop(global_count, 3, problem="tokens", world_size=2, with_scheduler=True).matches_reference
 
     def streamed(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None, *, comm):
@@ -183,7 +183,7 @@ def test_scheduler_and_stream_across_ranks():
         if window:
             update(window)
 
-    assert audit_training_loop(streamed, 2, problem="tokens", world_size=3, streaming=True).matches_reference
+    assert audit_training_loop(streamed, 2, problem="tokens", world_size=3).matches_reference
 
 
 # ----------------------------------------------------------------------------- never a crash, never a thread left

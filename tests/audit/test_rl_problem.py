@@ -218,7 +218,7 @@ def test_a_bad_reduction_names_the_parameter():
         policy_gradient_loss(torch.zeros(*y.tokens.shape, ACTIONS), y, "none")
 
 
-def test_streamed_rl_batches_pass_a_right_loop_and_the_problem_is_listed():
+def test_a_one_pass_rl_loop_passes_and_the_problem_is_listed():
     def streamed(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
         window = []
 
@@ -237,6 +237,6 @@ def test_streamed_rl_batches_pass_a_right_loop_and_the_problem_is_listed():
         if window:
             update(window)
 
-    assert audit_training_loop(streamed, 3, problem="rl", streaming=True).matches_reference
+    assert audit_training_loop(streamed, 3, problem="rl").matches_reference
     with pytest.raises(ValueError, match="problem must be one of"):
         audit_training_loop(dapo_window, 3, problem="grpo")

@@ -1,24 +1,14 @@
-"""The loop auditor: run a learner's accumulation loop on a tiny problem and say what differs.
+"""The loop auditor: run a learner's accumulation loop on a tiny problem beside the correct one, and say what differs.
 
-    def my_loop(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None): ...
-    audit_training_loop(my_loop, accumulation_steps=4)   # prints as a plain-words report
-    audit_training_loop(my_loop, 4, streaming=True)      # batches as a stream with no len()
-    audit_training_loop(my_loop, 4, problem="tokens")    # padded sequences, ignore_index targets
-    audit_training_loop(my_loop, 4, problem="rl")        # -A log p over completions (widgets.audit.rl_problem)
-    audit_training_loop(my_loop, 2, problem="tokens", world_size=2)  # once per rank, with comm= (widgets.audit.ranks)
-
-The loop gets 2K + K//2 micro-batches (`num_batches`), the last one short as drop_last=False leaves it,
-an SGD optimizer, a mean-reduced `loss_fn`, a LambdaLR warmup with `with_scheduler`, and the
-max_norm it clips with as `clip_norm`; with `world_size` > 1 it runs once per rank in threads with a
-keyword `comm`. It is stopped after `time_limit_s`. Watched from outside (`instruments`), it is judged
-on its outcome first (did each `optimizer.step()` use the right gradient at its weights?); only a
-wrong update is diagnosed (`diagnosis`), so a loop with one mistake is told that one. Mistakes are
-named and explained from `widgets.core.mistakes.EVERY_MISTAKE`.
+Watched from outside (`instruments`), a loop is judged on its outcome first (did each `optimizer.step()`
+use the right gradient at its weights?); only a wrong update is diagnosed (`diagnosis`), so a loop with
+one mistake is told that one, named and explained from `widgets.core.mistakes.EVERY_MISTAKE`.
 """
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass, field, replace
+import warnings
+from dataclasses import dataclass
 from math import isclose as _isclose
 from typing import Callable
 
@@ -28,10 +18,10 @@ from widgets.audit import diagnosis, outcome, ranks
 from widgets.audit.instruments import LEARNING_RATE, UNSCALE_OP, Run, run_loop
 from widgets.audit.outcome import Finding
 from widgets.audit.patches import put_back
-from widgets.audit.problems import TASKS, AuditSetup, Problem, make_problem
+from widgets.audit.problems import TASKS, AuditSetup, make_problem
 from widgets.core.config import check_float, check_int
 from widgets.core.time_limit import TIME_LIMIT_S
-from widgets.core.torch_state import known_torch_state
+from widgets.core.training import known_torch_state
 
 _allclose = torch.allclose  # bound at import: a loop that replaces torch.allclose changes no verdict
 
@@ -64,16 +54,15 @@ class AuditReport:
     accumulation_steps: int
     num_batches: int
     micro_batch_size: int
+    last_micro_batch_size: int  # fewer examples (sequences), as drop_last=False leaves it
     mistakes: frozenset[str]
     findings: list[str]
-    notes: list[str] = field(default_factory=list)
-    counts: dict[str, tuple[int, int]] = field(default_factory=dict)
-    update_ratios: list[float] = field(default_factory=list)
-    log_checked: bool = False
-    streaming: bool = False  # batches were handed as a one-pass stream with no len()
-    problem: str = "regression"
-    last_micro_batch_size: int | None = None  # fewer examples (sequences), as drop_last=False leaves it
-    world_size: int = 1  # ranks the loop ran on, each with num_batches micro-batches of its own
+    notes: list[str]
+    counts: dict[str, tuple[int, int]]  # name -> (yours, the reference's)
+    update_ratios: list[float]
+    log_checked: bool
+    problem: str
+    world_size: int  # ranks the loop ran on, each with num_batches micro-batches of its own
 
     @property
     def matches_reference(self) -> bool:
@@ -87,11 +76,10 @@ class AuditReport:
             f"Audit of {self.loop_name} with accumulation_steps = {K}"
             + (f" on each of {self.world_size} ranks" if self.world_size > 1 else "")
             + f": {N} micro-batches of {self.micro_batch_size} "
-            f"{unit}" + (f" (the last of {self.last_micro_batch_size})" if self.last_micro_batch_size
-                          not in (None, self.micro_batch_size) else "")
+            f"{unit}" + (f" (the last of {self.last_micro_batch_size})"
+                         if self.last_micro_batch_size != self.micro_batch_size else "")
             + (" per rank" if self.world_size > 1 else "")
-            + f" -> {-(-N // K)} updates" + (f" (the last of {tail} micro-batches)" if tail else "")
-            + (", handed as a stream with no len()" if self.streaming else ""),
+            + f" -> {-(-N // K)} updates" + (f" (the last of {tail} micro-batches)" if tail else ""),
             f"  {'':22}{'yours':>8}{'reference':>11}",
         ]
         for name, (yours, ref) in self.counts.items():
@@ -116,17 +104,16 @@ class AuditReport:
         printer.text(str(self))
 
 
-def _checked_setup(loop, accumulation_steps, num_batches, with_scheduler, clip_norm, streaming,
-                   problem, time_limit_s, world_size) -> AuditSetup:
+def _checked_setup(loop, accumulation_steps, num_batches, with_scheduler, clip_norm, problem, time_limit_s,
+                   world_size) -> AuditSetup:
     """The audit's options, each checked once, here, as one AuditSetup; bad ones raise naming the parameter."""
     if not callable(loop):
         raise TypeError("loop must be a function like my_loop(model, optimizer, loss_fn, batches, "
                         f"accumulation_steps, scheduler=None), got {type(loop).__name__} {loop!r:.40}")
     K = check_int("accumulation_steps", accumulation_steps, 1, 64)
     N = 2 * K + max(1, K // 2) if num_batches is None else check_int("num_batches", num_batches, 1, 256)
-    for name, value in (("with_scheduler", with_scheduler), ("streaming", streaming)):
-        if not isinstance(value, bool):
-            raise TypeError(f"{name} must be True or False, got {value!r}")
+    if not isinstance(with_scheduler, bool):
+        raise TypeError(f"with_scheduler must be True or False, got {with_scheduler!r}")
     if clip_norm is not None:
         check_float("clip_norm", clip_norm, 0.0, 1e6)
     if not isinstance(problem, str) or problem not in TASKS:
@@ -154,7 +141,7 @@ def _checked_setup(loop, accumulation_steps, num_batches, with_scheduler, clip_n
         raise TypeError(f"loop must accept ({names}); {_name(loop)}{inspect.signature(loop)} does not") from None
     except ValueError:
         pass  # no signature to inspect (a builtin): the call will tell
-    return AuditSetup(K, N, None if clip_norm is None else float(clip_norm), with_scheduler, problem, streaming,
+    return AuditSetup(K, N, None if clip_norm is None else float(clip_norm), with_scheduler, problem,
                       float(time_limit_s), world_size)
 
 
@@ -173,76 +160,79 @@ def audit_training_loop(
     num_batches: int | None = None,
     with_scheduler: bool = False,
     clip_norm: float | None = None,
-    streaming: bool = False,
     problem: str = "regression",
     time_limit_s: float = TIME_LIMIT_S,
     world_size: int = 1,
 ) -> AuditReport:
-    """Run `loop` on a tiny seeded float64 problem beside the correct loop, and report in words what differs.
+    """Run `loop(model, optimizer, loss_fn, batches, accumulation_steps[, scheduler])` on a tiny seeded problem
+    beside the correct loop, and report in words what differs.
 
-    Bad arguments raise naming the parameter; nothing the loop does makes the auditor raise or hang.
+    `problem` is "regression", "tokens" or "rl"; with `world_size` > 1 (tokens) the loop runs once per rank, in
+    threads, with a keyword `comm`. Bad arguments raise naming the parameter; nothing the loop does makes the
+    auditor raise or hang (it is stopped past `time_limit_s`).
     """
-    setup = _checked_setup(loop, accumulation_steps, num_batches, with_scheduler, clip_norm, streaming, problem,
-                           time_limit_s, world_size)
-    if setup.world_size > 1:
-        return _audit_ranks(loop, setup)
+    setup = _checked_setup(loop, accumulation_steps, num_batches, with_scheduler, clip_norm, problem, time_limit_s,
+                           world_size)
     with known_torch_state():  # tensors of a few dozen numbers: one thread; more only wait on each other
-        reference_problem = make_problem(replace(setup, streaming=False))
-        reference = run_loop(reference_problem.reference_loop, reference_problem)
-    handed = make_problem(setup)
-    with known_torch_state():  # the learner's state is given back after, also when the loop changed it
-        run = run_loop(loop, handed, setup.time_limit_s)
-    with known_torch_state():  # and the judging runs in a known state, whatever the loop left behind
-        return _report(loop, run, reference, handed, setup)
-
-
-def _audit_ranks(loop, setup: AuditSetup) -> AuditReport:
-    """The loop once per rank (`widgets.audit.ranks`), each rank judged against its right share; the
-    ratios are those of the averaged pile each step used, over the reference's."""
-    with known_torch_state():
-        problems, whole = ranks.rank_problems(setup)
+        if setup.world_size > 1:
+            problems, whole = ranks.rank_problems(setup)
+        else:
+            whole = make_problem(setup)
+            problems = [whole]
         reference = run_loop(whole.reference_loop, whole)
-    K, N, world_size = setup.K, setup.N, setup.world_size
-    # what the loop replaced is put back here, not per rank: the ranks run at once, and one rank's put-back
-    # could undo another's replacement before the other put it back
-    with known_torch_state(), put_back() as replaced:
-        runs, consequences, left = ranks.run_ranks(loop, problems, setup.time_limit_s)
-    runs[0].replaced = replaced
-    with known_torch_state():
-        order = sorted(range(world_size), key=lambda r: r in consequences)  # a rank's own error before its echoes
-        findings, notes = [], []
-        for r in order:
-            runs[r].log, runs[r].log_problem = None, None  # each rank logs its own share: not judged
-            verdict = _judge_safely(runs[r], reference, problems[r])
+    # the learner's state is given back after, also when the loop changed it; what the loop replaced is
+    # put back once all ranks are done, as one rank's put-back could undo another's replacement
+    with known_torch_state(), put_back() as replaced, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if setup.world_size > 1:
+            runs, consequences, left = ranks.run_ranks(loop, problems, setup.time_limit_s)
+        else:
+            runs, consequences, left = [run_loop(loop, whole, setup.time_limit_s)], set(), []
+    warned = []
+    for w in caught:
+        try:
+            warned.append(str(w.message).split(". ")[0])  # first sentences
+        except Exception:
+            continue
+    with known_torch_state():  # and the judging runs in a known state, whatever the loop left behind
+        findings, notes, verdicts = [], [], []
+        for r in sorted(range(setup.world_size), key=lambda r: r in consequences):  # a rank's error before its echoes
+            if setup.world_size > 1:
+                runs[r].log, runs[r].log_problem = None, None  # each rank logs its own share: not judged
+            verdicts.append(_judge_safely(runs[r], reference, problems[r]))
             echoes = r in consequences and findings  # it raised only because a rank already judged stopped
-            findings += [f if "rank" in f.seen else Finding(f.name, f"on rank {r}: {f.seen}") for f in verdict.findings
-                         if not (echoes and f.name == "loop_raised")]
-            notes += [n for n in verdict.notes if not n.startswith("logging not checked")]
-        findings = outcome.first_of_each(findings)
-        tapes = [run.tape for run in runs]
+            findings += [f if setup.world_size == 1 or "rank" in f.seen else Finding(f.name, f"on rank {r}: {f.seen}")
+                         for f in verdicts[-1].findings if not (echoes and f.name == "loop_raised")]
+            notes += [n for n in verdicts[-1].notes if setup.world_size == 1 or not n.startswith("logging not checked")]
+        if replaced:
+            findings.append(Finding("replaced_functions", ", ".join(replaced[:6]) + (", ..." if len(replaced) > 6
+                                                                                      else "")))
+        W, tapes, ref = setup.world_size, [run.tape for run in runs], reference.tape
         counts = {
-            "backward passes": (sum(len(t.passes) for t in tapes), len(reference.tape.passes)),
-            "optimizer.step()": (sum(len(t.steps) for t in tapes), world_size * len(reference.tape.steps)),
-            "zero_grad()": (sum(t.zero_grads for t in tapes), world_size * reference.tape.zero_grads),
+            "backward passes": (sum(len(t.passes) for t in tapes), len(ref.passes)),
+            "optimizer.step()": (sum(len(t.steps) for t in tapes), W * len(ref.steps)),
+            "zero_grad()": (sum(t.zero_grads for t in tapes), W * ref.zero_grads),
         }
         if setup.with_scheduler:
-            counts["scheduler.step()"] = (sum(len(t.scheduler_calls) for t in tapes),
-                                          world_size * len(reference.tape.scheduler_calls))
-        notes += [f"counts are summed over the {world_size} ranks; logging not checked across ranks"]
-        notes += [f"rank {r}'s thread runs on in the background on its own copy of the model until that call "
-                  "returns, and is then stopped at its next line" for r in left]
+            counts["scheduler.step()"] = (sum(len(t.scheduler_calls) for t in tapes), W * len(ref.scheduler_calls))
+        if W > 1:
+            notes += [f"counts are summed over the {W} ranks; logging not checked across ranks"]
+            notes += [f"rank {r}'s thread runs on in the background on its own copy of the model until that call "
+                      "returns, and is then stopped at its next line" for r in left]
+        findings = outcome.first_of_each(findings)
         return AuditReport(
-            loop_name=_name(loop), accumulation_steps=K, num_batches=N, micro_batch_size=problems[0].b,
+            loop_name=_name(loop), accumulation_steps=setup.K, num_batches=setup.N, micro_batch_size=whole.b,
             mistakes=frozenset(f.name for f in findings), findings=[f.sentence() for f in findings], counts=counts,
-            update_ratios=_averaged_ratios(runs, problems), notes=list(dict.fromkeys(notes)) + [
-                f"torch warned: {w}" for w in runs[0].warnings], streaming=setup.streaming, problem="tokens",
-            last_micro_batch_size=len(problems[0].batches[-1][0]), world_size=world_size,
+            update_ratios=verdicts[0].ratios if W == 1 else _averaged_ratios(runs, problems),
+            log_checked=W == 1 and verdicts[0].log_checked, problem=setup.problem, world_size=W,
+            notes=list(dict.fromkeys(notes)) + [f"torch warned: {w}" for w in list(dict.fromkeys(warned))[:3]],
+            last_micro_batch_size=len(problems[0].batches[-1][0]),
         )
 
 
 def _averaged_ratios(runs: list[Run], problems) -> list[float]:
-    """Per update: the mean of the ranks' piles over the mean of their right ones, at the step's weight
-    (the gradient DDP's step used, over the reference's); [] unless every rank stepped once per update."""
+    """Per update, the mean of the ranks' piles over the mean of their right ones (what DDP's step used,
+    over the reference's); [] unless every rank stepped once per update."""
     try:
         U = len(problems[0].windows)
         if any(len(run.tape.steps) != U or any(s.grad is None for s in run.tape.steps) for run in runs):
@@ -258,25 +248,6 @@ def _averaged_ratios(runs: list[Run], problems) -> list[float]:
         return []
 
 
-def _report(loop, run: Run, reference: Run, handed: Problem, setup: AuditSetup) -> AuditReport:
-    verdict = _judge_safely(run, reference, handed)
-    tape = run.tape
-    counts = {
-        "backward passes": (len(tape.passes), len(reference.tape.passes)),
-        "optimizer.step()": (len(tape.steps), len(reference.tape.steps)),
-        "zero_grad()": (tape.zero_grads, reference.tape.zero_grads),
-    }
-    if setup.with_scheduler:
-        counts["scheduler.step()"] = (len(tape.scheduler_calls), len(reference.tape.scheduler_calls))
-    return AuditReport(
-        loop_name=_name(loop), accumulation_steps=setup.K, num_batches=setup.N, micro_batch_size=handed.b,
-        mistakes=frozenset(f.name for f in verdict.findings), findings=[f.sentence() for f in verdict.findings],
-        counts=counts, update_ratios=verdict.ratios, log_checked=verdict.log_checked,
-        notes=verdict.notes + [f"torch warned: {w}" for w in run.warnings],
-        streaming=setup.streaming, problem=setup.problem, last_micro_batch_size=len(handed.batches[-1][0]),
-    )
-
-
 @dataclass(frozen=True)
 class _Verdict:
     findings: list[Finding]
@@ -286,19 +257,15 @@ class _Verdict:
 
 
 def _judge_safely(run, reference, problem) -> _Verdict:
-    """`_judge`, plus the functions the loop replaced; if reading an odd record fails, the outcome alone."""
+    """`_judge`; if reading an odd record fails, the outcome alone."""
     try:
-        verdict = _judge(run, reference, problem)
+        return _judge(run, reference, problem)
     except Exception as error:  # a record no check foresaw: say so rather than raise at the learner
         weights_match = _allclose(run.weight, reference.weight, rtol=1e-9, atol=1e-12)
         findings = [] if weights_match else [Finding("differs_from_reference", "the auditor could not read "
                                                                              "more of this loop")]
         return _Verdict(findings, [f"the auditor could not read this loop's record in detail ({type(error).__name__})"],
                         [], False)
-    replaced = [Finding("replaced_functions", ", ".join(run.replaced[:6]) + (", ..." if len(run.replaced) > 6 else ""))
-                ] if run.replaced else []
-    return _Verdict(outcome.first_of_each(verdict.findings + replaced), verdict.notes, verdict.ratios,
-                    verdict.log_checked)
 
 
 def _raised(run) -> list[Finding]:

@@ -6,22 +6,19 @@ TorchFunctionMode) sees `.grad` changed by hand and forwards that bypass the hoo
 """
 from __future__ import annotations
 
-import contextlib
 import itertools
 import math
 import os
 import sys
 import time
 import traceback
-import warnings
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 import torch
 from torch.utils._pytree import tree_leaves
 
-from widgets.audit.patches import put_back
 from widgets.audit.problems import Problem, batch_key
 from widgets.core import time_limit
 from widgets.core.time_limit import TimeLimit
@@ -295,50 +292,28 @@ def _inside_scaler_step() -> bool:
     return False
 
 
-class Stream:
-    """The micro-batches as a stream of unknown length, like a DataLoader over an IterableDataset:
-    it can be iterated once, and has no len()."""
-
-    def __init__(self, batches: list):
-        self._batches, self._started = batches, False
-
-    def __iter__(self):
-        if self._started:
-            raise RuntimeError("batches is a stream: it can be iterated only once; keep what you need as you go")
-        self._started = True
-        yield from self._batches
-
-    def __len__(self):
-        raise TypeError("batches is a stream of unknown length (a DataLoader over an IterableDataset): "
-                        "len(batches) is not available; find the last window when the stream ends")
-
-
 # ----------------------------------------------------------------------------- the runs
 
 
 @dataclass
 class Run:
-    """One watched run: its tape, the final weight, what the loop returned or the error it raised."""
+    """One watched run: its tape, the final weight, the log it returned or the error it raised."""
 
     tape: Tape
     weight: torch.Tensor
-    returned: object = None
     error: str | None = None
-    warnings: list[str] = field(default_factory=list)
     log: list[float] | None = None  # the returned log as numbers (None: nothing returned, or no list of numbers)
     log_problem: str | None = None  # why the returned value is no log, in words
     timed_out: bool = False
     error_message: str = ""  # the exception's own message, for explaining it
-    replaced: list[str] = field(default_factory=list)  # the functions of torch, math, ... the loop replaced
 
 
 def run_loop(loop: Callable, problem: Problem, time_limit_s: float = math.inf, comm=None) -> Run:
-    """Run `loop` with fresh instruments under the time limit, what it replaced put back; never raises for
-    what the loop does. With `comm` (one rank's thread) the warnings are the caller's: catching them is not thread-safe."""
+    """Run `loop` with fresh instruments under the time limit; never raises for what the loop does."""
     model = watched_model(problem)
     optimizer = AuditSGD(model, comm)
     batches = [(x.clone(), y.clone()) for x, y in problem.batches]
-    args = [model, optimizer, problem.task.loss_fn, Stream(batches) if problem.streaming else batches, problem.K]
+    args = [model, optimizer, problem.task.loss_fn, batches, problem.K]
     if problem.with_scheduler:
         args.append(AuditScheduler(optimizer, len(problem.windows)))
     run = Run(model.tape, model.weight)
@@ -346,38 +321,26 @@ def run_loop(loop: Callable, problem: Problem, time_limit_s: float = math.inf, c
 
     def watched() -> tuple:
         with GradWatch(model):
-            returned = loop(*args, **keywords)
-            return returned, read_log(returned, len(problem.windows) + 1)  # a returned generator runs here too
+            return read_log(loop(*args, **keywords), len(problem.windows) + 1)  # a returned generator runs here too
 
     deadline = time.monotonic() + time_limit_s
-    with warnings.catch_warnings(record=True) if comm is None else contextlib.nullcontext([]) as caught:
-        if comm is None:
-            warnings.simplefilter("always")
-        try:
-            with put_back() if comm is None else contextlib.nullcontext([]) as run.replaced:  # ranks: by the caller
-                if math.isinf(time_limit_s):  # the reference: the lab's own loop
-                    run.returned, (run.log, run.log_problem) = watched()
-                else:
-                    run.returned, (run.log, run.log_problem) = time_limit.call(time_limit_s, watched)
-        except TimeLimit as stop:
-            said = _text(stop) or f"the loop ran past the time limit of {time_limit_s:g} s"
-            run.error, run.timed_out = f"{said}, at {_where(stop)}", True
-        except KeyboardInterrupt:  # the learner's own interrupt: the audit stops with it
-            raise
-        except BaseException as error:  # noqa: BLE001 - the learner's mistake is the report, not a traceback
-            if time.monotonic() >= deadline:  # the stop landed in torch's own code (a mode's exit), which raised
-                run.error, run.timed_out = f"the loop ran past the time limit of {time_limit_s:g} s, at {_where(error)}", True
-            else:
-                run.error_message = _text(error)
-                run.error = f"{_text(type(error).__name__)}: {run.error_message}, at {_where(error)}"
+    try:
+        if math.isinf(time_limit_s):  # the reference: the lab's own loop
+            run.log, run.log_problem = watched()
+        else:
+            run.log, run.log_problem = time_limit.call(time_limit_s, watched)
+    except TimeLimit as stop:
+        said = _text(stop) or f"the loop ran past the time limit of {time_limit_s:g} s"
+        run.error, run.timed_out = f"{said}, at {_where(stop)}", True
+    except KeyboardInterrupt:  # the learner's own interrupt: the audit stops with it
+        raise
+    except BaseException as error:  # noqa: BLE001 - the learner's mistake is the report, not a traceback
+        if time.monotonic() >= deadline:  # the stop landed in torch's own code (a mode's exit), which raised
+            run.error, run.timed_out = f"the loop ran past the time limit of {time_limit_s:g} s, at {_where(error)}", True
+        else:
+            run.error_message = _text(error)
+            run.error = f"{_text(type(error).__name__)}: {run.error_message}, at {_where(error)}"
     run.weight = model.weight.detach().clone()
-    messages = []
-    for w in caught:
-        try:
-            messages.append(str(w.message).split(". ")[0])  # first sentences
-        except Exception:
-            continue
-    run.warnings = list(dict.fromkeys(messages))[:3]
     return run
 
 

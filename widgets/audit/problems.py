@@ -170,7 +170,6 @@ class AuditSetup:
     clip_norm: float | None = None
     with_scheduler: bool = False
     problem: str = "regression"  # a key of TASKS
-    streaming: bool = False  # hand the loop a one-pass stream with no len()
     time_limit_s: float = TIME_LIMIT_S
     world_size: int = 1
 
@@ -186,7 +185,6 @@ class Problem:
     b: int  # examples (sequences) per micro-batch
     clip_norm: float | None
     with_scheduler: bool
-    streaming: bool = False  # hand the loop a one-pass stream with no len()
     index_of: dict = field(default_factory=dict, repr=False)  # batch_key(inputs) -> micro-batch index
     world_size: int = 1
     rank: int = 0
@@ -278,7 +276,7 @@ def make_problem(setup: AuditSetup) -> Problem:
     index_of = {batch_key(x): j for j, (x, _) in enumerate(batches)}
     assert len(index_of) == setup.N, "two micro-batches with the same inputs could not be told apart"
     return Problem(TASKS[setup.problem], batches, windows(setup.N, setup.K), setup.K, b, setup.clip_norm,
-                   setup.with_scheduler, setup.streaming, index_of)
+                   setup.with_scheduler, index_of)
 
 
 def _regression_batches(K, num_batches, clip_norm, g):

@@ -1,17 +1,13 @@
 """The loop auditor across ranks: a learner's loop run once per rank, as DistributedDataParallel runs it.
 
-The ranks are threads of this process (a loop defined in a notebook cannot be sent to spawned
-workers), each with its own replica, optimizer and micro-batches whose real-token counts differ.
-`comm` gives `.rank`, `.world_size` and `.all_reduce(tensor)` (a SUM, in place); at each
-`optimizer.step()` the ranks' piles are replaced by their mean, as DDP leaves them. A rank that
-stops or meets the others at another call makes them raise, with a sentence that says so; past the
-time limit each rank is stopped at its next line, and a rank stuck in a C call is left to end.
+The ranks are threads (a loop defined in a notebook cannot be sent to spawned workers), each with
+its own replica, optimizer and micro-batches; `comm` gives `.rank`, `.world_size` and
+`.all_reduce(tensor)`, and at each `optimizer.step()` the ranks' piles are replaced by their mean.
 """
 from __future__ import annotations
 
 import threading
 import time
-import warnings
 
 import torch
 
@@ -116,7 +112,7 @@ def rank_problems(setup: AuditSetup) -> tuple[list[Problem], Problem]:
     global_items = tuple(sum(c) for c in counts)
     micro_items = tuple(sum(Tokens.items(batches[j][1]) for batches in shares) for j in range(num_batches))
     b = len(shares[0][0][0])
-    problems = [Problem(Tokens, batches, rank_windows, K, b, None, with_scheduler, setup.streaming,
+    problems = [Problem(Tokens, batches, rank_windows, K, b, None, with_scheduler,
                         {batch_key(x): j for j, (x, _) in enumerate(batches)}, world_size, r, global_items,
                         micro_items)
                 for r, batches in enumerate(shares)]
@@ -125,15 +121,14 @@ def rank_problems(setup: AuditSetup) -> tuple[list[Problem], Problem]:
     for window in rank_windows:
         whole_windows.append(range(start, start + len(window) * world_size))
         start += len(window) * world_size
-    whole = Problem(Tokens, together, whole_windows, K * world_size, b, None, with_scheduler, False,
+    whole = Problem(Tokens, together, whole_windows, K * world_size, b, None, with_scheduler,
                     {batch_key(x): j for j, (x, _) in enumerate(together)})
     return problems, whole
 
 
 def run_ranks(loop, problems: list[Problem], time_limit_s: float) -> tuple[list[Run], set[int], list[int]]:
-    """Run `loop` once per rank, each in its own thread with its own `comm`; the runs in rank order,
-    the ranks that raised only because another had stopped, and the ranks still running GRACE_S past
-    the time limit (their runs say so). Never raises for what the loop does."""
+    """`loop` once per rank, each in its own thread with its own `comm`: the runs in rank order, the ranks
+    that raised only because another had stopped, and the ranks still running GRACE_S past the time limit."""
     world_size = len(problems)
     deadline = time.monotonic() + time_limit_s
     exchange = _Exchange(world_size, deadline)
@@ -147,25 +142,16 @@ def run_ranks(loop, problems: list[Problem], time_limit_s: float) -> tuple[list[
             run = runs[r]
             exchange.end(r, "ended" if run is None or run.error is None else "raised")
 
-    with warnings.catch_warnings(record=True) as caught:  # here, not per thread: it is not thread-safe
-        warnings.simplefilter("always")
-        threads = [threading.Thread(target=rank_main, args=(r,), name=f"audit-rank-{r}", daemon=True)
-                   for r in range(world_size)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=max(0.0, deadline - time.monotonic()) + GRACE_S)
+    threads = [threading.Thread(target=rank_main, args=(r,), name=f"audit-rank-{r}", daemon=True)
+               for r in range(world_size)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=max(0.0, deadline - time.monotonic()) + GRACE_S)
     left = [r for r, t in enumerate(threads) if t.is_alive() or runs[r] is None]
     for r in left:  # inside a call Python cannot interrupt: its own model, stopped at its next line
         model = watched_model(problems[r])
         runs[r] = Run(model.tape, model.weight.detach().clone(), timed_out=True,
                       error=f"rank {r} was still running {GRACE_S:g} s past the time limit of {time_limit_s:g} s, "
                             "inside a call Python cannot interrupt (such as time.sleep)")
-    messages = []
-    for w in caught:
-        try:
-            messages.append(str(w.message).split(". ")[0])
-        except Exception:
-            continue
-    runs[0].warnings = list(dict.fromkeys(messages))[:3]
     return runs, set(exchange.consequences), left
