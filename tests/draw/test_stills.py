@@ -1,11 +1,11 @@
-"""`compact_png` and `still`: a smaller PNG of the same picture, shown with its words."""
+"""`still`: a smaller PNG of the same picture, shown with its words."""
 import io
 
 import pytest
 from matplotlib.figure import Figure
 from PIL import Image
 
-from widgets.draw.stills import compact_png
+from widgets.draw.stills import Still, img_html, quantized, still
 
 
 def _figure() -> Figure:
@@ -20,14 +20,12 @@ def test_smaller_than_the_full_png_and_the_same_size_in_pixels():
     figure = _figure()
     full = io.BytesIO()
     figure.savefig(full, format="png")
-    small = compact_png(figure)
+    small = still(figure, "a line").png
     assert len(small) < len(full.getvalue())
     assert Image.open(io.BytesIO(small)).size == Image.open(io.BytesIO(full.getvalue())).size
 
 
 def test_a_still_shows_its_picture_with_its_words():
-    from widgets.draw.stills import Still, img_html, quantized, still
-
     figure = Figure(figsize=(2, 1))
     figure.subplots().plot([0, 1], [0, 1])
     picture = still(figure, 'a line from 0 to 1 "rising" <fast>')
@@ -37,5 +35,6 @@ def test_a_still_shows_its_picture_with_its_words():
     assert bundle["text/html"].startswith('<img src="data:image/png;base64,')
     assert 'alt="a line from 0 to 1 &quot;rising&quot; &lt;fast&gt;"' in bundle["text/html"]  # escaped, whole
     assert len(quantized(picture.png)) <= len(picture.png) * 1.1
+    assert img_html(picture.png, picture.alt) == bundle["text/html"]
     with pytest.raises(ValueError, match="alt"):
-        img_html(picture.png, "  ")
+        still(figure, "  ")

@@ -36,5 +36,5 @@ def test_unknown_preset_lists_the_known_ones():
     ("K=4", {}, {}, "showing the default settings: unknown setting(s) ['K']"),
 ])
 def test_the_projector_reads_its_address_as_data(query, env, kwargs, said):
-    settings = projector_settings(query, env)
-    assert settings.kwargs == kwargs and settings.caption.startswith(said), settings
+    settings, caption = projector_settings(query, env)
+    assert settings == kwargs and caption.startswith(said), (settings, caption)

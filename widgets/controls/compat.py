@@ -1,12 +1,5 @@
-"""ipywidgets 7 (Colab) and 8 (`make lab`): the one place where the lab's widgets meet their differences.
-
-- Display: 7 displays through `_ipython_display_` and never asks `_repr_mimebundle_`, where the lab's
-  widgets add their PNG and their line for nbval: `Displayed` gives 7 the path of 8.
-- Tooltips: 8 has `tooltip` on every widget, 7 `description_tooltip` beside a description: `set_tooltip`.
-- Titles of an Accordion or a Tab: 8 takes `titles=`, 7 only `set_title` (which 8 keeps): `set_titles`.
-- A live figure's text alternative: 8 makes an Image's tooltip the <img>'s title, but its view reads
-  `description` first, which an Image lacks (the view fails, no picture shows): `Picture`. 7 has no tooltip.
-"""
+"""ipywidgets 7 (Colab) and 8 (`make lab`): the one place where the lab's widgets meet their differences
+(display, tooltips, titles, a live figure's text alternative)."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -18,7 +11,8 @@ IPYWIDGETS_MAJOR = int(W.__version__.split(".")[0])
 
 
 class Displayed:
-    """Mix in before the ipywidgets base (`class X(Displayed, W.VBox)`); under 8 it adds nothing."""
+    """Mix in before the ipywidgets base (`class X(Displayed, W.VBox)`): 7 displays through `_ipython_display_`,
+    never asking `_repr_mimebundle_` where the lab's widgets add their PNG and their line for nbval; 8 needs nothing."""
 
     if IPYWIDGETS_MAJOR < 8:
         _ipython_display_ = None  # IPython skips a None here and asks _repr_mimebundle_, as under 8
@@ -42,20 +36,21 @@ class Displayed:
 
 
 def set_tooltip(widget: W.DOMWidget, text: str) -> W.DOMWidget:
-    """`widget` with `text` as its tooltip (an icon button's accessible name), as its version names it."""
+    """`widget` with `text` as its tooltip (an icon button's accessible name): 8's `tooltip`, 7's `description_tooltip`."""
     setattr(widget, "tooltip" if widget.has_trait("tooltip") else "description_tooltip", text)
     return widget
 
 
 def set_titles(container: W.Box, titles: Sequence[str]) -> W.Box:
-    """`container` (an Accordion or a Tab) with `titles` on its pages, in order."""
+    """`container` (an Accordion or a Tab) with `titles` on its pages: 8 takes `titles=`, 7 only `set_title`."""
     for index, title in enumerate(titles):
         container.set_title(index, title)
     return container
 
 
 class Picture(W.Image):
-    """An `Image` whose tooltip reaches the page as the <img>'s title (use `name_picture`)."""
+    """An `Image` whose tooltip reaches the page as the <img>'s title under 8 (use `name_picture`): 8's view reads
+    `description`, which an Image lacks, before it sets the title (the view fails, no picture shows)."""
 
     description = Unicode("", help="always empty: ipywidgets 8's view reads it before it sets the title").tag(sync=True)
 

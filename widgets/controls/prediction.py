@@ -1,7 +1,5 @@
 """Guess, then see: the learner commits to a prediction, locked once committed, before the computed answer shows.
-
-Without a kernel the saved output shows the question and the answer folded away; `text/plain` is one line for nbval.
-"""
+Without a kernel the saved output shows the question and the answer folded away; `text/plain` is one line for nbval."""
 from __future__ import annotations
 
 import html
@@ -12,7 +10,6 @@ import ipywidgets as W
 
 from widgets.controls.compat import Displayed, set_tooltip
 from widgets.draw.style import RIGHT_TEXT, WRONG_TEXT, errors_shown_in
-
 
 
 def _escape(text: str) -> str:
@@ -27,33 +24,10 @@ def _plain(value: object) -> str:
     return str(value)
 
 
-def _parse_number(text: str) -> float:
-    """The learner's typed guess as a float; a ValueError says what a number looks like here."""
-    allowed = "type one plain number, such as 20, -3.5 or 0.25 (no units, no commas)"
-    cleaned = text.strip().replace("−", "-")
-    if not cleaned:
-        raise ValueError(f"nothing typed yet: {allowed}")
-    try:
-        value = float(cleaned)
-    except ValueError:
-        raise ValueError(f"{cleaned!r} is not a number: {allowed}") from None
-    if not math.isfinite(value):
-        raise ValueError(f"{cleaned!r} is not a finite number: {allowed}")
-    return value
-
-
 class PredictionWidget(Displayed, W.VBox):
     """Use `make_prediction`; `guess` stays None until `commit()` locks one in."""
 
-    def __init__(
-        self,
-        question: str,
-        answer: object | Callable[[], object],
-        choices: Sequence[str] | None,
-        explanation: str,
-        wrong_guesses: Mapping[object, str],
-        rel_tolerance: float,
-    ):
+    def __init__(self, question, answer, choices, explanation, wrong_guesses, rel_tolerance):  # make_prediction's, checked
         self.question_text, self._answer, self.choices = question, answer, tuple(choices) if choices else None
         self.explanation, self.wrong_guesses, self.rel_tolerance = explanation, dict(wrong_guesses), rel_tolerance
         self.guess: object = None
@@ -86,12 +60,22 @@ class PredictionWidget(Displayed, W.VBox):
 
     def _read_guess(self, guess: object) -> object:
         """The guess as a number or one of the choices; a ValueError names what is allowed."""
-        if not self.choices:
-            return _parse_number(str(guess))
-        if guess not in self.choices:
-            picked = "nothing picked yet" if guess is None else f"{guess!r} is not one of the choices"
-            raise ValueError(f"{picked}: pick one of {', '.join(repr(c) for c in self.choices)}")
-        return guess
+        if self.choices:
+            if guess not in self.choices:
+                picked = "nothing picked yet" if guess is None else f"{guess!r} is not one of the choices"
+                raise ValueError(f"{picked}: pick one of {', '.join(repr(c) for c in self.choices)}")
+            return guess
+        allowed = "type one plain number, such as 20, -3.5 or 0.25 (no units, no commas)"
+        cleaned = str(guess).strip().replace("−", "-")
+        if not cleaned:
+            raise ValueError(f"nothing typed yet: {allowed}")
+        try:
+            value = float(cleaned)
+        except ValueError:
+            raise ValueError(f"{cleaned!r} is not a number: {allowed}") from None
+        if not math.isfinite(value):
+            raise ValueError(f"{cleaned!r} is not a finite number: {allowed}")
+        return value
 
     def _same(self, guess: object, other: object) -> bool:
         """A pick equals a choice; a number is close to one within `rel_tolerance` (3.9999998 is 4)."""

@@ -120,11 +120,8 @@ def errors_shown_in(output, what: str):
 
 
 def with_static_fallback(bundle, png: bytes, text: str):
-    """Add a PNG, as an <img> whose alt is `text` and as itself, and `text` to a widget's mimebundle.
-
-    A page without a kernel (a saved notebook, nbviewer) shows the <img>, hosts without HTML the PNG;
-    nbval compares the text and the alt (tests/nbval_sanitize.cfg masks the inline data).
-    """
+    """Add `png`, as itself and as an <img> whose alt is `text`, and `text` to a widget's mimebundle: what a page
+    without a kernel shows (a saved notebook, nbviewer), and what nbval compares."""
     data = bundle[0] if isinstance(bundle, tuple) else bundle
     png = quantized(png)  # saved twice, as the PNG and in the HTML: a palette keeps the notebook light
     data["image/png"] = base64.b64encode(png).decode("ascii")
@@ -134,11 +131,8 @@ def with_static_fallback(bundle, png: bytes, text: str):
 
 
 class FastCanvas:
-    """PNG frames of a figure whose `moving` artists change; the rest is drawn once per set of axis limits.
-
-    Matplotlib's blitting recipe on the Agg canvas: text costs most to draw, so while the axis limits
-    are ones seen recently a frame pastes their cached background and draws only the moving artists.
-    """
+    """PNG frames of a figure whose `moving` artists change, by matplotlib's blitting recipe on the Agg canvas: text
+    costs most to draw, so while the axis limits are ones seen recently a frame pastes their cached background."""
 
     CACHED_BACKGROUNDS = 10  # one RGBA frame per set of axis limits recently seen
 

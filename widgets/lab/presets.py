@@ -1,15 +1,10 @@
-"""Named explorer settings for the classic demos, and the projector page's address read into settings.
+"""Named explorer settings for the classic demos, and the projector page's address read as settings, never run.
 
-    PRESETS["forgot-to-divide"].kwargs   # -> make_accumulation_explorer(**kwargs)
-    projector_settings("accumulation_steps=8&mistake=loss_not_divided")   # -> (kwargs, caption)
-
-Torch-free: `make present` checks a preset's name here before anything starts.
-"""
+Torch-free: `make present` checks a preset's name here before anything starts."""
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import NamedTuple
 from urllib.parse import parse_qs
 
 
@@ -62,38 +57,27 @@ def preset(name: str) -> dict:
     return dict(PRESETS[name].kwargs)
 
 
-def _none_or(read):
-    return lambda text: None if text.lower() in ("", "none") else read(text)
-
-
-# How the projector's address spells each setting: text is read as data, never run.
+# How the projector's address spells each setting ("none" for a setting that may be None); text is never run.
 READERS = {
-    "accumulation_steps": int, "micro_batch_size": int, "learning_rate": float, "mistake": _none_or(str),
-    "num_updates": int, "seed": int, "tail_micro_batches": int, "max_grad_norm": _none_or(float),
+    "accumulation_steps": int, "micro_batch_size": int, "learning_rate": float, "mistake": str,
+    "num_updates": int, "seed": int, "tail_micro_batches": int, "max_grad_norm": float,
     "warmup_updates": int, "optimizer": str,
 }
 
 
 def _read(key: str, text: str) -> object:
+    if key in ("mistake", "max_grad_norm") and text.lower() in ("", "none"):
+        return None
     try:
         return READERS[key](text)
     except ValueError:
         raise ValueError(f"{key}={text[:40]!r} is not a number") from None  # only numbers fail to read
 
 
-class ProjectorSettings(NamedTuple):
-    """What the projector page shows: the explorer's keyword arguments, and a caption saying why."""
-
-    kwargs: dict
-    caption: str
-
-
-def projector_settings(query: str = "", env: dict | None = None) -> ProjectorSettings:
-    """The settings in the page's address ($QUERY_STRING under Voila), else $LAB_PRESET, else the default.
-
-    The address names a preset, the explorer's keyword arguments, or both (`?preset=uneven-tail&seed=3`,
-    `?accumulation_steps=8&mistake=loss_not_divided`); the explorer checks the values. A name or a value
-    that cannot be read gives the default settings, with the reason as the caption."""
+def projector_settings(query: str = "", env: dict | None = None) -> tuple[dict, str]:
+    """(the explorer's kwargs, a caption saying why) from the page's address ($QUERY_STRING under Voila), else
+    $LAB_PRESET, else the default: `?preset=uneven-tail&seed=3`, `?accumulation_steps=8&mistake=loss_not_divided`.
+    The explorer checks the values; a name or a value that cannot be read gives the default, the reason its caption."""
     env = os.environ if env is None else env
     asked = {k: v[-1] for k, v in parse_qs(query or "", keep_blank_values=True).items() if k != "token"}  # the page's key
     name = asked.pop("preset", None) or (None if asked else env.get("LAB_PRESET"))
@@ -103,9 +87,7 @@ def projector_settings(query: str = "", env: dict | None = None) -> ProjectorSet
             raise ValueError(f"unknown setting(s) {unknown}; allowed: preset, {', '.join(READERS)}")
         kwargs = {**(preset(name) if name else {}), **{key: _read(key, text) for key, text in asked.items()}}
     except ValueError as error:
-        return ProjectorSettings({}, f"showing the default settings: {error}")
+        return {}, f"showing the default settings: {error}"
     if asked:
-        return ProjectorSettings(kwargs, f"{name or 'settings'} with " + ", ".join(f"{k}={v}" for k, v in asked.items()))
-    if name:
-        return ProjectorSettings(kwargs, f"{name}: {PRESETS[name].shows}")
-    return ProjectorSettings(kwargs, f"healthy: {PRESETS['healthy'].shows}")
+        return kwargs, f"{name or 'settings'} with " + ", ".join(f"{k}={v}" for k, v in asked.items())
+    return kwargs, f"{name or 'healthy'}: {PRESETS[name or 'healthy'].shows}"

@@ -1,15 +1,10 @@
-"""`widgets.progress()`: which checked exercises of which notebook this learner has passed.
+"""`widgets.progress()`: which checked exercises of which notebook this learner has passed (`reset=True` forgets).
 
-    import widgets
-    widgets.progress()              # a table: each exercise set, passed k of n, and which
-    widgets.progress(reset=True)    # forget everything (one call)
-
-Kept in `~/.gradient-accumulation-lab/progress.json` (or $LAB_PROGRESS_FILE) as
-{"format": 2, "sets": {set: {exercise: {"title", "passed"}}}, "records": [Record, ...]}.
-Each write reads, merges and replaces the file under a `filelock`, so kernels checking at once lose
-nothing and a reader (the room view, `read_records`) needs no lock: a replaced file is always whole.
-A folder it creates is private (0700) and its files 0600: on a shared machine no other learner reads
-or plants them. Saving is best-effort: a check cell never breaks, and progress() says why it could not save.
+Kept in ~/.gradient-accumulation-lab/progress.json (or $LAB_PROGRESS_FILE) as
+{"format": 2, "sets": {set: {exercise: {"title", "passed"}}}, "records": [Record, ...]}. Each write replaces the
+file under a `filelock`, so kernels checking at once lose nothing and a reader (the room view) needs no lock.
+A folder it creates is private (0700) and its files 0600: on a shared machine no other learner reads or plants
+them. Saving is best-effort: a check cell never breaks, and progress() says why it could not save.
 """
 from __future__ import annotations
 
@@ -18,9 +13,9 @@ import json
 import os
 import stat
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable
 
 from filelock import FileLock, Timeout
 
@@ -174,11 +169,14 @@ def note_check(set_title: str, name: str, passed: bool, title: str | None = None
     return _update(change)
 
 
+@dataclass
 class Progress:
     """The table `progress()` shows: per exercise set, passed k of n and each exercise; problems first."""
 
-    def __init__(self, data: dict, path: Path | None, problems: Sequence[str] = (), records: Sequence[Record] = ()):
-        self.data, self.path, self.problems, self.records = data, path, list(problems), list(records)
+    data: dict
+    path: Path | None
+    problems: list[str] = field(default_factory=list)
+    records: list[Record] = field(default_factory=list)
 
     def passed(self, set_title: str) -> list[str]:
         return [name for name, e in self.data.get(set_title, {}).items() if e.get("passed")]
