@@ -134,25 +134,23 @@ def test_what_the_added_packages_need_is_on_colab_already():
             assert needed in {norm(n) for n in hosts.PURE} or needed in colab, f"{name} needs {needed}"
 
 
-
-@pytest.mark.parametrize("environ, modules, argv, host", [
-    ({"COLAB_RELEASE_TAG": "release-colab_20260801"}, {}, None, "Colab"),
-    ({}, {"google.colab": object()}, None, "Colab"),  # a Colab kernel that lost the variable
-    ({"KAGGLE_KERNEL_RUN_TYPE": "Interactive"}, {}, None, "Kaggle"),
-    ({"VSCODE_PID": "4242"}, {}, None, "VS Code"),
-    ({"VSCODE_CWD": "/home/ada"}, {}, None, "VS Code"),
-    ({}, {}, ["/lab/.venv/bin/python", "-m", "jupyterlab", "notebooks/00_start_here.ipynb"], "JupyterLab"),
-    ({}, {}, ["/usr/bin/python3", "/usr/local/bin/jupyter-lab", "--no-browser"], "JupyterLab"),
-    ({}, {}, ["/opt/venv/bin/python", "/opt/venv/bin/jupyterhub-singleuser"], "JupyterLab"),
-    ({}, {}, ["C:\\lab\\.venv\\Scripts\\python.exe", "C:\\lab\\.venv\\Scripts\\jupyter-lab.exe"], "JupyterLab"),
-    ({}, {}, ["/usr/bin/python3", "/usr/local/bin/jupyter-notebook"], "Jupyter Notebook"),
-    ({}, {}, ["/usr/bin/python3", "-m", "notebook"], "Jupyter Notebook"),
-    ({}, {}, ["/lab/.venv/bin/python", "/lab/.venv/bin/voila", "present/explorer.ipynb"], "Voilà"),
-    ({}, {}, ["/usr/bin/python3", "/usr/local/bin/jupyter-server"], "Jupyter"),
+@pytest.mark.parametrize("environ, argv, host", [
+    ({"COLAB_RELEASE_TAG": "release-colab_20260801"}, None, "Colab"),
+    ({"KAGGLE_KERNEL_RUN_TYPE": "Interactive"}, None, "Kaggle"),
+    ({"VSCODE_PID": "4242"}, None, "VS Code"),
+    ({"VSCODE_CWD": "/home/ada"}, None, "VS Code"),
+    ({}, ["/lab/.venv/bin/python", "-m", "jupyterlab", "notebooks/00_start_here.ipynb"], "JupyterLab"),
+    ({}, ["/usr/bin/python3", "/usr/local/bin/jupyter-lab", "--no-browser"], "JupyterLab"),
+    ({}, ["/opt/venv/bin/python", "/opt/venv/bin/jupyterhub-singleuser"], "JupyterLab"),
+    ({}, ["C:\\lab\\.venv\\Scripts\\python.exe", "C:\\lab\\.venv\\Scripts\\jupyter-lab.exe"], "JupyterLab"),
+    ({}, ["/usr/bin/python3", "/usr/local/bin/jupyter-notebook"], "Jupyter Notebook"),
+    ({}, ["/usr/bin/python3", "-m", "notebook"], "Jupyter Notebook"),
+    ({}, ["/lab/.venv/bin/python", "/lab/.venv/bin/voila", "present/explorer.ipynb"], "Voilà"),
+    ({}, ["/usr/bin/python3", "/usr/local/bin/jupyter-server"], "Jupyter"),
     # a JupyterLab started from VS Code's terminal inherits its variables: the server decides
-    ({"VSCODE_PID": "4242"}, {}, ["/lab/.venv/bin/python", "-m", "jupyterlab"], "JupyterLab"),
-    ({"COLAB_RELEASE_TAG": "x", "VSCODE_PID": "1"}, {}, ["python", "-m", "jupyterlab"], "Colab"),
-    ({"PATH": "/usr/bin"}, {}, None, "Python"),
+    ({"VSCODE_PID": "4242"}, ["/lab/.venv/bin/python", "-m", "jupyterlab"], "JupyterLab"),
+    ({"COLAB_RELEASE_TAG": "x", "VSCODE_PID": "1"}, ["python", "-m", "jupyterlab"], "Colab"),
+    ({"PATH": "/usr/bin"}, None, "Python"),
 ])
-def test_the_host_is_read_from_the_environment_and_the_server(environ, modules, argv, host):
-    assert hosts.detect(environ, modules, argv) == host
+def test_the_host_is_read_from_the_environment_and_the_server(environ, argv, host):
+    assert hosts.detect(environ, argv) == host

@@ -18,6 +18,10 @@ from widgets.lab import progress as prog
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def passed(set_title: str) -> list[str]:
+    return [name for name, e in prog.progress().data.get(set_title, {}).items() if e["passed"]]
+
+
 @pytest.fixture(autouse=True)
 def own_file(tmp_path, monkeypatch):
     path = tmp_path / "lab" / "progress.json"
@@ -35,12 +39,12 @@ def test_sets_are_listed_and_passes_stick(own_file):
     prog.note_exercises("Proving the equivalence", [("ratio", "Break the demo on purpose"), ("sixteen", "Sixteen from twos")])
     prog.note_exercises("The bug gallery", [("sum_reduction", "Scale a summed loss")])
     prog.note_check("Proving the equivalence", "ratio", False)
-    assert prog.progress().passed("Proving the equivalence") == []
+    assert passed("Proving the equivalence") == []
     prog.note_check("Proving the equivalence", "ratio", True)
     prog.note_check("Proving the equivalence", "ratio", False)  # a later wrong answer keeps the pass
     prog.note_exercises("Proving the equivalence", [("ratio", "Break the demo on purpose")])  # re-running the notebook too
     table = prog.progress()
-    assert table.passed("Proving the equivalence") == ["ratio"]
+    assert passed("Proving the equivalence") == ["ratio"]
     text = repr(table)
     assert "Proving the equivalence: passed 1 of 2" in text and "✓ Break the demo on purpose" in text
     assert "The bug gallery: passed 0 of 1" in text and "· Scale a summed loss" in text
@@ -58,7 +62,7 @@ def test_each_check_is_a_record_a_room_view_reads(own_file):
     assert [(r.notebook, r.exercise, r.result) for r in records] == [
         ("The training loop", "boundary", "incorrect"), ("The training loop", "boundary", "correct")]
     assert all(time.strptime(r.time, "%Y-%m-%dT%H:%M:%SZ") for r in records)
-    assert prog.progress().last_tried == records[-1]
+    assert prog.progress().records[-1] == records[-1]
     assert prog.read_records(own_file.parent / "nobody.json") == []
 
 
@@ -97,7 +101,7 @@ def test_a_corrupt_file_is_said_and_never_overwritten(own_file, content):
     assert "Progress cannot be read" in text and "reset=True" in text, text
     assert "The last check could not be saved" in text
     assert repr(prog.progress(reset=True)).startswith("No checked exercise tried yet")
-    assert prog.note_check("S", "e", True) and prog.progress().passed("S") == ["e"]
+    assert prog.note_check("S", "e", True) and passed("S") == ["e"]
 
 
 def test_the_store_stays_bounded(own_file, monkeypatch):
@@ -106,7 +110,7 @@ def test_the_store_stays_bounded(own_file, monkeypatch):
     for i in range(8):
         prog.note_check("S", f"e{i}", i == 7)
     assert [r.exercise for r in prog.read_records()] == ["e3", "e4", "e5", "e6", "e7"]  # the latest kept
-    assert prog.progress().passed("S") == ["e", "e7"]  # passes are kept whatever their age
+    assert passed("S") == ["e", "e7"]  # passes are kept whatever their age
     assert prog.note_check("S" * 10_000, "e" * 10_000, True) is True
     assert max(len(name) for name in prog.progress().data) == prog.MAX_TEXT
 
@@ -203,7 +207,7 @@ def race(writers: int, checks: int) -> tuple[int, int]:
     """(passes, records) after `writers` processes each pass `checks` exercises of their own, all at once."""
     children = [subprocess.Popen([sys.executable, "-c", WRITER, str(w), str(checks)]) for w in range(writers)]
     assert [c.wait(timeout=300) for c in children] == [0] * writers  # every check was saved
-    return len(prog.progress().passed("Race")), len(prog.read_records())
+    return len(passed("Race")), len(prog.read_records())
 
 
 def test_kernels_checking_at_once_lose_nothing(own_file):

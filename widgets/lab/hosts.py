@@ -34,15 +34,12 @@ def front_end(argv: list[str]) -> str | None:
     return "Jupyter" if any("jupyter" in word for word in words) else None
 
 
-def detect(environ: Mapping[str, str] = os.environ, modules: Mapping[str, object] = sys.modules,
-           server_argv: list[str] | None = None) -> str:
+def detect(environ: Mapping[str, str] = os.environ, server_argv: list[str] | None = None) -> str:
     """'Colab', 'Kaggle', the server's front end, 'VS Code', or 'Python' (none: a shell, a test run)."""
-    # The server before VS Code: a JupyterLab started in VS Code's terminal inherits its variables.
     for variable, host in HOSTED.items():
         if variable in environ:
             return host
-    if "google.colab" in modules:
-        return "Colab"
+    # The server before VS Code: a JupyterLab started in VS Code's terminal inherits its variables.
     front = front_end(server_argv) if server_argv else None
     if front:
         return front

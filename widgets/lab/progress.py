@@ -178,13 +178,6 @@ class Progress:
     problems: list[str] = field(default_factory=list)
     records: list[Record] = field(default_factory=list)
 
-    def passed(self, set_title: str) -> list[str]:
-        return [name for name, e in self.data.get(set_title, {}).items() if e.get("passed")]
-
-    @property
-    def last_tried(self) -> Record | None:
-        return self.records[-1] if self.records else None
-
     def _table(self) -> list[tuple[str, int, list[tuple[bool, str]]]]:
         return [(set_title, sum(bool(e["passed"]) for e in entries.values()),
                  [(bool(e["passed"]), e.get("title", name)) for name, e in entries.items()])
@@ -197,8 +190,9 @@ class Progress:
         for set_title, done, marks in self._table():
             lines.append(f"{set_title}: passed {done} of {len(marks)}")
             lines += [f"  {'✓' if ok else '·'} {title}" for ok, title in marks]
-        if self.last_tried:
-            lines.append(f"last tried: {self.last_tried.exercise} ({self.last_tried.notebook}), {self.last_tried.time}")
+        if self.records:
+            last = self.records[-1]
+            lines.append(f"last tried: {last.exercise} ({last.notebook}), {last.time}")
         return "\n".join(lines + [f"(kept in {self.path}; widgets.progress(reset=True) forgets it)"])
 
     def _repr_markdown_(self) -> str:

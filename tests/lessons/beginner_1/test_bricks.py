@@ -6,7 +6,6 @@ from widgets.lessons.beginner_1.bricks import (
     MAX_BRICKS_PER_TRIP,
     MAX_TRIPS,
     BricksState,
-    bricks_states,
     count,
     describe,
     trips_table,
@@ -17,7 +16,7 @@ from widgets.lessons.beginner_1.bricks import (
 
 @pytest.mark.parametrize("b, K", [(1, 1), (5, 4), (3, 7), (MAX_BRICKS_PER_TRIP, MAX_TRIPS)])
 def test_pile_grows_by_b_per_trip_and_the_wall_waits_for_trip_k(b, K):
-    states = bricks_states(b, K)
+    states = [BricksState(b, K, t) for t in range(K + 1)]
     assert [s.trip for s in states] == list(range(K + 1))
     for s in states:
         t = s.trip
@@ -113,9 +112,9 @@ def test_bad_input_names_the_parameter_and_its_range(args, error, message):
 
 
 @pytest.mark.parametrize("args, word", [((0, 4), "micro_batch_size"), ((4, 20), "accumulation_steps")])
-def test_bricks_states_checks_its_input(args, word):
+def test_trips_table_checks_its_input(args, word):
     with pytest.raises(ValueError, match=word):
-        bricks_states(*args)
+        trips_table(*args)
 
 
 def test_state_is_frozen():

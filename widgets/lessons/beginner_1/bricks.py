@@ -1,8 +1,5 @@
 """The bricks analogy as data: b bricks per trip (micro_batch_size), K trips (accumulation_steps), then one wall.
-
-The pile at the top is the accumulated gradient, a SUM of K armfuls; the wall (the update) pushes with
-the pile ÷ K, what one batch of K·b gives. Pure Python: no torch, matplotlib or ipywidgets.
-"""
+The pile at the top is the accumulated gradient, a SUM of K armfuls; the wall (the update) pushes with the pile ÷ K."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -74,12 +71,6 @@ def count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
-def bricks_states(micro_batch_size: int, accumulation_steps: int, divided: bool = True) -> list[BricksState]:
-    """Every state of one wall, from trip 0 (nothing carried) to trip K (wall built); K + 1 states."""
-    first = BricksState(micro_batch_size, accumulation_steps, 0, divided)
-    return [replace(first, trip=t) for t in range(accumulation_steps + 1)]
-
-
 def midway(state: BricksState) -> BricksState:
     """`state` if its pile is growing, else the same wall half-way (trip ceil(K/2)): the frame that tells the story."""
     if 0 < state.trip < state.accumulation_steps:
@@ -122,8 +113,9 @@ def describe(state: BricksState) -> str:
 
 
 def trips_table(micro_batch_size: int, accumulation_steps: int) -> Table:
-    """Trip by trip, from nothing carried to the wall: the bricks in the pile and in the wall."""
+    """Trip by trip, from nothing carried (trip 0) to the wall (trip K): the bricks in the pile and in the wall."""
+    first = BricksState(micro_batch_size, accumulation_steps, 0)
     rows = [[f"{s.trip} of {s.accumulation_steps}", s.pile, s.downstairs, s.wall or "not yet"]
-            for s in bricks_states(micro_batch_size, accumulation_steps)]
+            for s in (replace(first, trip=t) for t in range(accumulation_steps + 1))]
     return Table(["trip", "bricks in the pile", "bricks downstairs", "bricks in the wall"], rows,
                  right=frozenset({"bricks in the pile", "bricks downstairs", "bricks in the wall"}))

@@ -1,9 +1,5 @@
-"""The bricks widget: choose bricks per trip and trips, then step (or play) through the trips.
-
-One plain Figure made once, its moving artists blitted into an `Image` by `FastCanvas`; the buttons
-carry their words, so a screen reader names them (ipywidgets' Play is icons only). Without a kernel
-the widget shows a PNG of the same wall half-way (`midway`).
-"""
+"""The bricks widget: choose bricks per trip and trips, then step (or play) through the trips; the buttons carry
+their words, so a screen reader names them (ipywidgets' Play is icons only)."""
 from __future__ import annotations
 
 import asyncio
@@ -66,7 +62,6 @@ class BricksWidget(Displayed, W.VBox):
         super().__init__([*sliders, self.image, self.readout, self.errors])
 
     def _on_change(self, change: dict | None = None) -> None:
-        """Follow the controls; an error is shown under the picture and the widget stays live."""
         if self._syncing:
             return
         with errors_shown_in(self.errors, "the bricks"):
@@ -115,7 +110,6 @@ class BricksWidget(Displayed, W.VBox):
             self.play.value = False
 
     def show(self, state: BricksState) -> None:
-        """Move the bricks and labels to `state`, blit a new frame, refresh the sentence below."""
         update_bricks(state, self._artists)
         self.image.value = self.canvas.png()
         self.state = state
@@ -134,7 +128,6 @@ class BricksWidget(Displayed, W.VBox):
             update_bricks(self.state, self._artists)
 
     def _repr_mimebundle_(self, **kwargs):
-        """The live widget where a kernel runs; a half-way PNG and the sentence elsewhere."""
         text = f"BricksWidget: {describe(self.state)}"
         return with_static_fallback(super()._repr_mimebundle_(**kwargs), self.static_png(), text)
 

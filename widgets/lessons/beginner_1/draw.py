@@ -1,8 +1,5 @@
-"""Draw the bricks onto a given Axes: `draw_bricks` lays out the scene once, `update_bricks` moves its parts.
-
-The axis limits never change, so a `FastCanvas` redraws a frame by blitting only the moving artists.
-The update's push is drawn to scale: as long as the dashed right push when divided, K times longer when not.
-"""
+"""Draw the bricks onto a given Axes: `draw_bricks` lays out the scene once, `update_bricks` moves its parts (the
+axis limits never change, so a `FastCanvas` blits only those)."""
 from __future__ import annotations
 
 import math
