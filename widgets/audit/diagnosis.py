@@ -1,7 +1,4 @@
-"""Which mistake, for a loop whose updates came out wrong: the structure first, then the numbers it allows.
-
-Each check returns its own findings and shares nothing, so one mistake is named once.
-"""
+"""Which mistake, for a loop whose updates came out wrong: the structure first, then the numbers it allows."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -87,8 +84,7 @@ def check_coverage(tape: Tape, structure: Structure, problem: Problem) -> list[F
 
 
 def check_windows(tape: Tape, problem: Problem) -> list[Finding]:
-    """Did a backward pass go through one forward of several micro-batches concatenated (torch.cat of
-    the window)? The update can come out right, but the whole window's activations were held at once."""
+    """Did a backward pass go through one forward of a whole window (torch.cat), holding all its activations?"""
     for k, p in enumerate(tape.passes):
         for f in (tape.forwards[i] for i in p.forwards):
             if f.window:
@@ -122,8 +118,7 @@ def check_steps(tape: Tape, structure: Structure, problem: Problem) -> list[Find
 
 
 def check_piles(tape: Tape, structure: Structure, problem: Problem) -> list[Finding]:
-    """What .grad held before each backward pass. An emptied pile is a mistake only where neither an
-    update of the right loop nor one of the loop's own steps begins; a pile left full only where both do."""
+    """What .grad held before each backward pass: emptied where no update begins, or full where one does."""
     stepped_before = {s.passes_before for s in tape.steps}
     window = [min(batches) // problem.K for batches in structure.pass_batches]
     wiped, clipped, changed, leaked = [], [], [], []
@@ -155,8 +150,7 @@ def check_piles(tape: Tape, structure: Structure, problem: Problem) -> list[Find
 
 
 def check_backward_passes(tape: Tape, problem: Problem) -> list[Finding]:
-    """Each backward pass added to .grad exactly what flows back from the outputs it went through
-    (plain autograd through the same forward): nothing else was in the loss."""
+    """Each backward pass added to .grad exactly what flows back from the outputs it went through."""
     for k, p in enumerate(tape.passes):
         explained = sum(_pull_back(problem, tape.forwards[f], g) for f, g in zip(p.forwards, p.output_grads))
         if not _allclose(p.incoming, explained, rtol=TOLERANCE, atol=1e-12):
@@ -180,9 +174,8 @@ class BoundaryCheck:
 
 
 def check_boundaries(tape: Tape, problem: Problem) -> BoundaryCheck:
-    """Follow .grad from the last backward pass of each update to its step, one change at a time:
-    a change by `_foreach_mul_` (how clip_grad_norm_ scales), or one that brings the norm to
-    clip_norm, is a clip; any other factor rescales the pile (and so the losses, in effect)."""
+    """.grad from each update's last backward pass to its step: a `_foreach_mul_` (clip_grad_norm_'s) or a
+    shrink to clip_norm is a clip, any other factor a rescale of the pile."""
     findings, rescale, clip = [], [], problem.clip_norm
     for u, step in enumerate(tape.steps):
         pile = tape.passes[step.passes_before - 1].after if step.passes_before else None
@@ -219,8 +212,7 @@ def check_boundaries(tape: Tape, problem: Problem) -> BoundaryCheck:
 
 
 def check_amp(tape: Tape, problem: Problem) -> list[Finding]:
-    """With a GradScaler, clipping must see the unscaled gradient: a clip (a `_foreach_mul_`, or a
-    shrink to clip_norm) followed by the scaler's unscale in the same update clipped the scaled one."""
+    """With a GradScaler, a clip followed by the scaler's unscale in the same update clipped the scaled gradient."""
     for u, step in enumerate(tape.steps):
         changes = [c for c in tape.grad_changes if c.passes_before == step.passes_before and c.steps_before == u]
         clipped = False
@@ -241,12 +233,10 @@ def check_amp(tape: Tape, problem: Problem) -> list[Finding]:
 
 @dataclass(frozen=True)
 class LossFactor:
-    """The factor c on one micro-batch's summed per-item loss, as its backward pass carried it
-    (times any rescaling of .grad before its step); None: the gradient at its output is no multiple
-    of the summed per-item losses' (another loss)."""
+    """The factor c on one micro-batch's summed per-item loss, times any rescaling of .grad before its step."""
 
     batch: int
-    factor: float | None
+    factor: float | None  # None: its output's gradient is no multiple of the summed per-item losses' one
     shape: str | None = None  # the mistake whose loss shape the gradient fits instead (problem.task.shapes)
 
 
@@ -258,18 +248,17 @@ def loss_factors(tape: Tape, structure: Structure, problem: Problem,
     for part in carried(tape, problem):
         j = part.batch
         targets = problem.batches[j][1]
-        c, exact = proportion(part.grad, problem.task.item_sum_gradient(part.output, targets))
+        summed = problem.item_sum_gradient(part.output, targets)
+        c, exact = proportion(part.grad, summed)
         factor = c * at_step.get(part.forward, 1.0) if exact else None
-        shape = None if exact else next((name for name, gradient in getattr(problem.task, "shapes", {}).items()
-                                         if proportion(part.grad, gradient(part.output, targets)).exact), None)
+        shape = None if exact else next((name for name, reweigh in getattr(problem.task, "shapes", {}).items()
+                                         if proportion(part.grad, reweigh(summed, targets)).exact), None)
         factors.setdefault(j // problem.K, []).append(LossFactor(j, factor, shape))
     return factors
 
 
 def check_loss_scale(factors: dict[int, list[LossFactor]], problem: Problem) -> list[Finding]:
-    """Name the factor on each micro-batch's loss, one update of the right loop at a time. A short
-    final window can read two ways (divided twice by n = 2 is 1/4, as is 1/K for K = 4): the
-    mistake the full windows showed is then the likelier reading and is tried right after the right one."""
+    """Name the factor on each micro-batch's loss, one update of the right loop at a time."""
     shaped = next(((u, f) for u in sorted(factors) for f in factors[u] if f.shape is not None), None)
     if shaped is not None:  # another loss than a multiple of the summed per-item losses (GRPO's per-sequence mean)
         u, f = shaped  # a micro-batch whose completions have one length fits both: the others tell
@@ -284,11 +273,11 @@ def check_loss_scale(factors: dict[int, list[LossFactor]], problem: Problem) -> 
             return findings + [Finding("unexpected_gradient", seen)]
         window_items = [problem.items(j) for j in window]
         readings = {f.batch: problem.readings(f.batch) for f in factors[u]}
+        # a short final window can read two ways (1/n^2 for n = 2 is 1/K for K = 4): the right reading
+        # first, then the mistake the full windows showed, the likelier one
         names = sorted(next(iter(readings.values())), key=lambda n: (n is not None, n != full_windows_mistake))
-        def fits(name: str | None, seen: list[LossFactor] = factors[u], readings: dict = readings) -> bool:
-            return all(any(close(f.factor, v) for v in readings[f.batch][name]) for f in seen)
-
-        name = next((name for name in names if fits(name)), "wrong_loss_scale")
+        name = next((name for name in names if all(any(close(f.factor, v) for v in readings[f.batch][name])
+                                                   for f in factors[u])), "wrong_loss_scale")
         if len(window) == problem.K:
             full_windows_mistake = name
         if name is not None:
@@ -298,13 +287,12 @@ def check_loss_scale(factors: dict[int, list[LossFactor]], problem: Problem) -> 
 
 
 def update_ratios(tape: Tape, structure: Structure, problem: Problem) -> list[float]:
-    """Each step's gradient over the right one at the same weights (only while the steps fall on the
-    update boundaries and every micro-batch went through backward once: else there is no one right)."""
+    """Each step's gradient over the right one at the same weights, while the steps fall where the right ones do."""
     if not structure.each_once or structure.step_after != structure.expected_after[: len(structure.step_after)]:
         return []
     ratios = []
     for u, (step, segment) in enumerate(zip(tape.steps, structure.segments)):
-        right = sum(_pull_back(problem, tape.forwards[k], problem.task.item_sum_gradient(
+        right = sum(_pull_back(problem, tape.forwards[k], problem.item_sum_gradient(
             tape.forwards[k].output, problem.batches[tape.forwards[k].batch][1])) for k in segment) \
             * problem.right_factor(u)
         used = torch.zeros_like(right) if step.grad is None else step.grad

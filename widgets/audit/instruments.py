@@ -1,4 +1,4 @@
-"""The auditor's instruments: the watched model, optimizer and scheduler, the stream, the runs.
+"""The auditor's instruments: the watched model, optimizer and scheduler, and the runs.
 
 Watched from outside, never patched: hooks see which micro-batch each forward saw, what each
 backward added to `.grad`, each `step()`'s gradient and rate, each `zero_grad()`; `GradWatch` (a
@@ -9,7 +9,6 @@ from __future__ import annotations
 import itertools
 import math
 import os
-import sys
 import time
 import traceback
 import weakref
@@ -33,10 +32,9 @@ MOST_RECORDED = 5000  # forwards, backward passes and .grad changes kept: a righ
 
 @dataclass(frozen=True)
 class Forward:
-    """One forward pass of the model: which micro-batch it saw (None: inputs that are none of them, or
-    several micro-batches concatenated, then listed in `window`)."""
+    """One forward pass of the model and the micro-batch it saw."""
 
-    batch: int | None
+    batch: int | None  # None: inputs that are none of them (or several concatenated, listed in `window`)
     weight: torch.Tensor  # the weight it ran with
     inputs: torch.Tensor
     output: torch.Tensor
@@ -44,17 +42,15 @@ class Forward:
 
     @property
     def micro_batches(self) -> tuple[int | None, ...]:
-        """The micro-batches it carried: one, the window's, or (None,) for unknown inputs."""
         return self.window or (self.batch,)
 
 
-@dataclass(frozen=True)
+@dataclass
 class BackwardPass:
-    """One backward pass that reached the weight: the forwards whose outputs it went through, with
-    the gradient each output received, and the weight's gradient before, in and after it."""
+    """One backward pass that reached the weight, and the weight's gradient before, in and after it."""
 
-    forwards: tuple[int, ...]  # indices into Tape.forwards
-    output_grads: tuple[torch.Tensor, ...]
+    forwards: tuple[int, ...]  # indices into Tape.forwards: the outputs it went through
+    output_grads: tuple[torch.Tensor, ...]  # the gradient each of them received
     incoming: torch.Tensor  # flat: what this pass added to .grad
     before: torch.Tensor | None  # flat .grad before it (None: no .grad)
     after: torch.Tensor | None = None  # flat .grad after it
@@ -67,7 +63,7 @@ class Step:
     passes_before: int
     grad: torch.Tensor | None
     lr: float
-    weight: torch.Tensor | None = None  # the weight it started from
+    weight: torch.Tensor  # the weight it started from
 
 
 @dataclass(frozen=True)
@@ -78,7 +74,7 @@ class GradChange:
     steps_before: int  # optimizer steps so far
     op: str  # the operation's name: div_, _foreach_mul_ (what clip_grad_norm_ scales with), __set__, ...
     grad: torch.Tensor  # flat, after it
-    in_scaler_step: bool = False  # an unscale GradScaler.step did itself (the loop never called unscale_)
+    in_scaler_step: bool  # an unscale GradScaler.step did itself (the loop never called unscale_)
 
 
 UNSCALE_OP = "_amp_foreach_non_finite_check_and_unscale_"  # how GradScaler divides .grad by its scale
@@ -95,11 +91,10 @@ class Tape:
         self.zero_grads = 0
         self.scheduler_calls: list[int] = []  # optimizer steps so far at each scheduler.step()
         self.graphs_alive = 0  # the most earlier micro-batches' graphs seen alive at a forward or a step
+        self.inside_module = 0  # > 0 while the module's own forward runs: its hooks record it
         self._problem = problem
-        self._inside_module = 0  # > 0 while the module's own forward runs: its hooks record it
         self._reached: list[tuple[int, torch.Tensor]] = []  # outputs reached by the running backward pass
         self._outputs: list[tuple[int, weakref.ref]] = []  # (forward index, its output), while it lives
-        self._full = False  # MOST_RECORDED backward passes recorded: no more
         model.register_forward_pre_hook(self._before_forward)
         model.register_forward_hook(self._on_forward, always_call=True)  # also when the forward raised
         weight = model.weight
@@ -107,25 +102,20 @@ class Tape:
         weight.register_post_accumulate_grad_hook(self._after_backward)
 
     def count_graphs(self) -> None:
-        """How many earlier forward outputs are still alive now. A backward pass frees the tensors a
-        graph saved, so in a right loop no earlier output outlives it (one held in a variable at most);
-        two or more alive mean graphs kept for a later backward, or by retain_graph=True."""
+        """The most earlier forward outputs alive at once: backward frees what a graph saved, so two or more
+        alive mean graphs kept for a later backward (or by retain_graph=True)."""
         self._outputs = [(k, ref) for k, ref in self._outputs if ref() is not None]
         self.graphs_alive = max(self.graphs_alive, len(self._outputs))
 
     def _before_forward(self, module, args) -> None:
         time_limit.check()
         self.count_graphs()
-        self._inside_module += 1
+        self.inside_module += 1
 
     def _on_forward(self, module, args, output) -> None:
-        self._inside_module = max(0, self._inside_module - 1)
+        self.inside_module = max(0, self.inside_module - 1)
         if isinstance(output, torch.Tensor) and args and isinstance(args[0], torch.Tensor):
             self.record_forward(args[0], module.weight, output)
-
-    @property
-    def inside_module(self) -> bool:
-        return self._inside_module > 0
 
     def record_forward(self, inputs: torch.Tensor, weight: torch.Tensor, output: torch.Tensor) -> None:
         """Note one forward pass and hook its output, so a backward pass through it reports its gradient."""
@@ -145,17 +135,13 @@ class Tape:
     def _on_backward(self, weight, grad) -> None:
         time_limit.check()
         reached, self._reached = sorted(self._reached, key=lambda r: r[0]), []  # in forward order
-        if len(self.passes) >= MOST_RECORDED:
-            self._full = True
-            return
-        self.passes.append(BackwardPass(tuple(k for k, _ in reached), tuple(g for _, g in reached),
-                                        grad.detach().reshape(-1).clone(), flat(weight.grad)))
+        if len(self.passes) < MOST_RECORDED:
+            self.passes.append(BackwardPass(tuple(k for k, _ in reached), tuple(g for _, g in reached),
+                                            grad.detach().reshape(-1).clone(), flat(weight.grad)))
 
     def _after_backward(self, weight) -> None:
-        if not self.passes or self._full:
-            return
-        last = self.passes[-1]
-        self.passes[-1] = BackwardPass(last.forwards, last.output_grads, last.incoming, last.before, flat(weight.grad))
+        if self.passes and self.passes[-1].after is None:  # else MOST_RECORDED passes are recorded, no more
+            self.passes[-1].after = flat(weight.grad)
 
 
 def flat(grad: torch.Tensor | None) -> torch.Tensor | None:
@@ -167,8 +153,7 @@ def flat(grad: torch.Tensor | None) -> torch.Tensor | None:
 
 
 def watched_model(problem: Problem) -> torch.nn.Module:
-    """The task's model, its weight at zero (built without random init, so the global random state
-    stays untouched), with a tape; its class counts model.zero_grad() like optimizer.zero_grad()."""
+    """The task's model with its weight at zero and a tape; its class counts model.zero_grad() too."""
     model = problem.task.new_model()
     with torch.no_grad():
         model.weight.zero_()
@@ -193,9 +178,8 @@ def _counting(cls: type) -> type:
 
 
 class AuditSGD(torch.optim.SGD):
-    """Plain SGD that records the gradient and learning rate of each step and counts zero_grad().
-    With `comm` (one rank of several, `widgets.audit.ranks`) the step records this rank's own pile,
-    then steps with the mean over the ranks, as DDP's all-reduce would have left it."""
+    """Plain SGD that records each step and counts zero_grad(); with `comm` (one rank of several) it
+    records this rank's own pile, then steps with the mean over the ranks, as DDP's all-reduce leaves it."""
 
     def __init__(self, model: torch.nn.Module, comm=None):
         super().__init__(model.parameters(), lr=LEARNING_RATE)
@@ -225,8 +209,7 @@ class AuditSGD(torch.optim.SGD):
 
 
 class AuditScheduler(torch.optim.lr_scheduler.LambdaLR):
-    """A linear warmup over `warmup_updates` (update u runs at (u+1)/(W+1) of the rate while u < W)
-    that records when the loop steps it."""
+    """A linear warmup over `warmup_updates` that records when the loop steps it."""
 
     def __init__(self, optimizer: AuditSGD, warmup_updates: int):
         self._tape = None  # LambdaLR steps once while it is built: that one is not the loop's
@@ -250,7 +233,7 @@ class GradWatch(torch.overrides.TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         time_limit.check()
         result = func(*args, **(kwargs or {}))
-        if not self._tape.inside_module and isinstance(result, torch.Tensor) and result.requires_grad \
+        if self._tape.inside_module == 0 and isinstance(result, torch.Tensor) and result.requires_grad \
                 and torch.is_grad_enabled():
             self._bypassing_forward(args, kwargs, result)
         grad = self._weight.grad
@@ -282,14 +265,9 @@ class GradWatch(torch.overrides.TorchFunctionMode):
 
 
 def _inside_scaler_step() -> bool:
-    """Is GradScaler.step on the call stack? Its own unscale (the loop never called unscale_) and the
-    loop's explicit scaler.unscale_ run the same operations; only the caller tells them apart."""
-    frame = sys._getframe(1)
-    while frame is not None:
-        if frame.f_code.co_name == "step" and frame.f_code.co_filename.endswith("grad_scaler.py"):
-            return True
-        frame = frame.f_back
-    return False
+    """Is GradScaler.step on the call stack? Only the caller tells its own unscale from the loop's unscale_."""
+    return any(frame.f_code.co_name == "step" and frame.f_code.co_filename.endswith("grad_scaler.py")
+               for frame, _ in traceback.walk_stack(None))
 
 
 # ----------------------------------------------------------------------------- the runs
@@ -345,8 +323,7 @@ def run_loop(loop: Callable, problem: Problem, time_limit_s: float = math.inf, c
 
 
 def read_log(returned: object, most: int) -> tuple[list[float] | None, str | None]:
-    """The returned value as a list of numbers, or why it is none. At most `most` values are read,
-    so a returned endless iterator (itertools.count()) ends; a string is text, not numbers."""
+    """The returned value as at most `most` numbers (an endless iterator ends), or why it is no log."""
     if returned is None:
         return None, None
     what = f"{_text(type(returned).__name__)} {_text(returned, repr)[:50]}"

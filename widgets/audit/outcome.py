@@ -1,7 +1,4 @@
-"""The auditor's judgement of what a loop produced: each step's gradient at its weights, the log, the schedule.
-
-Also the readings diagnosis shares: `proportion`, `close`, `carried` (a backward pass's micro-batches).
-"""
+"""The auditor's judgement of what a loop produced: each step's gradient at its weights, the log, the schedule."""
 from __future__ import annotations
 
 import math
@@ -70,17 +67,14 @@ def close_norm(grad: torch.Tensor, norm: float) -> bool:
 
 
 def first_of_each(findings: list[Finding]) -> list[Finding]:
-    seen, kept = set(), []
+    kept: dict[str, Finding] = {}
     for f in findings:
-        if f.name not in seen:
-            seen.add(f.name)
-            kept.append(f)
-    return kept
+        kept.setdefault(f.name, f)
+    return list(kept.values())
 
 
 class Part(NamedTuple):
-    """One micro-batch's rows of a forward a backward pass went through (a window run in one pass
-    has several): the forward's index, the micro-batch, its output rows and the gradient they got."""
+    """One micro-batch's rows of a forward a backward pass went through (a window in one pass has several)."""
 
     forward: int
     batch: int | None
@@ -105,11 +99,9 @@ def carried(tape: Tape, problem: Problem) -> list[Part]:
 
 
 class WindowTruth(NamedTuple):
-    """One update of the right loop at a given weight, by plain autograd: the gradient its step must
-    use (flat, clipped like clip_grad_norm_), its mean loss, and its micro-batches' mean losses."""
+    """One update of the right loop at a given weight, by plain autograd."""
 
-    grad: torch.Tensor
-    mean_loss: float
+    grad: torch.Tensor  # flat: what its step must use, clipped like clip_grad_norm_
     micro_losses: list[float]  # each micro-batch's mean loss, in order
     shares: list[float]  # each micro-batch's share n_i/n of the update's items
     unclipped: torch.Tensor  # flat: the gradient before clipping
@@ -125,15 +117,12 @@ def window_truth(problem: Problem, weight: torch.Tensor, window: range) -> Windo
     (grad,) = torch.autograd.grad(summed * problem.right_factor(window.start // problem.K), w)  # / n (ranks: x W / N)
     grad = grad.reshape(-1)
     losses = [float(m.detach()) for m in means]
-    return WindowTruth(clip_flat(grad, problem.clip_norm), sum(m * n for m, n in zip(losses, items)) / total,
-                      losses, [n / total for n in items], grad)
+    return WindowTruth(clip_flat(grad, problem.clip_norm), losses, [n / total for n in items], grad)
 
 
 @dataclass(frozen=True)
 class Outcome:
-    """Did each optimizer.step() use the right gradient at the weight it started from? Judged on the
-    steps alone, so a right loop passes however it builds the pile (a separate buffer, autograd.grad,
-    torch.func, a rescaled .grad, a GradScaler)."""
+    """Did each optimizer.step() use the right gradient at its weight? (However the loop built the pile.)"""
 
     exact: bool
     ratios: list[float]  # per step: its gradient over the right one (only with one step per update)
@@ -141,7 +130,7 @@ class Outcome:
 
 
 def check_outcome(tape: Tape, problem: Problem) -> Outcome:
-    if len(tape.steps) != len(problem.windows) or any(s.grad is None or s.weight is None for s in tape.steps):
+    if len(tape.steps) != len(problem.windows) or any(s.grad is None for s in tape.steps):
         return Outcome(False, [], [])
     truths = [window_truth(problem, s.weight, w) for s, w in zip(tape.steps, problem.windows)]
     fits = [proportion(s.grad, t.grad) for s, t in zip(tape.steps, truths)]
@@ -185,8 +174,7 @@ def check_scheduler(tape: Tape, reference: Tape) -> list[Finding]:
 
 
 class LogTruth(NamedTuple):
-    """What one update may log: its mean loss (micro-batch means weighted n_i/n), and the readings of
-    the usual wrong logs: the plain mean of the micro-batch means, the last one, and divided ones."""
+    """What one update may log: its mean loss (micro-batch means weighted n_i/n), and the usual wrong logs."""
 
     mean: float
     plain: float
@@ -209,9 +197,7 @@ class LogCheck:
 
 def check_log(log: list[float] | None, log_problem: str | None, tape: Tape, structure: Structure | None,
               problem: Problem, outcome: Outcome) -> LogCheck:
-    """The loop's optional return value, the loss it logged at each update, against the true mean
-    loss of each update: at the weights each step started from when the steps are right, else of
-    each of the loop's own updates (or of the right loop's, when its steps fall elsewhere)."""
+    """The loss the loop logged at each update (its optional return value) against each update's true mean loss."""
     if log_problem is not None:
         return LogCheck([Finding("bad_return_value", log_problem)], [], False)
     if log is None:
@@ -222,14 +208,13 @@ def check_log(log: list[float] | None, log_problem: str | None, tape: Tape, stru
         return LogCheck([], ["logging not checked: not every micro-batch went through backward() once"], False)
     else:
         readings = _own_means(tape, structure, problem)
-    logged = log
-    if any(len(r) == len(logged) and all(close(v, t.mean) for v, t in zip(logged, r)) for r in readings):
+    if any(len(r) == len(log) and all(close(v, t.mean) for v, t in zip(log, r)) for r in readings):
         return LogCheck([], [], True)
-    truth = next((r for r in readings if len(r) == len(logged)), None)
+    truth = next((r for r in readings if len(r) == len(log)), None)
     if truth is None:
-        return LogCheck([Finding("log_wrong", f"{len(logged)} values for {len(readings[0])} updates")], [], True)
+        return LogCheck([Finding("log_wrong", f"{len(log)} values for {len(readings[0])} updates")], [], True)
     findings = []
-    for u, (value, t) in enumerate(zip(logged, truth)):
+    for u, (value, t) in enumerate(zip(log, truth)):
         seen = f"update {u} logged {value:.4g}, its mean loss is {t.mean:.4g}"
         if close(value, t.mean):
             continue
@@ -246,8 +231,7 @@ def check_log(log: list[float] | None, log_problem: str | None, tape: Tape, stru
 
 
 def _own_means(tape: Tape, structure: Structure, problem: Problem) -> list[list[LogTruth]]:
-    """The log readings of each of the loop's own updates that piled something, and of the right
-    loop's when the steps fall elsewhere."""
+    """The log readings of the loop's own updates, and of the right loop's when the steps fall elsewhere."""
     task = problem.task
     output_of = {part.batch: part.output for part in carried(tape, problem)}
     batch_of = [f.batch for f in tape.forwards]
@@ -258,7 +242,7 @@ def _own_means(tape: Tape, structure: Structure, problem: Problem) -> list[list[
             if not batches:
                 continue  # a step with nothing newly piled (a second step in a row) logs no update of its own
             items = [problem.items(j) for j in batches]
-            losses = [task.item_loss_sum(output_of[j], problem.batches[j][1]) / n for j, n in zip(batches, items)]
+            losses = [float(task.loss_fn(output_of[j], problem.batches[j][1])) for j in batches]
             out.append(LogTruth.of(losses, [n / sum(items) for n in items], problem.K))
         return out
 

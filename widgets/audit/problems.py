@@ -1,11 +1,7 @@
-"""The auditor's tiny problems and what each micro-batch's loss must weigh in its update.
+"""The auditor's tiny problems (float64, seeded), and what each micro-batch's loss must weigh in its update.
 
-- `regression`: mean-squared error of a linear model; each micro-batch's mean loss weighs n_i/n.
-- `tokens`: next-token cross-entropy of a bigram model on padded sequences; the window's real tokens normalise.
-- `rl`: -A log p over completions, normalised by the window's completion tokens (`rl_problem`).
-
-The last micro-batch is short, as drop_last=False leaves it; the reference is `train_loop`
-(`Problem.reference_loop`); float64 and seeded, so ratios of the same sums agree to ~1e-12.
+`regression` (mean-squared error of a linear model), `tokens` (next-token cross-entropy on padded
+sequences) and `rl` (`rl_problem`); the last micro-batch is short, as drop_last=False leaves it.
 """
 from __future__ import annotations
 
@@ -38,8 +34,7 @@ def _fraction(a: float) -> str:
 
 
 def short_size(b: int) -> int:
-    """The examples (sequences) of the last micro-batch, fewer than the others' b: what a DataLoader
-    with drop_last=False hands last. Never K (b = K + 1): a summed loss must not read as an undivided one."""
+    """The last micro-batch's size, never K (b = K + 1), so a summed loss never reads as an undivided one."""
     return max(1, b // 2)
 
 
@@ -49,15 +44,14 @@ def batch_key(inputs: torch.Tensor) -> tuple:
 
 
 def token_cross_entropy(logits: torch.Tensor, targets: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
-    """Cross-entropy of logits (b, T, V) against targets (b, T), IGNORE_INDEX positions left out.
-    reduction="mean" divides by this micro-batch's real tokens; "sum" leaves the dividing to you."""
+    """Cross-entropy of logits (b, T, V) against targets (b, T) over the real tokens ("mean": this micro-batch's)."""
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
                            ignore_index=IGNORE_INDEX, reduction=reduction)
 
 
 class Regression:
-    """Linear regression on 3 features; micro-batches of b = K + 1 examples (the last of b // 2), so a
-    loss summed over examples (b x too big) is never mistaken for an undivided one (K x too big)."""
+    """Linear regression on 3 features; micro-batches of b = K + 1 examples, so a loss summed over
+    examples (b x too big) is never mistaken for an undivided one (K x too big)."""
 
     name, unit, per_item = "regression", "examples", "squared errors"
 
@@ -76,22 +70,11 @@ class Regression:
         return len(targets)
 
     @staticmethod
-    def item_sum_gradient(output: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """d/d output of the summed squared errors."""
-        return 2 * (output - targets)
-
-    @staticmethod
-    def item_loss_sum(output: torch.Tensor, targets: torch.Tensor) -> float:
-        return float(((output - targets) ** 2).sum())
-
-    @staticmethod
     def readings(targets: torch.Tensor, window: list[torch.Tensor], K: int) -> dict[str | None, list[float]]:
-        """Each mistake's factor c on one micro-batch's summed loss (`targets`), in a window of n
-        micro-batches (`window`: their targets; None, the right one: 1 / the window's examples). On the
-        mean loss the factor is a = c n_i, right a = n_i/n (1/n for n equal micro-batches)."""
+        """Each mistake's factor c on one micro-batch's summed loss in a window (None: the right one)."""
         n, items, total = len(window), len(targets), sum(len(t) for t in window)
         share = items / total
-        on_mean = {
+        on_mean = {  # the factor a on the mean loss is c n_i; the right one n_i/n
             None: [share],
             "tail_divided_by_k": [1 / K] if n < K else [],
             "normalised_per_micro_batch": [1 / n],  # every micro-batch weighs the same, short or not
@@ -116,8 +99,7 @@ class Regression:
 
 
 class Tokens:
-    """A bigram language model on padded sequences of 1 to MAX_LENGTH real tokens, 3 per micro-batch
-    (the last micro-batch 1)."""
+    """A bigram language model on padded sequences of 1 to MAX_LENGTH real tokens, 3 per micro-batch."""
 
     name, unit, per_item, counted = "tokens", "sequences", "token losses", "real tokens"
 
@@ -134,27 +116,14 @@ class Tokens:
     items = staticmethod(real_tokens)  # what the token mean averages over: the targets != IGNORE_INDEX
 
     @staticmethod
-    def item_sum_gradient(output: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """d/d logits of the token losses summed over the real tokens: softmax - one-hot, 0 at padding."""
-        real = targets != IGNORE_INDEX
-        one_hot = F.one_hot(targets.clamp(min=0), VOCAB).to(output.dtype)
-        return (output.softmax(-1) - one_hot) * real.unsqueeze(-1)
-
-    @staticmethod
-    def item_loss_sum(output: torch.Tensor, targets: torch.Tensor) -> float:
-        return float(token_cross_entropy(output, targets, "sum"))
-
-    @staticmethod
     def readings(targets: torch.Tensor, window: list[torch.Tensor], K: int) -> dict[str | None, list[float]]:
-        """Each mistake's factor c on one micro-batch's summed token loss (`targets`), in a window of n
-        micro-batches (`window`: their targets; None, the right one: 1 / the window's real tokens)."""
+        """Each mistake's factor c on one micro-batch's summed token loss in a window (None: the right one)."""
         n, items, total = len(window), real_tokens(targets), sum(real_tokens(t) for t in window)
         positions, all_positions = targets.numel(), sum(t.numel() for t in window)  # padding included
         return window_readings(n, K, items, total, positions, all_positions, "normalised_per_micro_batch")
 
     @staticmethod
     def describe_factors(u: int, factors: list, window_items: dict[int, int]) -> str:
-        """What the first micro-batch of update u was divided by, against the window's real tokens."""
         return describe_window_factors(u, factors, window_items, "real tokens", "summed token loss")
 
 
@@ -194,16 +163,21 @@ class Problem:
     def items(self, j: int) -> int:
         return self.task.items(self.batches[j][1])
 
+    def item_sum_gradient(self, output: torch.Tensor, targets) -> torch.Tensor:
+        """d/d output of the summed per-item losses (the mean loss times the items it averages), by autograd."""
+        leaf = output.detach().requires_grad_(True)
+        (grad,) = torch.autograd.grad(self.task.loss_fn(leaf, targets) * self.task.items(targets), leaf)
+        return grad
+
     def right_factor(self, u: int) -> float:
-        """The factor c the right loop puts on a summed per-item loss of update u: 1 / the window's
-        items; across ranks world_size / all ranks' items, which DDP's mean over ranks brings to 1 / them."""
+        """The factor c the right loop puts on update u's summed per-item loss: 1 / the window's items
+        (across ranks world_size / all ranks' items, which DDP's mean over ranks brings to 1 / them)."""
         if self.world_size > 1:
             return self.world_size / self.global_items[u]
         return 1 / sum(self.items(j) for j in self.windows[u])
 
     def readings(self, j: int) -> dict[str | None, list[float]]:
-        """Each mistake's factor c on micro-batch j's summed loss (None: the right one); across ranks
-        the right one is `right_factor`, and a rank's own window mean and an undoubled global count are named."""
+        """Each mistake's factor c on micro-batch j's summed loss (None: the right one), across ranks too."""
         u = j // self.K
         readings = self.task.readings(self.batches[j][1], [self.batches[i][1] for i in self.windows[u]], self.K)
         if self.world_size == 1:
@@ -244,8 +218,7 @@ class Problem:
                f"{c * every / self.world_size:.3g} x its share 1/{every}"
 
     def window_of(self, inputs: torch.Tensor) -> tuple[int, ...]:
-        """The micro-batches j, j+1, ... whose inputs, concatenated along the first dimension, are
-        `inputs` (two or more: a window run in one pass); () when they are no such concatenation."""
+        """The two or more micro-batches j, j+1, ... whose inputs torch.cat makes `inputs`, else ()."""
         x = inputs.detach()
         if x.dim() == 0 or x.dtype != self.batches[0][0].dtype:
             return ()
@@ -262,8 +235,7 @@ class Problem:
         return ()
 
     def reference_loop(self, model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
-        """The lab's one correct loop, `train_loop`, on this problem: each micro-batch's mean loss
-        weighted by its share of the window's items (examples, or real tokens), clipped at clip_norm."""
+        """The lab's one correct loop, `train_loop`, weighting each mean loss by its share of the window's items."""
         return train_loop(model, optimizer, loss_fn, batches, accumulation_steps, scheduler,
                           max_grad_norm=self.clip_norm, items=self.task.items)
 
@@ -300,8 +272,7 @@ def _completion_batches(K, num_batches, clip_norm, g):
 
 
 def _token_batches(K, num_batches, clip_norm, g):
-    """Sequences from a random bigram chain; micro-batch j's lengths are drawn so that the real-token
-    counts within a window differ (otherwise per-micro-batch and per-window means would agree)."""
+    """Sequences from a random bigram chain, whose real-token counts differ inside every window."""
     b = 3
     chain = torch.rand(VOCAB, VOCAB, generator=g, dtype=torch.float64) ** 3  # peaked: something to learn
     batches = []

@@ -2,7 +2,6 @@
 
 The right normaliser is DAPO's (Yu et al. (2025), arXiv:2503.14476): the completion tokens of the
 whole window, so a token weighs the same wherever it sits; TRL's per-micro-batch "bnpo" does not.
-A loop gets features x (b, T, FEATURES) and `Completions` y; `loss_fn(model(x), y, reduction="sum")`.
 """
 from __future__ import annotations
 
@@ -14,14 +13,10 @@ import torch.nn.functional as F
 
 from widgets.core.accumulation import IGNORE_INDEX
 
-# What each normaliser mistake divides a micro-batch's summed loss by, when the right divisor is the
-# window's count of items: shared by the token problem (widgets.audit.problems) and the RL one.
 def window_readings(n: int, K: int, items: int, window: int, positions: int, all_positions: int,
                     per_micro_batch: str, also: dict[str, list[float]] | None = None) -> dict[str | None, list[float]]:
-    """Each mistake's factor c on a micro-batch of `items` counted items (`positions` with the padding)
-    in a window of n micro-batches holding `window` items (`all_positions`); None is the right one,
-    1 / window. `per_micro_batch` names the mistake of dividing by the micro-batch's own count;
-    `also` holds a problem's own mistakes, read right after it."""
+    """Each mistake's factor c on a micro-batch of `items` (`positions` with the padding) in a window of n
+    micro-batches holding `window` items (`all_positions`), for the token and RL problems; None: 1 / window."""
     return {
         None: [1 / window],
         per_micro_batch: [1 / (n * items), 1 / (K * items)],  # its own count, then / n (or / K)
@@ -50,11 +45,10 @@ COMPLETIONS_PER_MICRO_BATCH = 3  # b, the last micro-batch short_size(b)
 
 @dataclass(frozen=True)
 class Completions:
-    """The targets of one micro-batch: the sampled tokens (b, T), IGNORE_INDEX at the padding, and
-    each completion's advantage (b,). `mask` marks the completion tokens."""
+    """The targets of one micro-batch of completions."""
 
-    tokens: torch.Tensor
-    advantages: torch.Tensor
+    tokens: torch.Tensor  # (b, T) the sampled tokens, IGNORE_INDEX at the padding
+    advantages: torch.Tensor  # (b,)
 
     @property
     def mask(self) -> torch.Tensor:
@@ -83,6 +77,11 @@ def policy_gradient_loss(logits: torch.Tensor, targets: Completions, reduction: 
     return total / completion_tokens(targets) if reduction == "mean" else total
 
 
+def sequence_mean(summed_gradient: torch.Tensor, targets: Completions) -> torch.Tensor:
+    """GRPO's per-sequence mean: each completion's gradient of the summed loss divided by its own length."""
+    return summed_gradient / targets.mask.sum(1).clamp(min=1).to(summed_gradient.dtype).reshape(-1, 1, 1)
+
+
 class Policy:
     """The RL task: `Problem.task` for problem="rl", read like the token task."""
 
@@ -98,25 +97,7 @@ class Policy:
 
     loss_fn = staticmethod(policy_gradient_loss)
     items = staticmethod(completion_tokens)
-    shapes = {"grpo_sequence_mean": lambda output, targets: Policy.sequence_mean_gradient(output, targets)}
-
-    @staticmethod
-    def item_sum_gradient(output: torch.Tensor, targets: Completions) -> torch.Tensor:
-        """d/d logits of the summed -A log p: A (softmax - one-hot), 0 at the padding."""
-        one_hot = F.one_hot(targets.tokens.clamp(min=0), ACTIONS).to(output.dtype)
-        weight = (targets.advantages.unsqueeze(1) * targets.mask).unsqueeze(-1)
-        return (output.softmax(-1) - one_hot) * weight
-
-    @staticmethod
-    def item_loss_sum(output: torch.Tensor, targets: Completions) -> float:
-        return float(policy_gradient_loss(output, targets, "sum"))
-
-    @staticmethod
-    def sequence_mean_gradient(output: torch.Tensor, targets: Completions) -> torch.Tensor:
-        """d/d logits of GRPO's per-sequence mean, summed over the completions: each completion's
-        token losses divided by its own length (any factor on the whole still fits it)."""
-        lengths = targets.mask.sum(1).clamp(min=1).to(output.dtype)
-        return Policy.item_sum_gradient(output, targets) / lengths.reshape(-1, 1, 1)
+    shapes = {"grpo_sequence_mean": sequence_mean}  # the summed loss's gradient -> this shape's
 
     @staticmethod
     def describe_shape(u: int, j: int, targets: Completions) -> str:
