@@ -1,9 +1,7 @@
 """Which backward passes reached an answer's parameters, and which forwards (of how many examples) each went through.
 
-For exercises that hand the learner a model and data rather than a whole loop. A `TorchFunctionMode`
-sees a forward however it is written (`model(x)`, `F.linear`, `x @ w.T`, `torch.func`): the call where
-data meets a parameter is a forward of that data's `len()` examples, hooked on its output; a hook on
-each parameter, keyed by the autograd graph-task id, tells which backward pass reached it.
+A `TorchFunctionMode` sees a forward however it is written (`model(x)`, `F.linear`, `x @ w.T`, `torch.func`); a
+hook on each parameter, keyed by the autograd graph-task id, tells which backward pass reached it.
 """
 from __future__ import annotations
 
@@ -19,30 +17,22 @@ from widgets.core.time_limit import TIME_LIMIT_S  # the lab's one time limit; th
 
 @dataclass
 class Watched:
-    """What a run showed: `forwards[k]` the examples of forward k; `passes[j]` the forwards (by index)
-    backward pass j went through, in forward order; `reached[j]` whether pass j reached a parameter."""
+    """`forwards[k]`: the examples of forward k; `passes[j]`: the forwards pass j went through; `reached[j]`: a parameter?"""
 
     forwards: list[int] = field(default_factory=list)
     owners: list[int] = field(default_factory=list)  # which of the watched modules forward k entered
     passes: list[list[int]] = field(default_factory=list)
     reached: list[bool] = field(default_factory=list)
 
-    def sizes(self, j: int) -> list[int]:
-        """The examples of each forward backward pass j went through."""
-        return [self.forwards[k] for k in sorted(self.passes[j])]
-
     @property
     def parameter_passes(self) -> list[list[int]]:
-        """The examples of each forward, for every pass that reached a parameter (one a `torch.func`
-        transform runs reaches copies of them, through the forwards it went through)."""
-        return [self.sizes(j) for j, r in enumerate(self.reached) if r or self.passes[j]]
+        """The examples of each forward, for every pass that reached a parameter (or, under `torch.func`, a copy)."""
+        return [[self.forwards[k] for k in sorted(p)] for p, r in zip(self.passes, self.reached) if r or p]
 
 
 class PassWatch(TorchFunctionMode):
-    """`with PassWatch(*modules) as watch: answer(...)`; then read `watch.record` (a `Watched`).
-
-    An answer still running after `time_limit_s` is stopped at its next torch call (a `TimeoutError`,
-    which the toolkit reports as the verdict): a loop that never ends does not hang the notebook."""
+    """`with PassWatch(*modules) as watch: answer(...)`, then read `watch.record`; an answer still running after
+    `time_limit_s` is stopped at its next torch call (a `TimeoutError`): a loop that never ends does not hang."""
 
     def __init__(self, *modules: torch.nn.Module, time_limit_s: float | None = None):
         super().__init__()
@@ -64,8 +54,7 @@ class PassWatch(TorchFunctionMode):
             handle.remove()
 
     def _owner_of(self, t: torch.Tensor) -> int | None:
-        """The module whose parameter `t` is (or a view or detached copy of one: the same memory, or a
-        `torch.func` wrapper around one); None for any other tensor."""
+        """The module whose parameter `t` is (or shares memory with, or a `torch.func` wrapper wraps); else None."""
         while torch._C._functorch.is_functorch_wrapped_tensor(t):
             t = torch._C._functorch.get_unwrapped(t)
         try:
@@ -116,9 +105,8 @@ def flat_parameters_grad(*modules: torch.nn.Module) -> torch.Tensor | None:
 
 
 def structure_fault(watch: PassWatch, micro_batches: list[int], unit: str) -> str | None:
-    """What is wrong with how an answer built its pile, module by module: `micro_batches` the examples of
-    each micro-batch it was handed (one forward and one backward pass each, one micro-batch per pass
-    and per module); None when the structure is right."""
+    """What is wrong with how an answer built its pile from `micro_batches` (the examples of each: one forward and
+    one backward pass apiece, per module); None when the structure is right."""
     record, most = watch.record, max(micro_batches)
     passes = [j for j, (p, r) in enumerate(zip(record.passes, record.reached)) if r or p]
     if not passes:

@@ -109,13 +109,6 @@ class Solution:
         return f"{html.escape(self.exercise)}: **solution.** {self.explanation}\n\n```python\n{self.code}\n```"
 
 
-def run_earlier_cells(name: str) -> Feedback:
-    """What a check says when the learner's function uses a name no cell has defined in this kernel yet."""
-    return Feedback(Status.RUN_EARLIER_CELLS,
-                    f"your answer uses `{name}`, which is not defined in this kernel yet: run the cell that defines it "
-                    f"first ({RUN_ALL_ABOVE}), then this one again. If no cell defines `{name}`, check its spelling")
-
-
 @dataclass(frozen=True)
 class SolutionWithheld:
     """What `solution()` gives before any attempt: how to attempt, and how to see the solution anyway."""
@@ -198,7 +191,10 @@ class Exercise:
         except Wrong as wrong:
             return incorrect(str(wrong))
         except NameError as error:  # a name an earlier cell defines: say what to run first
-            return run_earlier_cells(error.name or str(error))
+            name = error.name or str(error)
+            return Feedback(Status.RUN_EARLIER_CELLS, f"your answer uses `{name}`, which is not defined in this kernel "
+                            f"yet: run the cell that defines it first ({RUN_ALL_ABOVE}), then this one again. If no cell "
+                            f"defines `{name}`, check its spelling")
         except KeyboardInterrupt:  # the learner's own interrupt stops the cell
             raise
         except BaseException as error:  # noqa: BLE001 - the learner's function failed: say so, do not crash the cell

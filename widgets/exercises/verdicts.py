@@ -1,11 +1,4 @@
-"""An audit as a person reads it: one line that names each mistake and its fix, the report folded away.
-
-    verdict(audit_training_loop(loop))   # "✓ loop matches the reference ...", or
-                                         # "✗ loop: name: what is wrong — fix: ..." per mistake
-
-Pure Python: it reads a report's fields (`loop_name`, `mistakes`, `update_ratios`, `str(report)`)
-and the auditor's own words for each mistake; nothing is run here.
-"""
+"""An audit as a person reads it: one line that names each mistake and its fix, the report folded away."""
 from __future__ import annotations
 
 import html
@@ -36,8 +29,7 @@ class Verdict:
 
 
 def verdict(report) -> Verdict:
-    """The one-line verdict on an `AuditReport`: "✓ name matches the reference (...)" or, per
-    mistake, "✗ name: what is wrong; each update k x the reference — fix: ...", the full report folded."""
+    """`verdict(audit_training_loop(loop))`: "✓ loop matches the reference ..." or "✗ loop: what is wrong — fix: ..."."""
     name = report.loop_name
     if report.matches_reference:
         line = f"✓ {name} matches the reference: every update is the big-batch update"

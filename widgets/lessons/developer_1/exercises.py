@@ -1,6 +1,7 @@
 """Developer notebook 1's exercises (`proof_exercises`): checkers on problems of their own, compared with one real big batch."""
 from __future__ import annotations
 
+import copy
 import math
 
 import torch
@@ -8,12 +9,11 @@ import torch
 from widgets.core.accumulation import GRAD_ATOL, GRAD_RTOL  # the lab's one allclose rule
 from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, as_numbers, close_to, correct, diagnose
 from widgets.exercises.toolkit import incorrect, not_attempted
-from widgets.exercises.passes import PassWatch
+from widgets.exercises.passes import PassWatch, flat_parameters_grad
 
 
 def _problem(n: int, data_seed: int, model_seed: int) -> tuple[torch.nn.Linear, torch.Tensor, torch.Tensor]:
-    """`n` examples of 4 features and 1 target drawn after `data_seed`, and a fresh `Linear(4, 1)`
-    made after `model_seed`. Call inside `torch.random.fork_rng` to leave the learner's random state alone."""
+    """`n` examples (4 features, 1 target) after `data_seed` and a `Linear(4, 1)` after `model_seed`; call in `fork_rng`."""
     torch.manual_seed(data_seed)
     data, target = torch.randn(n, 4), torch.randn(n, 1)
     torch.manual_seed(model_seed)
@@ -25,13 +25,6 @@ def _problem(n: int, data_seed: int, model_seed: int) -> tuple[torch.nn.Linear, 
 # numbers printed there, fails here; it is recognised by matching the notebook's gradient instead.
 _NOTEBOOK_SEEDS = (0, 1)
 _CHECK_SEEDS = (20, 21)
-
-
-def _flat_grad(model: torch.nn.Module) -> torch.Tensor | None:
-    grads = [p.grad for p in model.parameters()]
-    if any(g is None for g in grads):
-        return None
-    return torch.cat([g.reshape(-1) for g in grads]).detach().double()
 
 
 def _proportional(a: torch.Tensor, b: torch.Tensor) -> float | None:
@@ -65,29 +58,24 @@ def _check_ratio(answer: object) -> Feedback:
 
 def _gradient_at(model: torch.nn.Module, data: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """The flat float64 gradient of the MSE over all of `data`, at a copy of `model`'s current weights."""
-    twin = torch.nn.Linear(4, 1)
-    twin.load_state_dict(model.state_dict())
+    twin = copy.deepcopy(model)
     torch.nn.functional.mse_loss(twin(data), target).backward()
-    return _flat_grad(twin)
+    return flat_parameters_grad(twin)
 
 
 def _check_impersonate_16(answer: object) -> Feedback:
     with torch.random.fork_rng(devices=[]):
         model, data, target = _problem(16, *_CHECK_SEEDS)
-        start = [p.detach().clone() for p in model.parameters()]
+        at_start = copy.deepcopy(model)
         with PassWatch(model) as watch:
             answer(model, data, target)
-        at_start = torch.nn.Linear(4, 1)
-        with torch.no_grad():
-            for p, value in zip(at_start.parameters(), start):
-                p.copy_(value)
         ref = _gradient_at(at_start, data, target)
         last = _gradient_at(at_start, data[-2:], target[-2:])
         _, notebook_data, notebook_target = _problem(16, *_NOTEBOOK_SEEDS)
         notebook_model, _, _ = _problem(0, *_NOTEBOOK_SEEDS)
         on_notebook_data = _gradient_at(at_start, notebook_data, notebook_target)
         notebook_run = _gradient_at(notebook_model, notebook_data, notebook_target)
-    record, grad = watch.record, _flat_grad(model)
+    record, grad = watch.record, flat_parameters_grad(model)
     passes = record.parameter_passes
     if not record.forwards and grad is None:
         return not_attempted("your function never calls the model: fill in its body")

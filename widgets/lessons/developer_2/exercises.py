@@ -8,14 +8,13 @@ import torch
 
 from widgets.core.accumulation import flat_weights, is_update_step
 from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, as_number, as_numbers, close_to, correct
-from widgets.exercises.toolkit import incorrect, not_attempted, number_checker
+from widgets.exercises.toolkit import choice_checker, diagnose, incorrect, not_attempted, number_checker
 
 _BOUNDARY_GRID = [(m, k, t) for k in range(1, 6) for t in range(1, 14) for m in range(t)]
 
 
 def _random_boundary_cases(seed: int = 2, count: int = 300) -> list[tuple[int, int, int]]:
-    """Fresh cases far outside the grid (K up to 10^6, up to 10^9 micro-steps), drawn after a fixed seed
-    so the feedback is the same on every run: a table of the grid's answers does not cover them."""
+    """Seeded cases far outside the grid (K up to 10^6, up to 10^9 micro-steps): the same feedback on every run."""
     rng = random.Random(seed)
     cases = []
     for _ in range(count):
@@ -30,14 +29,6 @@ def _random_boundary_cases(seed: int = 2, count: int = 300) -> list[tuple[int, i
 _BOUNDARY_RANDOM = _random_boundary_cases()
 
 
-def _no_tail(m: int, k: int, t: int) -> bool:
-    return (m + 1) % k == 0
-
-
-def _off_by_one(m: int, k: int, t: int) -> bool:
-    return m % k == 0
-
-
 def is_boundary(micro_step: int, accumulation_steps: int, total_micro_steps: int) -> bool:
     """Worked answer: does this micro-step (from 0) end an update?"""
     last = micro_step == total_micro_steps - 1  # the uneven tail still gets its update
@@ -49,30 +40,22 @@ def _check_boundary(answer: object) -> Feedback:
     if all(v is None for v in got.values()):
         return not_attempted("your function returns None: fill in its body")
     got = {case: bool(v) for case, v in got.items()}
-    expected = {case: is_update_step(*case) for case in _BOUNDARY_GRID}
-    if got != expected and all(got[c] == _no_tail(*c) for c in _BOUNDARY_GRID):
+    right = all(got[c] == is_update_step(*c) for c in _BOUNDARY_GRID)
+    if not right and all(got[(m, k, t)] == ((m + 1) % k == 0) for m, k, t in _BOUNDARY_GRID):
         return incorrect("right for full windows, but when total_micro_steps does not divide by K the last "
                          "micro-step (e.g. micro_step 9 of 10 with K = 4) never updates: the tail's gradient stays "
                          "in .grad, never applied. Also end an update when micro_step == total_micro_steps - 1.")
-    if got != expected and all(got[c] == (_off_by_one(*c) or c[0] == c[2] - 1) for c in _BOUNDARY_GRID) or all(
-        got[c] == _off_by_one(*c) for c in _BOUNDARY_GRID
-    ):
+    off_by_one = {(m, k, t): m % k == 0 for m, k, t in _BOUNDARY_GRID}
+    if not right and all(got[c] == (off_by_one[c] or c[0] == c[2] - 1) for c in _BOUNDARY_GRID) or got == off_by_one:
         return incorrect("your updates come at micro_step 0, K, 2K, ...: after the first micro-batch of each "
                          "window. micro_step counts from 0, so the K-th micro-batch is micro_step K - 1: "
                          "test (micro_step + 1) % accumulation_steps == 0.")
-    wrong = [c for c in _BOUNDARY_GRID if got[c] != expected[c]]
-    if not wrong:  # the grid is right: now cases no table holds
-        for case in _BOUNDARY_RANDOM:
-            value = bool(answer(*case))
-            if value != is_update_step(*case):
-                got[case], expected[case] = value, not value
-                wrong = [case]
-                break
-        else:
-            return correct("every K-th micro-step ends an update, and so does the last one, uneven tail included.")
-    m, k, t = wrong[0]
-    return incorrect(f"for micro_step={m}, accumulation_steps={k}, total_micro_steps={t} it returns {got[(m, k, t)]}, "
-                     f"but that micro-step {'ends' if expected[(m, k, t)] else 'does not end'} an update.")
+    for m, k, t in [*_BOUNDARY_GRID, *_BOUNDARY_RANDOM]:  # the grid, then cases no table of it holds
+        value = got[(m, k, t)] if (m, k, t) in got else bool(answer(m, k, t))
+        if value != is_update_step(m, k, t):
+            return incorrect(f"for micro_step={m}, accumulation_steps={k}, total_micro_steps={t} it returns {value}, "
+                             f"but that micro-step {'does not end' if value else 'ends'} an update.")
+    return correct("every K-th micro-step ends an update, and so does the last one, uneven tail included.")
 
 
 _TAIL_SIZES = (8, 8, 3)
@@ -82,30 +65,22 @@ def _check_tail_weights(answer: object) -> Feedback:
     weights = as_numbers(answer, "weights")
     if len(weights) != len(_TAIL_SIZES):
         return incorrect(f"give one weight per micro-batch of this window: {len(_TAIL_SIZES)} of them, got {len(weights)}")
-    total = sum(_TAIL_SIZES)
-    if all(close_to(w, n / total) for w, n in zip(weights, _TAIL_SIZES)):
+    sum_w = sum(weights)
+    if close_to(weights, [n / sum(_TAIL_SIZES) for n in _TAIL_SIZES]):
         return correct("each micro-batch counts by its share n_k / n of the window's 19 examples, so the pile is "
                        "the gradient of the window's mean loss, as if its 19 examples were one batch.")
-    sum_w = sum(weights)
-
-    def same(expected: list[float]) -> bool:
-        return all(close_to(w, e) for w, e in zip(weights, expected))
-
-    if same([1 / 4] * 3):
-        return incorrect("that divides the tail by the configured K = 4: the weights sum to 0.75, so this update's "
-                         "gradient comes out 0.75x the right size; the tail is under-weighted.")
-    if same([1 / 3] * 3):
-        return incorrect("these sum to 1, but equal weights give the 3-example micro-batch as much say as each "
-                         "8-example one: its examples count 8/3 times as much as the others. Weight by size.")
-    if same([n / 32 for n in _TAIL_SIZES]):
-        return incorrect("you divided by 32, the examples of a full update, but this window holds only 19: "
-                         f"your weights sum to {sum_w:.3g}, not 1.")
-    if same([float(n) for n in _TAIL_SIZES]):
-        return incorrect("those are the micro-batch sizes themselves: divide each by the window's number of examples.")
-    if not close_to(sum_w, 1.0):
-        return incorrect(f"your weights sum to {sum_w:.4g}; the weights of one update must sum to 1, so that the "
-                         "pile is a mean over the window's examples.")
-    return incorrect("your weights sum to 1 but are not proportional to the micro-batch sizes 8, 8 and 3.")
+    return diagnose(weights, {
+        (1 / 4,) * 3: "that divides the tail by the configured K = 4: the weights sum to 0.75, so this update's "
+                      "gradient comes out 0.75x the right size; the tail is under-weighted.",
+        (1 / 3,) * 3: "these sum to 1, but equal weights give the 3-example micro-batch as much say as each "
+                      "8-example one: its examples count 8/3 times as much as the others. Weight by size.",
+        tuple(n / 32 for n in _TAIL_SIZES): "you divided by 32, the examples of a full update, but this window holds "
+                                            f"only 19: your weights sum to {sum_w:.3g}, not 1.",
+        tuple(float(n) for n in _TAIL_SIZES): "those are the micro-batch sizes themselves: divide each by the window's "
+                                              "number of examples.",
+    }, "your weights sum to 1 but are not proportional to the micro-batch sizes 8, 8 and 3." if close_to(sum_w, 1.0)
+        else f"your weights sum to {sum_w:.4g}; the weights of one update must sum to 1, so that the pile is a mean "
+             "over the window's examples.")
 
 
 def update_loss(micro_losses: list[float], micro_batch_sizes: list[int]) -> float:
@@ -119,8 +94,7 @@ _LOSS_CASES = [([0.9, 0.5, 0.7, 0.3], [2, 2, 2, 2]), ([0.8, 0.6, 0.2], [8, 8, 3]
 
 
 def _random_loss_cases(seed: int = 3, count: int = 50) -> list[tuple[list[float], list[int]]]:
-    """Fresh cases (1 to 16 micro-batches of 1 to 4096 examples, losses up to 100), drawn after a fixed
-    seed: the same feedback on every run, and no table of the three cases above covers them."""
+    """Seeded cases (1 to 16 micro-batches of 1 to 4096 examples, losses up to 100) no table of the three covers."""
     rng = random.Random(seed)
     cases = []
     for _ in range(count):
@@ -132,8 +106,7 @@ def _random_loss_cases(seed: int = 3, count: int = 50) -> list[tuple[list[float]
 _LOSS_RANDOM = _random_loss_cases()
 
 # What a typical update_loss computes, and what to say when an answer computes exactly that (first match wins).
-_UPDATE_LOSS_RULES: list[tuple[Callable[[list[float], list[int]], float], str | None]] = [
-    (lambda ls, ns: sum(l * n for l, n in zip(ls, ns)) / sum(ns), None),
+_UPDATE_LOSS_RULES: list[tuple[Callable[[list[float], list[int]], float], str]] = [
     (lambda ls, ns: ls[-1], "that is the last micro-batch's loss alone, what many tutorials print as "
      "`loss.item() * accumulation_steps` (the divided loss times K): one micro-batch's noise, not the update's mean."),
     (lambda ls, ns: ls[-1] * len(ls), "that is K times the last micro-batch's loss: these losses were never divided, "
@@ -157,24 +130,14 @@ def _check_update_loss(answer: object) -> Feedback:
         return not_attempted("your function returns None: fill in its body")
     got = [as_number(r, "update_loss(...)") for r in results]
     for rule, message in _UPDATE_LOSS_RULES:
-        if message is not None and all(close_to(g, rule(ls, ns)) for g, (ls, ns) in zip(got, _LOSS_CASES)):
+        if all(close_to(g, rule(ls, ns)) for g, (ls, ns) in zip(got, _LOSS_CASES)):
             return incorrect(message)
-    cases = list(_LOSS_CASES)
-    wrong_case = next((i for i, (g, (ls, ns)) in enumerate(zip(got, cases)) if not close_to(g, update_loss(ls, ns))),
-                      None)
-    if wrong_case is None:  # right on the three cases: now on fresh ones
-        for losses, sizes in _LOSS_RANDOM:
-            value = as_number(answer(list(losses), list(sizes)), "update_loss(...)")
-            if not close_to(value, update_loss(losses, sizes)):
-                cases.append((losses, sizes))
-                got.append(value)
-                wrong_case = len(cases) - 1
-                break
-        else:
-            return correct("the mean over the update's examples: each micro-batch mean counts by its size.")
-    losses, sizes = cases[wrong_case]
-    return incorrect(f"for losses {losses} and sizes {sizes} your function gives {got[wrong_case]:.4g}; "
-                     "the update's mean loss is the average over its examples.")
+    for losses, sizes in [*_LOSS_CASES, *_LOSS_RANDOM]:  # the three cases, then fresh ones
+        value = as_number(answer(list(losses), list(sizes)), "update_loss(...)")
+        if not close_to(value, update_loss(losses, sizes)):
+            return incorrect(f"for losses {losses} and sizes {sizes} your function gives {value:.4g}; "
+                             "the update's mean loss is the average over its examples.")
+    return correct("the mean over the update's examples: each micro-batch mean counts by its size.")
 
 
 _CLIP_MESSAGES = {
@@ -186,15 +149,8 @@ _CLIP_MESSAGES = {
 }
 
 
-def _check_clip_position(answer: object) -> Feedback:
-    if not isinstance(answer, str) or answer.strip().upper() not in ("A", "B", "C", "D"):
-        return incorrect(f"answer with one of the letters 'A', 'B', 'C' or 'D', got {answer!r}")
-    letter = answer.strip().upper()
-    if letter == "B":
-        return correct("clip once per update, on the completed pile, just before the step uses it.")
-    return incorrect(_CLIP_MESSAGES[letter])
-
-
+_check_clip_position = choice_checker(
+    "B", _CLIP_MESSAGES, "clip once per update, on the completed pile, just before the step uses it.")
 _check_warmup_end = number_checker(25, {
     100: "100 is when the warmup ends if the scheduler steps once per update, where it belongs; "
          "here it steps on every micro-step, K = 4 times per update.",

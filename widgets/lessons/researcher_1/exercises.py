@@ -7,7 +7,7 @@ import torch
 
 from widgets.core.accumulation import IGNORE_INDEX, flat_grad, real_tokens
 from widgets.exercises.passes import PassWatch, structure_fault
-from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, as_numbers, correct, incorrect
+from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, as_numbers, close_to, correct, incorrect
 from widgets.exercises.toolkit import not_attempted
 from widgets.lessons.researcher_1.precision import MODES
 from widgets.research.tokens import (
@@ -25,16 +25,15 @@ def _check_weights(answer: object) -> Feedback:
     values = as_numbers(answer, "weights")
     if len(values) != len(SIZES):
         return incorrect(f"give one weight per micro-batch: {len(SIZES)} numbers, got {len(values)}")
-    if all(math.isclose(v, 1 / 3, rel_tol=1e-3) for v in values):
+    if close_to(values, [1 / 3] * 3):
         return incorrect("1/K each is right only when the micro-batches are the same size; these hold 5, 3 and 2 "
                          "examples, so the mean of 5 must count 5/10 of the big mean")
-    if all(math.isclose(v, 1.0, rel_tol=1e-3) for v in values):
+    if close_to(values, [1.0] * 3):
         return incorrect("weights of 1 add three means: the pile would be about 3x the big-batch gradient")
-    target = [n / sum(SIZES) for n in SIZES]
-    if all(math.isclose(v, t, rel_tol=1e-3) for v, t in zip(values, target)):
+    if close_to(values, [n / sum(SIZES) for n in SIZES]):
         return correct("n_i / n: each micro-batch mean counts in proportion to the examples behind it, and the "
                        "weighted means add up to the big mean exactly.")
-    if math.isclose(sum(values), 1.0, rel_tol=1e-3):
+    if close_to(sum(values), 1.0):
         return incorrect(f"your weights add up to 1, but {values} do not follow the sizes {list(SIZES)}: "
                          "weight i is n_i / n")
     return incorrect(f"the weights must add up to 1 (yours add up to {sum(values):.4g}); weight i is n_i / n")

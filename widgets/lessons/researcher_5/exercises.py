@@ -1,7 +1,4 @@
-"""Researcher notebook 5 (many machines): its checked exercises. `place_no_sync` runs the learner's
-update in one process against a stand-in for DDP that records which micro-steps would all-reduce
-(its `require_backward_grad_sync` flag at each forward, as DDP reads it), watches the backward passes
-(`widgets.exercises.passes`) and compares every parameter's gradient with one big batch."""
+"""Researcher notebook 5 (many machines): its checked exercises; `place_no_sync` runs against a stand-in for DDP."""
 from __future__ import annotations
 
 import contextlib
@@ -33,8 +30,7 @@ def _check_ring(answer: object) -> Feedback:
 
 
 class _StandInDDP(torch.nn.Module):
-    """Wraps a module like DDP does: a forward while `require_backward_grad_sync` is False (what
-    `no_sync()` sets, and what a loop may set itself) marks that micro-step as not all-reduced."""
+    """Wraps a module as DDP does: a forward while `require_backward_grad_sync` is False is not all-reduced."""
 
     def __init__(self, module: torch.nn.Module):
         super().__init__()

@@ -1,15 +1,13 @@
-"""Researcher notebook 6 (across ranks): its checked exercises. Both answers are functions, checked on the
-prompt's example and on seeded random rank counts, so that an answer that hard-codes the example fails.
-`place_all_reduce` runs the learner's function on W threads that share a stand-in all-reduce (a barrier
-and a sum, what gloo's collective does), counting each rank's calls. `weights` registers the package's
-`token_weights` (the notebook imports it): an answer that calls it is told so."""
+"""Researcher notebook 6 (across ranks): function answers checked on the prompt's example, then on seeded rank counts.
+
+`place_all_reduce` runs the learner's function on W threads sharing a stand-in all-reduce (a barrier and a sum)."""
 from __future__ import annotations
 
 import random
 import threading
 
 from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, as_number, as_numbers, close_to, correct
-from widgets.exercises.toolkit import incorrect, not_attempted
+from widgets.exercises.toolkit import diagnose, incorrect, not_attempted
 
 EXAMPLE = [300, 100]  # the prompt's two ranks
 EXAMPLE_MICRO = [[30, 18, 12], [5, 3, 4]]  # the prompt's rank counts per micro-batch: W = 2, K = 3
@@ -24,15 +22,6 @@ def _random_counts(seed: int) -> list[list[int]]:
 
 # --- 1. the weight of one token -----------------------------------------------------------------
 
-def _expected_weights(counts: list[int]) -> tuple[list[float], list[float]]:
-    W, total = len(counts), sum(counts)
-    return [1 / (W * n) for n in counts], [1 / total] * W
-
-
-def _all_close(values: list[float], targets: list[float]) -> bool:
-    return len(values) == len(targets) and all(close_to(v, t) for v, t in zip(values, targets))
-
-
 def _is_list(value: object) -> bool:
     """A list, a tuple or a tensor/array with at least one dimension."""
     return isinstance(value, (list, tuple)) or getattr(value, "ndim", 0) >= 1
@@ -45,23 +34,21 @@ def _judge_weights(answer, counts: list[int]) -> Feedback | None:
         return incorrect("return two lists, (per_rank_mean, all_reduced): one weight per rank each")
     mean, fixed = (as_numbers(r, "weights") for r in result)
     W, total = len(counts), sum(counts)
-    want_mean, want_fixed = _expected_weights(counts)
+    want_mean, want_fixed = my_weights(counts)
     if len(mean) != W or len(fixed) != W:
         return incorrect(f"give one weight per rank: {W} ranks here, got {len(mean)} and {len(fixed)}")
-    if not _all_close(mean, want_mean):
-        if _all_close(mean, [1 / n for n in counts]):
-            return incorrect("per_rank_mean: 1 / n_r is the weight inside one rank's mean; DDP then averages the W "
-                             "ranks, which divides by W once more")
-        if _all_close(mean, want_fixed):
-            return incorrect("per_rank_mean: 1 / N_total is the weight after the fix; with per-rank means each rank "
-                             "divides by its own count n_r")
-        return incorrect("per_rank_mean is not right: rank r divides each token loss by its count n_r, then DDP "
-                         "averages the W ranks")
-    if not _all_close(fixed, want_fixed):
-        if _all_close(fixed, [1 / (W * total)] * W):
-            return incorrect("all_reduced: 1 / (W N_total) forgets the W the fix multiplies by before DDP divides by it")
-        return incorrect("all_reduced is not right: with the all-reduced count every token weighs the same, "
-                         "whichever rank holds it")
+    if not close_to(mean, want_mean):
+        return diagnose(mean, {
+            tuple(1 / n for n in counts): "per_rank_mean: 1 / n_r is the weight inside one rank's mean; DDP then "
+                                          "averages the W ranks, which divides by W once more",
+            tuple(want_fixed): "per_rank_mean: 1 / N_total is the weight after the fix; with per-rank means each rank "
+                               "divides by its own count n_r",
+        }, "per_rank_mean is not right: rank r divides each token loss by its count n_r, then DDP averages the W ranks")
+    if not close_to(fixed, want_fixed):
+        return diagnose(fixed, {
+            (1 / (W * total),) * W: "all_reduced: 1 / (W N_total) forgets the W the fix multiplies by before DDP "
+                                    "divides by it",
+        }, "all_reduced is not right: with the all-reduced count every token weighs the same, whichever rank holds it")
     return None
 
 

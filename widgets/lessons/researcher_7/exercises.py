@@ -1,6 +1,4 @@
-"""Researcher notebook 7 (shards and stages): its checked exercises. Both ask for a function and
-judge it on cases of their own, so a function that returns the notebook's example is caught; a
-wrong answer is compared with the typical mistakes' formulas to say which one it made."""
+"""Researcher notebook 7 (shards and stages): function answers judged on cases of their own, named by their mistake."""
 from __future__ import annotations
 
 from typing import Callable

@@ -65,21 +65,16 @@ _WEIGHT_MISTAKES: dict[str, list[tuple[Callable, str]]] = {
 }
 
 
-def _same(got: list[float], expected: list[list[float]]) -> bool:
-    flat = [w for mb in expected for w in mb]
-    return len(got) == len(flat) and all(close_to(g, w, rel=1e-6) for g, w in zip(got, flat))
-
-
 def _check_weights(answer: object) -> Feedback:
     if answer([list(mb) for mb in _WEIGHT_EXAMPLE], "grpo", MAX_LEN) is None:
         return not_attempted("your function returns None: fill in its body")
     for loss_type in LOSS_TYPES:
         for case in _WEIGHT_CASES:
             got = as_numbers(answer([list(mb) for mb in case], loss_type, MAX_LEN), "completion_weights(...)")
-            if _same(got, token_weights(case, loss_type, MAX_LEN)):
+            if close_to(got, as_numbers(token_weights(case, loss_type, MAX_LEN)), rel=1e-6):
                 continue
             for rule, message in _WEIGHT_MISTAKES[loss_type]:
-                if _same(got, rule(case, MAX_LEN)):
+                if close_to(got, as_numbers(rule(case, MAX_LEN)), rel=1e-6):
                     return incorrect(f"{loss_type}, lengths {case}: {message}.")
             where = "the notebook's example" if case is _WEIGHT_EXAMPLE else "a fresh case"
             return incorrect(f"{loss_type}, lengths {case} ({where}, max_len {MAX_LEN}): your weights "
@@ -126,10 +121,10 @@ def _check_normalisers(answer: object) -> Feedback:
     for tokens, k in _NORM_CASES:
         got = as_numbers(answer(list(tokens), k), "dapo_normalisers(...)")
         expected = dapo_normalisers(tokens, k)
-        if len(got) == len(expected) and all(close_to(g, e) for g, e in zip(got, expected)):
+        if close_to(got, expected):
             continue
         for rule, message in _NORM_MISTAKES:
-            if len(got) == len(tokens) and all(close_to(g, e) for g, e in zip(got, rule(tokens, k))):
+            if close_to(got, rule(tokens, k)):
                 return incorrect(f"tokens {tokens}, K = {k}: {message}.")
         if len(got) != len(tokens):
             return incorrect(f"give one normaliser per micro-batch: {len(tokens)} for tokens {tokens}, got {len(got)}")
@@ -143,8 +138,7 @@ def _check_normalisers(answer: object) -> Feedback:
 # --- 3. the global aux loss from per-micro-batch statistics ---------------------------------
 
 def global_aux(counts: torch.Tensor, prob_sums: torch.Tensor) -> float:
-    """Worked answer: E * sum_e f_e * P_e over the window, from (K, E) per-micro-batch counts and
-    sums of router probabilities (top-1: one routing slot per token)."""
+    """Worked answer: the window's E * sum_e f_e * P_e from (K, E) per-micro-batch counts and router-probability sums."""
     E = counts.shape[1]
     tokens = counts.sum()
     f = counts.sum(dim=0) / tokens  # the window's fraction routed to each expert
