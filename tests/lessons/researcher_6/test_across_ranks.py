@@ -1,7 +1,6 @@
 """A real two-process gloo run with unequal token counts: the per-rank mean fails allclose against one
-process, both fixes pass, and no worker process or port is left after a run or a worker's error."""
+process, both fixes pass, and no worker process is left after a run or a worker's error."""
 import signal
-import socket
 import tempfile
 import time
 from pathlib import Path
@@ -10,7 +9,7 @@ import psutil
 import pytest
 
 from tests.processes import still_running
-from widgets.core.budget import BudgetError
+from widgets.core.config import BudgetError
 from widgets.lessons.researcher_6.across_ranks import RanksConfig, imbalanced_window, run_across_ranks, token_weights
 from widgets.research.ddp import DDPError
 from widgets.lessons.researcher_6.invariance import count_targets, split_ranks
@@ -20,19 +19,6 @@ def _new_children(before):
     # the multiprocessing resource tracker may stay for the test session; workers must not
     return [p for p in psutil.Process().children(recursive=True)
             if p.pid not in before and "resource_tracker" not in " ".join(p.cmdline())]
-
-
-def _port_free(port):
-    """Nothing listens on the port (connections the run closed may linger in TIME_WAIT: SO_REUSEADDR
-    lets a new bind past them, but never past a socket still listening)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-            s.listen()
-        except OSError:
-            return False
-    return True
 
 
 def _rendezvous_folders():
@@ -60,29 +46,12 @@ def test_per_rank_mean_fails_with_unequal_counts_and_both_fixes_pass(run):
 def test_nothing_is_left_after_a_run(run):
     result, left = run
     assert left == []  # no process, no rendezvous folder
-    assert result.port is None  # the private rendezvous: no port at all
 
 
-def test_an_error_in_a_worker_stops_every_worker_and_frees_the_port():
+def test_an_error_in_a_worker_stops_every_worker():
     before = {p.pid for p in psutil.Process().children(recursive=True)}
-    port = None
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     with pytest.raises(DDPError, match="worker 1 raised"):
-        run_across_ranks(RanksConfig(imbalances=(2,)), timeout_s=180, port=port, fail_on_rank=1)
-    assert _new_children(before) == []
-    assert _port_free(port)
-
-
-def test_a_taken_port_starts_nothing():
-    before = {p.pid for p in psutil.Process().children(recursive=True)}
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen()
-        assert not _port_free(s.getsockname()[1])  # the check sees a listening socket
-        with pytest.raises(DDPError, match="port is taken"):
-            run_across_ranks(port=s.getsockname()[1])
+        run_across_ranks(RanksConfig(imbalances=(2,)), timeout_s=180, fail_on_rank=1)
     assert _new_children(before) == []
 
 

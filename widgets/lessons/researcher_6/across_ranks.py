@@ -3,7 +3,6 @@
 `_train` lives here because the spawned workers (`widgets.research.ddp.run_workers`) import it."""
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -11,7 +10,7 @@ import torch
 
 from widgets.core.accumulation import flat_grad
 from widgets.core.config import check_int
-from widgets.core.torch_state import one_thread
+from widgets.core.training import one_thread
 from widgets.research.ddp import RankGrid, prepare_gloo_run, run_workers
 from widgets.lessons.researcher_6.invariance import (
     VOCAB, all_reduce_count, compare, count_targets, make_window, one_process_gradient, per_rank_mean,
@@ -37,12 +36,9 @@ class RanksConfig(RankGrid):
     def __post_init__(self):
         super().__post_init__()
         check_int("seed", self.seed, 0, 2**31 - 1)
-        if not self.imbalances:
-            raise ValueError("imbalances must hold at least one count ratio")
-        for x in self.imbalances:
-            if isinstance(x, bool) or not isinstance(x, int) or x not in IMBALANCES:
-                raise ValueError(f"imbalances must each be one of {IMBALANCES} (rank 0's targets per row over the "
-                                 f"others': {TARGETS_PER_ROW} is divided by it), got {x!r}")
+        if not self.imbalances or any(type(x) is not int or x not in IMBALANCES for x in self.imbalances):
+            raise ValueError(f"imbalances must be a non-empty tuple of {IMBALANCES} (rank 0's targets per row over "
+                             f"the others': {TARGETS_PER_ROW} is divided by it), got {self.imbalances!r}")
 
     def seconds_estimate(self) -> float:
         """High: starting the workers (15 s for two on a busy 2-core machine), then a window per imbalance and loop."""
@@ -56,21 +52,16 @@ def imbalanced_window(config: RanksConfig, imbalance: int):
     return make_window(lengths, config.seed)  # +1: a row of n tokens has n - 1 targets
 
 
-def count_all_ranks(micro_batches) -> int:
-    """This rank's real targets, all-reduced over every rank: the same number on each, before the first backward."""
-    import torch.distributed as dist
-    count = torch.tensor(sum(count_targets(labels) for _, labels in micro_batches))
-    dist.all_reduce(count)  # a sum by default: one small all-reduce per update
-    return int(count)
-
-
 def _train(config: RanksConfig, rank: int) -> dict:
+    import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
     model = DistributedDataParallel(TinyCausalLM(vocab_size=VOCAB, seed=config.seed))
     out = {}
     for x in config.imbalances:
         micro_batches = split_ranks(imbalanced_window(config, x), config.world_size, config.accumulation_steps)[rank]
-        all_ranks_count = count_all_ranks(micro_batches)
+        count = torch.tensor(sum(count_targets(labels) for _, labels in micro_batches))
+        dist.all_reduce(count)  # a sum, before the first backward: the same all-ranks count on every rank
+        all_ranks_count = int(count)
         for name, loop in LOOPS.items():
             model.zero_grad(set_to_none=True)
             loop(model, micro_batches, config.world_size, all_ranks_count)  # DDP averages .grad over the ranks
@@ -84,11 +75,9 @@ class RanksResult:
     """Per imbalance: each loop's gradient on every rank, the counts, and the one-process truth."""
 
     config: RanksConfig
-    port: int | None  # None: the private rendezvous (widgets.research.ddp)
     grads: dict[str, list[list[float]]]  # "imbalance:loop" -> one flat gradient per rank
     counts: dict[int, list[int]]  # imbalance -> real targets per rank
     truth: dict[int, list[float]]  # imbalance -> one process's gradient on the whole window
-    seconds: float
 
     def ranks_agree(self, imbalance: int, loop: str) -> bool:
         """DDP leaves the same gradient on every rank (exactly: the all-reduce returns one sum to all)."""
@@ -110,16 +99,15 @@ def token_weights(rank_counts: Sequence[int]) -> dict[str, list[float]]:
     return {"per_rank_mean": [1 / (W * n) for n in counts], "all_reduce_count": [1 / total] * W}
 
 
-def run_across_ranks(config: RanksConfig | None = None, timeout_s: float = 120.0, port: int | None = None,
+def run_across_ranks(config: RanksConfig | None = None, timeout_s: float = 120.0,
                      fail_on_rank: int | None = None) -> RanksResult:
     """Spawn the workers, run every window, end every process; raise DDPError if anything fails."""
-    config, timeout_s, port = prepare_gloo_run("run_across_ranks", config, RanksConfig, timeout_s, fail_on_rank, port)
-    start = time.perf_counter()
-    reports = run_workers(_train, config, config.world_size, port, timeout_s, fail_on_rank, "worker")
+    config, timeout_s, _ = prepare_gloo_run("run_across_ranks", config, RanksConfig, timeout_s, fail_on_rank)
+    reports = run_workers(_train, config, config.world_size, None, timeout_s, fail_on_rank, "worker")
     W = config.world_size
     grads = {f"{x}:{name}": [reports[r][f"{x}:{name}"] for r in range(W)] for x in config.imbalances for name in LOOPS}
     counts = {x: [reports[r][f"{x}:counts"][1] for r in range(W)] for x in config.imbalances}
     model = TinyCausalLM(vocab_size=VOCAB, seed=config.seed)
     with one_thread():  # a tiny model: one thread is faster
         truth = {x: one_process_gradient(model, imbalanced_window(config, x)).tolist() for x in config.imbalances}
-    return RanksResult(config, port, grads, counts, truth, time.perf_counter() - start)
+    return RanksResult(config, grads, counts, truth)

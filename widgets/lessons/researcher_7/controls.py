@@ -6,6 +6,7 @@ import io
 import ipywidgets as W
 
 from widgets.controls.compat import Displayed, Picture, name_picture
+from widgets.core.config import check_int
 from widgets.draw.style import DPI, apply_style, errors_shown_in, new_figure, with_static_fallback
 from widgets.lessons.researcher_7.draw import draw_in_flight, draw_timeline
 from widgets.lessons.researcher_7.pipeline import SCHEDULES, Timeline, bubble_formula, simulate
@@ -70,9 +71,8 @@ class PipelineExplorer(Displayed, W.VBox):
 
 def make_pipeline_explorer(stages: int = 4, micro_batches: int = 8, schedule: str = "1f1b") -> PipelineExplorer:
     """Build (not display) the explorer: sliders for p and m, the timeline of `schedule`, both schedules' memory."""
-    for name, value, high in (("stages", stages, MAX_STAGES), ("micro_batches", micro_batches, MAX_MICRO_BATCHES)):
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
-            raise ValueError(f"{name} must be a whole number from 1 to {high}, got {value!r}")
+    check_int("stages", stages, 1, MAX_STAGES)
+    check_int("micro_batches", micro_batches, 1, MAX_MICRO_BATCHES)
     if schedule not in SCHEDULES:
         raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
     return PipelineExplorer(stages, micro_batches, schedule)

@@ -10,8 +10,6 @@ KIND_COLOUR = {"F": OKABE_ITO[0], "B": OKABE_ITO[1]}
 def draw_timeline(timeline: Timeline, ax, label_cells: bool = True) -> dict:
     """One row per stage, one cell per slot (forwards blue, backwards orange, blank: the bubble); the bars and labels."""
     check_ax(ax)
-    if not isinstance(timeline, Timeline):
-        raise TypeError(f"timeline must be a Timeline (from simulate), got {type(timeline).__name__}")
     drawn = {"F": [], "B": [], "labels": []}
     for kind in ("F", "B"):
         ops = [op for op in timeline.ops if op.kind == kind]
@@ -34,8 +32,6 @@ def draw_timeline(timeline: Timeline, ax, label_cells: bool = True) -> dict:
 def draw_in_flight(timelines: list[Timeline], ax) -> dict:
     """Per stage, the most micro-batches whose activations it holds at once, one bar group per schedule."""
     check_ax(ax)
-    if not timelines or not all(isinstance(t, Timeline) for t in timelines):
-        raise TypeError("timelines must be a non-empty list of Timeline")
     width = 0.8 / len(timelines)
     drawn = {}
     for k, t in enumerate(timelines):
@@ -48,16 +44,16 @@ def draw_in_flight(timelines: list[Timeline], ax) -> dict:
     return drawn
 
 
-def draw_held_bytes(held: dict[str, list[int]], full_bytes: int, ax, scale: float = 1e6, unit: str = "MB") -> dict:
-    """Bytes one rank holds after each micro-step, one line per mode, against the full gradient's bytes."""
+def draw_held_bytes(held: dict[str, list[int]], full_bytes: int, ax) -> dict:
+    """MB one rank holds after each micro-step, one line per mode, against the full gradient's."""
     check_ax(ax)
     drawn = {}
     for k, (mode, values) in enumerate(held.items()):
-        drawn[mode], = ax.plot(range(len(values)), [v / scale for v in values], marker="os"[k % 2],
+        drawn[mode], = ax.plot(range(len(values)), [v / 1e6 for v in values], marker="os"[k % 2],
                                color=OKABE_ITO[k], linewidth=2, label=mode)
-    drawn["full"] = ax.axhline(full_bytes / scale, color=OKABE_ITO[7], linestyle="--", linewidth=1,
+    drawn["full"] = ax.axhline(full_bytes / 1e6, color=OKABE_ITO[7], linestyle="--", linewidth=1,
                                label="whole gradient")
-    ax.set(xlabel="micro_step", ylabel=f"held after the micro-step ({unit})", ylim=(0, full_bytes / scale * 1.2))
+    ax.set(xlabel="micro_step", ylabel="held after the micro-step (MB)", ylim=(0, full_bytes / 1e6 * 1.2))
     ax.set_xticks(range(max(len(v) for v in held.values())))
     legend_below(ax, ncols=2)
     return drawn

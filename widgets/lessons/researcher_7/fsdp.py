@@ -1,13 +1,13 @@
-"""FSDP2 (`fully_shard`) with gradient accumulation: two gloo processes on the CPU, one update in each of MODES.
-
-Each worker measures the bytes its process holds after every micro-step (glibc's `mallinfo2`, which sees FSDP's
-unsharded gradient while the sync is off) and counts its collectives. Process handling: `widgets.research.ddp`."""
+"""FSDP2 (`fully_shard`) with gradient accumulation: gloo processes on the CPU, one update in each of MODES, each
+worker measuring the bytes it holds after every micro-step and counting its collectives."""
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import gc
-import time
 from dataclasses import dataclass
+from typing import Callable
+from unittest import mock
 
 import torch
 
@@ -57,11 +57,6 @@ def make_fsdp_mlp(hidden: int, seed: int = 0) -> torch.nn.Sequential:
                                    torch.nn.Tanh(), torch.nn.Linear(hidden, OUTPUTS))
 
 
-def gradient_bytes(config: FSDPConfig) -> int:
-    """Bytes of the whole float32 gradient (what one process without sharding holds)."""
-    return sum(p.numel() for p in make_fsdp_mlp(config.hidden, config.seed).parameters()) * 4
-
-
 class _Mallinfo2(ctypes.Structure):
     _fields_ = [(name, ctypes.c_size_t) for name in
                 "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()]
@@ -79,22 +74,12 @@ def process_bytes() -> int | None:
     return int(info.uordblks + info.hblkhd)
 
 
-class _Counted:
-    """Wrap torch.distributed's collective `name` in this worker so that each call is counted."""
-
-    def __init__(self, names: tuple[str, ...], counts: dict, key: str):
-        import torch.distributed as dist
-        self.saved = {n: getattr(dist, n) for n in names if hasattr(dist, n)}
-        for name, original in self.saved.items():
-            def counted(*args, _original=original, **kwargs):
-                counts[key] += 1
-                return _original(*args, **kwargs)
-            setattr(dist, name, counted)
-
-    def restore(self) -> None:
-        import torch.distributed as dist
-        for name, original in self.saved.items():
-            setattr(dist, name, original)
+def _counted(collective: Callable, counts: dict, key: str) -> Callable:
+    """`collective`, each call counted in counts[key]."""
+    def call(*args, **kwargs):
+        counts[key] += 1
+        return collective(*args, **kwargs)
+    return call
 
 
 def sharded_update(model, x, y, config: FSDPConfig, rank: int, sync_every_micro_step: bool, counts: dict) -> dict:
@@ -142,13 +127,16 @@ def _sharded_model(config: FSDPConfig, mesh, bf16: bool) -> torch.nn.Module:
 
 def _fsdp_job(config: FSDPConfig, rank: int) -> dict:
     """What each FSDP worker runs: shard the model, warm up, run every mode (each ending resharded)."""
+    import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
     mesh = init_device_mesh("cpu", (config.world_size,))
     models = {bf16: _sharded_model(config, mesh, bf16) for bf16 in (False, True)}
     x, y = make_data(config.examples_per_update, config.seed)
     counts = {"all_gathers": 0, "reduce_scatters": 0}
-    counted = [_Counted(GATHERS, counts, "all_gathers"), _Counted(SCATTERS, counts, "reduce_scatters")]
-    try:
+    with contextlib.ExitStack() as counting:
+        for name in (n for n in GATHERS + SCATTERS if hasattr(dist, n)):
+            key = "all_gathers" if name in GATHERS else "reduce_scatters"
+            counting.enter_context(mock.patch.object(dist, name, _counted(getattr(dist, name), counts, key)))
         for model in models.values():  # warm-up: FSDP's lazy set-up is not the gradient
             sharded_update(model, x, y, config, rank, True, counts)
             _gradient_after(model)
@@ -161,9 +149,6 @@ def _fsdp_job(config: FSDPConfig, rank: int) -> dict:
             model.set_reshard_after_backward(True)
             model.set_reshard_after_forward(True)
         return reports
-    finally:
-        for c in counted:
-            c.restore()
 
 
 @dataclass(frozen=True)
@@ -174,7 +159,6 @@ class FSDPResult:
     per_rank: dict[str, list[dict]]
     reference_gradient: torch.Tensor
     gradient_bytes: int
-    seconds: float
 
     def allclose_to_single_process(self, mode: str) -> bool:
         """The lab's float32 allclose rule against one process (a bf16-compute mode is not float32)."""
@@ -192,14 +176,6 @@ class FSDPResult:
         return torch.frombuffer(bytearray(self.per_rank[mode][rank]["gradient"]), dtype=torch.float32)
 
 
-def single_process_gradient(config: FSDPConfig) -> torch.Tensor:
-    """The reference: one process, the whole W K b batch in one backward, same weights."""
-    x, y = make_data(config.examples_per_update, config.seed)
-    model = make_fsdp_mlp(config.hidden, config.seed)
-    torch.nn.functional.mse_loss(model(x), y).backward()
-    return flat_grad(model)
-
-
 # FSDP's workers start with glibc's mmap threshold fixed (a spawned process reads it from its environment
 # at start): blocks above it are mapped and given back on free, instead of glibc raising the threshold and
 # keeping freed buffers resident. About 55 MB less per worker here, the same live bytes (mallinfo2 counts
@@ -210,9 +186,11 @@ WORKER_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536"}
 def run_fsdp(config: FSDPConfig | None = None, timeout_s: float = 90.0, fail_on_rank: int | None = None) -> FSDPResult:
     """Spawn the workers, wait for both modes, end every process; raise DDPError if anything fails."""
     config, timeout_s, _ = prepare_gloo_run("run_fsdp", config, FSDPConfig, timeout_s, fail_on_rank)
-    start = time.perf_counter()
     reports = run_workers(_fsdp_job, config, config.world_size, None, timeout_s, fail_on_rank, "FSDP worker",
                           env=WORKER_ENV)
     per_rank = {mode: [reports[r][mode] for r in range(config.world_size)] for mode in MODES}
-    return FSDPResult(config, per_rank, single_process_gradient(config), gradient_bytes(config),
-                      time.perf_counter() - start)
+    x, y = make_data(config.examples_per_update, config.seed)
+    model = make_fsdp_mlp(config.hidden, config.seed)
+    torch.nn.functional.mse_loss(model(x), y).backward()  # the reference: one process, the whole W K b batch
+    reference = flat_grad(model)
+    return FSDPResult(config, per_rank, reference, reference.numel() * 4)  # the float32 gradient's bytes

@@ -1,8 +1,5 @@
-"""Pipeline parallelism is gradient accumulation: GPipe and 1F1B schedules, simulated and run.
-
-`simulate` places each micro-batch's forward and backward on a stages x slots grid as soon as its input is
-ready and its stage free; the bubble and the activations held are read off that grid and checked against
-`bubble_formula`, (p - 1) / (m + p - 1). `run_pipeline` runs a timeline: the same gradient as the unsplit model."""
+"""Pipeline parallelism is gradient accumulation: GPipe and 1F1B schedules simulated on a stages x slots grid,
+and run on one process (the same gradient as the unsplit model)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -10,7 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from widgets.core.accumulation import flat_grad
-from widgets.core.budget import FLOAT32, check_memory
+from widgets.core.config import FLOAT32, check_memory
 from widgets.core.config import check_int
 
 SCHEDULES = ("gpipe", "1f1b")
@@ -82,10 +79,8 @@ class Timeline:
 
 def simulate(schedule: str, stages: int, micro_batches: int, backward_slots: int = 1,
              split_backward: bool = False) -> Timeline:
-    """Place each operation at the first slot where its stage is free and its input has arrived.
-
-    A forward takes one slot, a backward `backward_slots`; `split_backward` splits it into B (the input's gradient,
-    one slot) and W (the weights', run when the stage would idle: zero-bubble's idea, Qi et al. 2024)."""
+    """Place each operation at the first slot where its stage is free and its input has arrived; a backward takes
+    `backward_slots`, or with `split_backward` B (one slot) and W, run when the stage would idle (Qi et al. 2024)."""
     if schedule not in SCHEDULES:
         raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
     p = check_int("stages", stages, 1, 64)
