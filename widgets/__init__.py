@@ -1,8 +1,5 @@
 """Shared code of the Gradient Accumulation Lab notebooks: one folder per lesson (`lessons/`), shared parts beside.
-
-What each folder may import is in pyproject.toml's import-linter contracts. The names below load on first use, so
-that `import widgets` (the install cell, the doctor) imports neither torch, matplotlib nor ipywidgets.
-"""
+The names below load on first use: `import widgets` (install cell, doctor) loads no torch, matplotlib or ipywidgets."""
 import importlib
 
 _PUBLIC = {

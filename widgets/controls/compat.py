@@ -36,7 +36,7 @@ class Displayed:
 
 
 def set_tooltip(widget: W.DOMWidget, text: str) -> W.DOMWidget:
-    """`widget` with `text` as its tooltip (an icon button's accessible name): 8's `tooltip`, 7's `description_tooltip`."""
+    """`widget` with `text` as its tooltip (an icon button's name): 8's `tooltip`, 7's `description_tooltip`."""
     setattr(widget, "tooltip" if widget.has_trait("tooltip") else "description_tooltip", text)
     return widget
 

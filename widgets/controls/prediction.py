@@ -27,7 +27,7 @@ def _plain(value: object) -> str:
 class PredictionWidget(Displayed, W.VBox):
     """Use `make_prediction`; `guess` stays None until `commit()` locks one in."""
 
-    def __init__(self, question, answer, choices, explanation, wrong_guesses, rel_tolerance):  # make_prediction's, checked
+    def __init__(self, question, answer, choices, explanation, wrong_guesses, rel_tolerance):  # checked by the builder
         self.question_text, self._answer, self.choices = question, answer, tuple(choices) if choices else None
         self.explanation, self.wrong_guesses, self.rel_tolerance = explanation, dict(wrong_guesses), rel_tolerance
         self.guess: object = None

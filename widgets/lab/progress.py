@@ -1,11 +1,9 @@
 """`widgets.progress()`: which checked exercises of which notebook this learner has passed (`reset=True` forgets).
 
-Kept in ~/.gradient-accumulation-lab/progress.json (or $LAB_PROGRESS_FILE) as
-{"format": 2, "sets": {set: {exercise: {"title", "passed"}}}, "records": [Record, ...]}. Each write replaces the
-file under a `filelock`, so kernels checking at once lose nothing and a reader (the room view) needs no lock.
-A folder it creates is private (0700) and its files 0600: on a shared machine no other learner reads or plants
-them. Saving is best-effort: a check cell never breaks, and progress() says why it could not save.
-"""
+Kept in ~/.gradient-accumulation-lab/progress.json (or $LAB_PROGRESS_FILE) as {"format": 2, "sets": {set: {exercise:
+{"title", "passed"}}}, "records": [Record, ...]}. Each write replaces the file under a `filelock`: kernels checking at
+once lose nothing, a reader (the room view) needs no lock. A folder it creates is private (0700), its files 0600.
+Saving is best-effort: a check cell never breaks, and progress() says why it could not save."""
 from __future__ import annotations
 
 import html
