@@ -1,7 +1,4 @@
-"""The three ways of training compared at equal wall-clock time, measured on this machine (present it so).
-
-Equal updates flatters accumulation (each update costs K passes); equal time is what a person waiting sees.
-"""
+"""The three ways of training at equal wall-clock time, measured on this machine: what a person waiting sees."""
 from __future__ import annotations
 
 import time
@@ -12,7 +9,7 @@ import torch
 from widgets.core.accumulation import make_model, make_regression_data
 from widgets.core.config import AccumulationConfig, check_config
 from widgets.core.loops import train
-from widgets.core.torch_state import known_torch_state
+from widgets.core.training import known_torch_state
 from widgets.core.training import example_order, make_optimizer, mse
 
 REGIMES = ("accumulated", "big_batch", "small_batches")

@@ -1,8 +1,6 @@
 """Hugging Face Accelerate's documented accumulation recipes, as loops the auditor can run.
 
-Each loop hands the auditor's model, optimizer and scheduler to `Accelerator.prepare` (CPU, nothing
-patched, nothing written), so the auditor sees every backward, step and scheduler step Accelerate makes.
-"""
+Each loop hands the auditor's objects to `Accelerator.prepare` (CPU, nothing patched), so the auditor sees every call."""
 from __future__ import annotations
 
 import math

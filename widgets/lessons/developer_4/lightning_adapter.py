@@ -1,11 +1,6 @@
-"""PyTorch Lightning's documented accumulation recipe, as loops the auditor can run.
+"""PyTorch Lightning's documented accumulation recipe, as loops the auditor can run (one CPU epoch, nothing patched).
 
-`Trainer(accumulate_grad_batches=K, gradient_clip_val=clip_norm)` trains a `LightningModule` around the
-auditor's model for one epoch on the CPU; the loop returns the `train_loss`s an in-memory logger received.
-`exact=True` is the smallest change that makes every update the big-batch one (Lightning divides every loss
-by K): each loss is summed x K / its window's item count. Nothing in Lightning is patched; it is imported
-only when a loop runs (it imports matplotlib through torch._dynamo).
-"""
+Lightning is imported only when a loop runs: it imports matplotlib through torch._dynamo."""
 from __future__ import annotations
 
 import contextlib
@@ -46,10 +41,8 @@ def lightning_classes() -> SimpleNamespace:
             pass
 
     class _StepAfterClosure(Precision):
-        """Run Lightning's closure (forward, backward, clipping), then step, as `SGD.step(closure)` does.
-
-        Lightning runs the closure inside `optimizer.step`, where the auditor, which records when step
-        is entered, would see the pile before the window's last backward."""
+        """Run Lightning's closure (forward, backward, clipping), then step: inside `optimizer.step`, the auditor
+        (which records when step is entered) would see the pile before the window's last backward."""
 
         def optimizer_step(self, optimizer, model, closure, **kwargs):
             result = self._wrap_closure(model, optimizer, closure)

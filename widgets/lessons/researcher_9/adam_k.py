@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from widgets.core.budget import FLOAT32, check_memory
+from widgets.core.config import FLOAT32, check_memory
 from widgets.core.config import check_float, check_int
 from widgets.core.loops import train_loop
 from widgets.research.adam_rules import malladi_scaled, same_half_life
@@ -146,16 +146,10 @@ def adam_trajectory(problem: Regression, hyper: AdamHyper, micro_batch_size: int
     return torch.stack(points)
 
 
-def trajectory_gap(reference: torch.Tensor, other: torch.Tensor, w_star: torch.Tensor) -> torch.Tensor:
-    """Per seed, the mean distance between two trajectories over the reference's distance to w_star: (S,)."""
-    apart = (other - reference).norm(dim=-1).mean(0)
-    to_go = (reference - w_star).norm(dim=-1).mean(0)
-    return apart / to_go
-
-
 @dataclass(frozen=True)
 class RuleRuns:
-    """gaps[k][rule] and final[k][rule] per seed, against the batch-b run's reference_final."""
+    """Per seed: gaps[k][rule], the mean distance to the batch-b run over its mean distance still to go to w_star,
+    and final[k][rule], the excess loss at the end, against the batch-b run's reference_final."""
 
     gaps: dict[int, dict[str, torch.Tensor]]
     final: dict[int, dict[str, torch.Tensor]]
@@ -185,7 +179,8 @@ def compare_rules(problem: Regression, base: AdamHyper, micro_batch_size: int, k
             except ValueError:
                 continue
             run = adam_trajectory(problem, hyper, b, k)
-            gaps[k][rule] = trajectory_gap(reference[k - 1::k], run, problem.w_star)  # at the same examples
+            same = reference[k - 1::k]  # the batch-b run at the same examples
+            gaps[k][rule] = (run - same).norm(dim=-1).mean(0) / (same - problem.w_star).norm(dim=-1).mean(0)
             final[k][rule] = problem.excess_loss(run[-1])
     return RuleRuns(gaps, final, problem.excess_loss(reference[-1]))
 
