@@ -4,7 +4,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from widgets.exercises.passes import PassWatch, structure_fault
+from widgets.exercises.passes import PassWatch, check_structure
+from widgets.exercises.toolkit import Wrong
 
 
 def honest(m, d, t):
@@ -68,15 +69,18 @@ def test_forwards_and_passes_are_seen_however_they_are_written(answer, forwards,
     assert watch.record.parameter_passes == passes
 
 
-def test_structure_fault_names_the_memory_and_the_written_grad():
+def test_check_structure_names_the_memory_and_the_written_grad():
     model, data, target = torch.nn.Linear(3, 1), torch.randn(8, 3), torch.randn(8, 1)
     for answer, words in [(honest, None), (summed, "4 micro-batches at once"), (by_hand, "8 examples at once"),
                           (written, "written by hand")]:
         model.zero_grad(set_to_none=True)
         with PassWatch(model) as watch:
             answer(model, data, target)
-        fault = structure_fault(watch, [2] * 4, "examples")
-        assert (fault is None) if words is None else (words in fault), (answer, fault)
+        if words is None:
+            check_structure(watch, [2] * 4, "examples")
+        else:
+            with pytest.raises(Wrong, match=words):
+                check_structure(watch, [2] * 4, "examples")
 
 
 def test_a_function_that_never_ends_is_stopped_at_its_next_torch_call():

@@ -12,6 +12,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_leaves
 
+from widgets.exercises.toolkit import Wrong
+
 from widgets.core.time_limit import TIME_LIMIT_S  # the lab's one time limit; the checkers' problems take well under 1 s
 
 
@@ -104,27 +106,26 @@ def flat_parameters_grad(*modules: torch.nn.Module) -> torch.Tensor | None:
     return torch.cat([g.detach().reshape(-1).double() for g in grads])
 
 
-def structure_fault(watch: PassWatch, micro_batches: list[int], unit: str) -> str | None:
-    """What is wrong with how an answer built its pile from `micro_batches` (the examples of each: one forward and
-    one backward pass apiece, per module); None when the structure is right."""
+def check_structure(watch: PassWatch, micro_batches: list[int], unit: str) -> None:
+    """Wrong, saying what is wrong, unless the answer built its pile from `micro_batches` (the examples of each) with
+    one forward and one backward pass apiece, per module."""
     record, most = watch.record, max(micro_batches)
     passes = [j for j, (p, r) in enumerate(zip(record.passes, record.reached)) if r or p]
     if not passes:
-        return ("no backward pass through the model reached its parameters, yet .grad is filled: it was written "
+        raise Wrong("no backward pass through the model reached its parameters, yet .grad is filled: it was written "
                 "by hand (a gradient worked out on paper, or on a copy of the model). Let backward() pile it up, "
                 "one micro-batch at a time")
     big = next((k for k, n in enumerate(record.forwards) if n > most), None)
     if big is not None:
-        return (f"one forward pass carried {record.forwards[big]} {unit} at once, more than a micro-batch of {most}: "
+        raise Wrong(f"one forward pass carried {record.forwards[big]} {unit} at once, more than a micro-batch of {most}: "
                 "that is the big batch's memory. Run the micro-batches one by one")
     for j in passes:
         owners = [record.owners[k] for k in record.passes[j]]
         if len(owners) != len(set(owners)):
             joined = len(owners) // max(1, len(set(owners)))
-            return (f"one backward pass went through {joined} micro-batches at once: their graphs, and every "
+            raise Wrong(f"one backward pass went through {joined} micro-batches at once: their graphs, and every "
                     "activation in them, were all kept alive until that backward, the memory of the big batch. "
                     "Call backward once per micro-batch, right after its forward")
     if len(passes) != len(micro_batches):
-        return (f"backward ran {len(passes)} times through the model for {len(micro_batches)} micro-batches: "
+        raise Wrong(f"backward ran {len(passes)} times through the model for {len(micro_batches)} micro-batches: "
                 "once per micro-batch")
-    return None

@@ -6,7 +6,7 @@ import math
 import torch
 
 from widgets.core.accumulation import IGNORE_INDEX, flat_grad, real_tokens
-from widgets.exercises.passes import PassWatch, structure_fault
+from widgets.exercises.passes import PassWatch, check_structure
 from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, as_numbers, close_to, correct, incorrect
 from widgets.exercises.toolkit import not_attempted
 from widgets.lessons.researcher_1.precision import MODES
@@ -71,9 +71,7 @@ def _check_tokens(answer: object) -> Feedback:
     grad = flat_grad(model)
     if watch.record.forwards == [16]:
         return incorrect("one pass over all 16 sequences is the big batch itself: run the 4 micro-batches one by one")
-    fault = structure_fault(watch, [len(x) for x, _ in micro_batches], "sequences")
-    if fault:
-        return incorrect(fault)
+    check_structure(watch, [len(x) for x, _ in micro_batches], "sequences")
     if torch.allclose(grad, reference, rtol=1e-7, atol=1e-10):
         return correct("the token sums over the window's real-token count: the big batch's gradient, to float64 rounding.")
     if torch.allclose(grad, per_micro, rtol=1e-7, atol=1e-10):

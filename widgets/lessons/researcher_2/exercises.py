@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from widgets.core.accumulation import flat_grad
-from widgets.exercises.passes import PassWatch, structure_fault
+from widgets.exercises.passes import PassWatch, check_structure
 from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, close_to, correct, number_checker, two_numbers
 from widgets.exercises.toolkit import diagnose, incorrect, not_attempted
 from widgets.lessons.researcher_2.contrastive import (
@@ -51,9 +51,7 @@ def _check_cache(answer: object) -> Feedback:
     if empty:
         return incorrect("the encoders' .grad is empty: step 3 must backpropagate into both towers")
     grad = flat_grad(encoders)
-    fault = structure_fault(watch, [8] * 4, "examples")
-    if fault:  # every tower, every pass: at most one micro-batch's graph alive at a time
-        return incorrect(fault)
+    check_structure(watch, [8] * 4, "examples")
     if torch.allclose(grad, reference, rtol=1e-7, atol=1e-10):
         return correct("the full-batch gradient, with one micro-batch of 8 per backward pass through each tower: "
                        "no more than one micro-batch's graph was ever alive.")

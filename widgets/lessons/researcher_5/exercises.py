@@ -6,7 +6,7 @@ import contextlib
 import torch
 
 from widgets.core.accumulation import GRAD_ATOL, GRAD_RTOL  # the lab's one allclose rule
-from widgets.exercises.passes import PassWatch, flat_parameters_grad, structure_fault
+from widgets.exercises.passes import PassWatch, flat_parameters_grad, check_structure
 from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, close_to, correct, incorrect, two_numbers
 from widgets.exercises.toolkit import not_attempted
 
@@ -78,9 +78,7 @@ def _check_no_sync(answer: object) -> Feedback:
         return incorrect(f"the synced micro-steps are {synced}; only the last one (micro-step {K - 1}) may sync, "
                          "or the gradients added after the sync never reach the other workers")
     grad = flat_parameters_grad(net)
-    fault = structure_fault(watch, [2] * K, "examples")
-    if fault:
-        return incorrect(fault)
+    check_structure(watch, [2] * K, "examples")
     last = watch.record.passes[-1] if watch.record.passes else []
     if len(flags) - 1 not in last:
         return incorrect("the synced micro-step's backward is not the last one: the gradients added after the "
