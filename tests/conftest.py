@@ -68,7 +68,7 @@ _started = time.time()
 @pytest.fixture(autouse=True, scope="session")
 def _one_torch_thread():
     """The lab's models are tiny: one thread runs them faster, and the test processes share the cores."""
-    from widgets.core.torch_state import one_thread
+    from widgets.core.training import one_thread
 
     with one_thread():
         yield
@@ -96,7 +96,7 @@ def before_allocating(monkeypatch):
 
     import torch
 
-    from widgets.core.budget import MEMORY_ENV, TIME_ENV
+    from widgets.core.config import MEMORY_ENV, TIME_ENV
 
     monkeypatch.delenv(MEMORY_ENV, raising=False)
     monkeypatch.delenv(TIME_ENV, raising=False)

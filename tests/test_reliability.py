@@ -62,21 +62,13 @@ CASES: dict[str, list[Case]] = {
         Case("check_float bool", lambda: config.check_float("rate", True, 0, 1), TypeError, "rate"),
     ],
     "accumulation": [
-        Case("plotted entry not a parameter", lambda: accumulation.flat_parameter_indices(
-            accumulation.make_model(), [("9.weight", 0)]), ValueError, "entries"),
-        Case("plotted element out of range", lambda: accumulation.flat_parameter_indices(
-            accumulation.make_model(), [("2.bias", 1)]), ValueError, "2.bias"),
         Case("data size as text", lambda: accumulation.make_regression_data("10"), TypeError, "num_examples"),
         Case("data seed float", lambda: accumulation.make_regression_data(10, 1.5), TypeError, "seed"),
-        Case("model hidden zero", lambda: accumulation.make_model(hidden=0), ValueError, "hidden"),
-        Case("split bool", lambda: accumulation.split_into_micro_batches(True, 1), TypeError, "batch_size"),
         Case("micro_step float", lambda: accumulation.is_update_step(1.0, 2), TypeError, "micro_step"),
-        Case("weights fractional size", lambda: accumulation.micro_batch_weights([2, 2.5]), TypeError, r"sizes\[1\]"),
         Case("accumulate b zero", lambda: accumulation.accumulated_gradient(accumulation.make_model(), X, Y, training.mse, 0),
              ValueError, "micro_batch_size"),
         Case("accumulate b > batch", lambda: accumulation.accumulated_gradient(accumulation.make_model(), X, Y, training.mse, 17),
              ValueError, "micro_batch_size"),
-        Case("weights None", lambda: accumulation.micro_batch_weights(None), TypeError, "sizes"),
         Case("big batch x/y mismatch", lambda: accumulation.big_batch_gradient(accumulation.make_model(), X[:4], Y[:3], training.mse),
              ValueError, "same number of examples"),
         Case("compare a list", lambda: accumulation.compare_gradients([1.0], torch.zeros(1)), TypeError, "tensor"),
@@ -103,7 +95,7 @@ CASES: dict[str, list[Case]] = {
     ],
 }
 
-# Sizes past the ceiling (widgets/core/budget.py) are refused before anything is allocated; the
+# Sizes past the ceiling (widgets/core/config.py) are refused before anything is allocated; the
 # message names the sizes and the variable that sets the limit.
 CASES["budget"] = [
     Case("DDPConfig of ~38 GB", lambda: DDPConfig(8, 64, 1024, 100), ValueError, "LAB_MEMORY_LIMIT_MB"),

@@ -16,7 +16,8 @@ import pytest
 
 from widgets.audit import audit_training_loop
 from widgets.core import loops
-from widgets.core.mistakes import MISTAKES, NEEDS, check_mistake, mistake_diff, mistakes_table
+from widgets.core.config import NEEDS, check_mistake, waits_for
+from widgets.core.mistakes import MISTAKES, mistake_diff, mistakes_table
 
 
 def test_the_correct_loop_is_short_plain_pytorch():
@@ -56,7 +57,7 @@ def test_the_registry_names_each_loop_and_nothing_else():
         assert mistake.name == name and mistake.loop.__name__ == name
         assert mistake.label and mistake.does and mistake.symptom and mistake.fix
         assert set(mistake.needs) <= set(NEEDS) and set(mistake.setting) == set(mistake.needs)
-        assert not mistake.waits_for(**mistake.setting)
+        assert not waits_for(name, **mistake.setting)
 
 
 @pytest.mark.parametrize("name", list(MISTAKES))
@@ -109,7 +110,12 @@ def test_check_mistake_names_the_allowed_ones():
 
 
 def test_a_mistake_says_which_setting_it_waits_for():
-    tail = MISTAKES["forget_final_step"]
-    assert tail.waits_for(tail_micro_batches=0) == {"tail_micro_batches": NEEDS["tail_micro_batches"][0]}
-    assert MISTAKES["scheduler_every_micro_step"].waits_for(warmup_updates=1)
-    assert not MISTAKES["loss_not_divided"].waits_for(tail_micro_batches=0, max_grad_norm=None, warmup_updates=0)
+    assert waits_for("forget_final_step", tail_micro_batches=0) == {"tail_micro_batches": NEEDS["tail_micro_batches"][0]}
+    assert waits_for("scheduler_every_micro_step", warmup_updates=1)
+    assert not waits_for("loss_not_divided", tail_micro_batches=0, max_grad_norm=None, warmup_updates=0)
+    assert not waits_for(None, tail_micro_batches=0)
+
+
+def test_mistake_diff_needs_a_loop_name():
+    with pytest.raises(ValueError, match="mistake_diff needs a mistake's name"):
+        mistake_diff(None)

@@ -3,7 +3,7 @@ its signature: benchmarks/sizes.py says how) is listed here, and an enormous siz
 size parameters allocates nothing past the budget (LAB_MEMORY_LIMIT_MB=256).
 
 A new builder fails `test_every_builder_is_listed` until it is added below, which asks its author to
-check its sizes (widgets/core/budget.py) before it makes anything; `make reliability` records the
+check its sizes (widgets/core/config.py) before it makes anything; `make reliability` records the
 same run in benchmarks/results/reliability.json.
 """
 import json
@@ -19,14 +19,11 @@ SIZES = [sys.executable, str(ROOT / "benchmarks" / "sizes.py")]
 ENV = {**os.environ, "MALLOC_ARENA_MAX": "2"}
 
 LISTED = {
-    "widgets.core.accumulation.make_model",
     "widgets.core.accumulation.make_regression_data",
     "widgets.core.accumulation.micro_batch_weight",
-    "widgets.core.accumulation.split_into_micro_batches",
     "widgets.core.accumulation.windows",
     "widgets.core.config.AccumulationConfig",
     "widgets.core.training.linear_warmup",
-    "widgets.lessons.beginner_1.bricks.bricks_states",
     "widgets.lessons.beginner_1.bricks.trips_table",
     "widgets.lessons.beginner_1.controls.make_bricks_widget",
     "widgets.lessons.beginner_2.controls.make_accumulation_explorer",
@@ -34,7 +31,6 @@ LISTED = {
     "widgets.lessons.beginner_2.exercises.pile_over_big_batch",
     "widgets.lessons.beginner_2.trade.kept_for_backward",
     "widgets.lessons.beginner_2.trade.memory_share",
-    "widgets.lessons.developer_3.bug_effects.bug_effect_table",
     "widgets.lessons.researcher_1.controls.make_token_spread_widget",
     "widgets.lessons.researcher_1.precision.make_precision_problem",
     "widgets.lessons.researcher_2.batchnorm.GhostBatchNorm1d",
@@ -76,7 +72,7 @@ LISTED = {
 
 def test_every_builder_is_listed():
     found = json.loads(subprocess.run([*SIZES, "--list"], capture_output=True, text=True, check=True, env=ENV).stdout)
-    assert sorted(set(found) - LISTED) == [], "new builders: check their sizes first (widgets/core/budget.py), then list them"
+    assert sorted(set(found) - LISTED) == [], "new builders: check their sizes first (widgets/core/config.py), then list them"
     assert sorted(LISTED - set(found)) == [], "listed builders that no longer exist (or no longer take a size): drop them"
 
 

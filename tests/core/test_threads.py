@@ -3,7 +3,7 @@ also on error and also when the block changed it; `known_torch_state` uses it.""
 import pytest
 import torch
 
-from widgets.core.torch_state import known_torch_state, one_thread, torch_threads
+from widgets.core.training import known_torch_state, one_thread, torch_threads
 
 
 def test_one_thread_inside_and_restored_after_an_error():

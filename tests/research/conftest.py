@@ -1,7 +1,7 @@
 """The shared researcher compute is tiny: one CPU thread runs it faster than two (and far faster on a busy machine)."""
 import pytest
 
-from widgets.core.torch_state import one_thread
+from widgets.core.training import one_thread
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -8,7 +8,7 @@ import psutil
 import pytest
 
 from tests.processes import still_running
-from widgets.core.budget import BudgetError
+from widgets.core.config import BudgetError
 from widgets.research.ddp import (
     DDPConfig, DDPError, communication_per_update, make_ddp_mlp, ring_allreduce_bytes, run_ddp, sampler_shards,
     sharded_gradient_bytes,

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from widgets.core.budget import BudgetError
+from widgets.core.config import BudgetError
 from widgets.research.memory import (
     SavedTensorCounter, TinyGPT, measure_memory_terms, micro_step_estimate, optimizer_state_bytes, tensor_bytes,
     tiny_gpt_parameters,

@@ -106,7 +106,7 @@ def test_bad_settings_name_the_parameter():
 
 
 def test_sizes_past_the_ceiling_are_refused_before_allocating(before_allocating):
-    from widgets.core.budget import BudgetError
+    from widgets.core.config import BudgetError
     with before_allocating(), pytest.raises(
             BudgetError, match=r"linear_regression_micro_grads\(dim=1000, windows=10000, accumulation_steps=8, "
                                r"micro_batch_size=64\) would need about 39\.5 GB, over this lab's limit of 1\.0 GB"):

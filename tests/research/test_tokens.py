@@ -141,7 +141,7 @@ def test_wrong_types_are_refused_by_name():
 
 
 def test_sizes_past_the_ceiling_are_refused_before_allocating(before_allocating, monkeypatch):
-    from widgets.core.budget import BudgetError
+    from widgets.core.config import BudgetError
     with before_allocating(), pytest.raises(BudgetError, match=r"TinyCausalLM\(vocab_size=100000, dim=1024\) would "
                                             r"need about 2\.4 GB, over this lab's limit of 1\.0 GB"):
         TinyCausalLM(vocab_size=100_000, dim=1024)

@@ -1,17 +1,28 @@
-"""The run configuration and the input checks every public function shares; torch-free, so a bad
-value is caught here, named with its allowed range, before anything reaches torch."""
+"""Where settings enter: the run configuration, the input checks every public function shares, and the
+ceilings a builder checks before it allocates or trains. Torch-free, so a bad value is caught here,
+named with its allowed range, before anything reaches torch."""
 from __future__ import annotations
 
 import math
 import numbers
+import os
 from dataclasses import dataclass
 
-from widgets.core.mistakes import MISTAKES, check_mistake
+from widgets.core.mistakes import MISTAKES
 
 # The optimizers a run can use: its name in a config -> the torch.optim class it builds
 # (widgets.core.training.make_optimizer), which is also its label on the explorer.
 OPTIMIZERS: dict[str, str] = {"sgd": "SGD", "adamw": "AdamW"}
 OPTIMIZER_NAMES: tuple[str, ...] = tuple(OPTIMIZERS)
+
+# A setting a mistake may need before it can change anything: what to set, and the test that it is set.
+NEEDS = {
+    "tail_micro_batches": ("a short last window: set tail_micro_batches > 0 (which needs K >= 2)", lambda v: v > 0),
+    "max_grad_norm": ("gradient clipping: set max_grad_norm", lambda v: v is not None),
+    # a warmup of one update is the same whichever way it is stepped: the first update always
+    # uses the schedule's first value
+    "warmup_updates": ("a warmup of at least 2 updates: set warmup_updates >= 2", lambda v: v >= 2),
+}
 
 
 def check_int(name: str, value: object, low: int, high: int | None = None) -> int:
@@ -35,6 +46,22 @@ def check_float(name: str, value: object, low: float, high: float, *, low_inclus
     if math.isnan(value) or too_low or value > high:
         raise ValueError(f"{name} must be {allowed}, got {value}")
     return value
+
+
+def check_mistake(name: object) -> str | None:
+    """`name` if it is None (the correct loop) or a mistake of MISTAKES; else raise listing them."""
+    if name is None or (isinstance(name, str) and name in MISTAKES):
+        return name
+    if not isinstance(name, str):
+        raise TypeError(f"mistake must be None or one mistake's name (a str), got {name!r} ({type(name).__name__}); "
+                        f"one of {list(MISTAKES)}")
+    raise ValueError(f"mistake: unknown name {name!r}; allowed: None or one of {list(MISTAKES)}")
+
+
+def waits_for(mistake: str | None, **settings: object) -> dict[str, str]:
+    """{setting: what to set} for each setting `mistake` needs that `settings` lack."""
+    needs = MISTAKES[mistake].needs if mistake in MISTAKES else ()
+    return {need: NEEDS[need][0] for need in needs if need in settings and not NEEDS[need][1](settings[need])}
 
 
 @dataclass(frozen=True)
@@ -73,8 +100,8 @@ class AccumulationConfig:
         check_int("warmup_updates", self.warmup_updates, 0, 1000)
         if self.optimizer not in OPTIMIZER_NAMES:
             raise ValueError(f"optimizer must be one of {OPTIMIZER_NAMES}, got {self.optimizer!r}")
-        unmet = self.mistake and MISTAKES[self.mistake].waits_for(
-            tail_micro_batches=self.tail_micro_batches, max_grad_norm=self.max_grad_norm, warmup_updates=self.warmup_updates)
+        unmet = waits_for(self.mistake, tail_micro_batches=self.tail_micro_batches, max_grad_norm=self.max_grad_norm,
+                          warmup_updates=self.warmup_updates)
         if unmet:
             raise ValueError(f"mistake: {self.mistake} needs " + "; ".join(unmet.values()))
         if self.effective_batch_size > self.num_examples:
@@ -105,3 +132,66 @@ def check_config(config: object, name: str = "config") -> AccumulationConfig:
     if not isinstance(config, AccumulationConfig):
         raise TypeError(f"{name} must be an AccumulationConfig, got {type(config).__name__}")
     return config
+
+
+# --- the ceilings: one learner cannot take a shared hub's memory or time ----------------------------
+# Estimates are arithmetic on the sizes (no torch here), deliberately on the high side.
+
+MEMORY_ENV, DEFAULT_MEMORY_MB = "LAB_MEMORY_LIMIT_MB", 1024  # bytes one process may allocate for one call
+TIME_ENV, DEFAULT_TIME_S = "LAB_TIME_LIMIT_S", 300  # seconds one training call may run
+FLOAT32 = 4
+# Bytes one small object takes, rounded up: a Python slice with its two ints and its list slot, and a
+# tensor view (tensor_split's pieces: the C++ tensor and its Python handle; ~1 KB measured per piece).
+PY_OBJECT, TENSOR_VIEW = 128, 1024
+# Conservative speed of one CPU thread on the lab's small models (measured ~5-20 GFLOP/s; take the low end).
+FLOPS_PER_SECOND = 2e9
+
+
+class BudgetError(ValueError):
+    """The sizes asked for would cost more memory or time than the ceiling allows."""
+
+
+def _limit(env: str, default: float) -> float:
+    text = os.environ.get(env, "").strip() or str(default)
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise BudgetError(f"${env} must be a positive number, got {os.environ.get(env)!r}")
+    return value
+
+
+def memory_limit_bytes() -> int:
+    """The ceiling in bytes: $LAB_MEMORY_LIMIT_MB megabytes (default 1024)."""
+    return int(_limit(MEMORY_ENV, DEFAULT_MEMORY_MB) * 2**20)
+
+
+def time_limit_s() -> float:
+    """The ceiling in seconds: $LAB_TIME_LIMIT_S (default 300)."""
+    return _limit(TIME_ENV, DEFAULT_TIME_S)
+
+
+def _size(n: float) -> str:
+    return f"{n / 2**30:.1f} GB" if n >= 2**30 else f"{n / 2**20:.0f} MB"
+
+
+def check_memory(what: str, estimate_bytes: float) -> float:
+    """Raise BudgetError if `what` would need more than the memory ceiling; else return the estimate."""
+    limit = memory_limit_bytes()
+    if estimate_bytes > limit:
+        raise BudgetError(
+            f"{what} would need about {_size(estimate_bytes)}, over this lab's limit of {_size(limit)} per process "
+            f"(${MEMORY_ENV}, default {DEFAULT_MEMORY_MB} MB; on a shared hub it protects the other learners' kernels): "
+            "choose smaller sizes, or raise the limit on a machine of your own")
+    return estimate_bytes
+
+
+def check_time(what: str, estimate_s: float) -> float:
+    """Raise BudgetError if `what` would run longer than the time ceiling; else return the estimate."""
+    limit = time_limit_s()
+    if estimate_s > limit:
+        raise BudgetError(
+            f"{what} would run about {estimate_s:.0f} s, over this lab's limit of {limit:g} s per call "
+            f"(${TIME_ENV}, default {DEFAULT_TIME_S} s): choose smaller sizes, or raise the limit on a machine of your own")
+    return estimate_s

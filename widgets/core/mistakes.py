@@ -19,16 +19,6 @@ from typing import Callable
 
 from widgets.core.views import Table
 
-# A setting a mistake may need before it can change anything, with the test that it is there.
-NEEDS: dict[str, tuple[str, Callable[[object], bool]]] = {
-    "tail_micro_batches": ("a short last window: set tail_micro_batches > 0 (which needs K >= 2)",
-                           lambda value: value > 0),
-    "max_grad_norm": ("gradient clipping: set max_grad_norm", lambda value: value is not None),
-    # a warmup of one update is the same whichever way it is stepped: the first update always
-    # uses the schedule's first value
-    "warmup_updates": ("a warmup of at least 2 updates: set warmup_updates >= 2", lambda value: value >= 2),
-}
-
 
 @dataclass(frozen=True)
 class Mistake:
@@ -39,7 +29,7 @@ class Mistake:
     fix: str  # the fix in one line
     label: str = ""  # classic only: what a control or a table calls it
     symptom: str = ""  # classic only: what a learner sees
-    needs: tuple[str, ...] = ()  # explorer settings it needs to act (keys of NEEDS) ...
+    needs: tuple[str, ...] = ()  # explorer settings it needs to act (keys of widgets.core.config.NEEDS) ...
     setting: dict = field(default_factory=dict)  # ... and values that let it act there
     audit: dict = field(default_factory=dict)  # the options of audit_training_loop under which it shows
     scales: bool = False  # it only puts a constant factor on gradients (AdamW nearly cancels those)
@@ -55,10 +45,6 @@ class Mistake:
         loop = functools.partial(self.loop, max_norm=None)
         loop.__name__ = self.name  # the auditor's report names the loop
         return loop, dict(self.audit)
-
-    def waits_for(self, **settings: object) -> dict[str, str]:
-        """{setting: what to set} for each setting this mistake needs that `settings` lack."""
-        return {need: NEEDS[need][0] for need in self.needs if need in settings and not NEEDS[need][1](settings[need])}
 
 
 EVERY_MISTAKE: dict[str, Mistake] = {m.name: m for m in (
@@ -245,16 +231,6 @@ EVERY_MISTAKE: dict[str, Mistake] = {m.name: m for m in (
 MISTAKES: dict[str, Mistake] = {name: m for name, m in EVERY_MISTAKE.items() if m.label}
 
 
-def check_mistake(name: object) -> str | None:
-    """`name` if it is None (the correct loop) or a mistake of MISTAKES; else raise listing them."""
-    if name is None or (isinstance(name, str) and name in MISTAKES):
-        return name
-    if not isinstance(name, str):
-        raise TypeError(f"mistake must be None or one mistake's name (a str), got {name!r} ({type(name).__name__}); "
-                        f"one of {list(MISTAKES)}")
-    raise ValueError(f"mistake: unknown name {name!r}; allowed: None or one of {list(MISTAKES)}")
-
-
 def _body(function: Callable) -> list[str]:
     """The lines of `function` after its signature and docstring."""
     lines = textwrap.dedent(inspect.getsource(function)).splitlines()
@@ -265,8 +241,8 @@ def _body(function: Callable) -> list[str]:
 def mistake_diff(name: str, context: int = 3) -> str:
     """The body of loop `name` (a mistake or a variant) against `train`'s, as a unified diff without headers."""
     loops = importlib.import_module("widgets.core.loops")
-    if name not in loops.VARIANTS and (name is None or check_mistake(name) is None):
-        raise ValueError("mistake_diff needs a mistake's name, not None")
+    if name not in (*MISTAKES, *loops.VARIANTS):
+        raise ValueError(f"mistake_diff needs a mistake's name, one of {[*MISTAKES, *loops.VARIANTS]}, got {name!r}")
     diff = difflib.unified_diff(_body(loops.train), _body(getattr(loops, name)), "train", name, n=context, lineterm="")
     return "\n".join(line for line in diff if not line.startswith(("---", "+++", "@@")))
 

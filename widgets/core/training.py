@@ -6,17 +6,20 @@
 
 What a `RunRecord` holds is measured from outside the loop, by the loss function handed to it and
 hooks on the parameters and the optimizer (`_Watch`), which never change `.grad` or the weights.
+Every run happens under a known torch state (`known_torch_state`), so a learner's float16 default or
+no_grad flips no verdict.
 """
 from __future__ import annotations
 
-import functools
+import contextlib
 import math
 import warnings
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 
+from widgets.core import loops
 from widgets.core.accumulation import (
     GradientPile,
     compare_gradients,
@@ -27,9 +30,6 @@ from widgets.core.accumulation import (
     windows,
 )
 from widgets.core.config import OPTIMIZERS, AccumulationConfig, check_config, check_int
-from widgets.core.loops import train
-from widgets.core.mistakes import MISTAKES
-from widgets.core.torch_state import known_torch_state
 
 REGIMES = ("accumulated", "big_batch", "small_batch")
 # A run has diverged once its loss on all examples is not finite or above this many times its start:
@@ -37,6 +37,56 @@ REGIMES = ("accumulated", "big_batch", "small_batch")
 DIVERGED_LOSS_FACTOR = 1000.0
 # The entries of `.grad` the pile plots follow: (parameter name, element), found by name in the model.
 PLOTTED_ENTRIES = (("0.weight", 0), ("2.weight", 0), ("2.bias", 0))
+
+
+@contextlib.contextmanager
+def torch_threads(count: int | None = 1) -> Iterator[None]:
+    """Run the block with `count` torch threads (None: as they are), then give the caller's count back.
+
+    The lab's tiny models run fastest on one thread, above all on a shared CPU."""
+    before = torch.get_num_threads()
+    if count is not None and count != before:  # a change rebuilds torch's thread pool: only when needed
+        torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        if torch.get_num_threads() != before:
+            torch.set_num_threads(before)
+
+
+def one_thread() -> contextlib.AbstractContextManager:
+    """`torch_threads(1)`: one thread for the block, the caller's count after."""
+    return torch_threads(1)
+
+
+@contextlib.contextmanager
+def known_torch_state(threads: int | None = 1) -> Iterator[None]:
+    """Grad on, inference mode off, float32 on the CPU, deterministic and anomaly flags off, `threads` threads;
+    the caller's state after."""
+    grad, dtype, device = torch.is_grad_enabled(), torch.get_default_dtype(), torch.get_default_device()
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    anomaly, check_nan = torch.is_anomaly_enabled(), torch.is_anomaly_check_nan_enabled()
+    try:
+        torch.set_default_dtype(torch.float32)
+        if device.type != "cpu":  # set only when needed: a default device is a mode on every call
+            torch.set_default_device("cpu")
+        if deterministic:  # the first call imports torch._inductor (seconds): only when it changes something
+            torch.use_deterministic_algorithms(False)
+        if anomaly:
+            torch.autograd.set_detect_anomaly(False)
+        with torch_threads(threads), torch.inference_mode(False), torch.enable_grad():
+            yield
+    finally:
+        torch.set_grad_enabled(grad)
+        torch.set_default_dtype(dtype)
+        if device.type != "cpu":
+            torch.set_default_device(device)
+        if (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()) \
+                != (deterministic, warn_only):
+            torch.use_deterministic_algorithms(deterministic, warn_only=warn_only)
+        if (torch.is_anomaly_enabled(), torch.is_anomaly_check_nan_enabled()) != (anomaly, check_nan):
+            torch.autograd.set_detect_anomaly(anomaly, check_nan=check_nan)
 
 
 def mse(prediction: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -58,68 +108,33 @@ def clip_flat(grad: torch.Tensor, max_norm: float | None) -> torch.Tensor:
 
 
 def _flat(tensors) -> torch.Tensor:
-    """Tensors as one flat detached copy (the watch's own, unchecked `flat_grad`); shape (P,)."""
+    """Tensors as one flat detached copy; shape (P,)."""
     return torch.cat([t.detach().reshape(-1) for t in tensors])
 
-
-# --- what a run returns -----------------------------------------------------------------------------
-
-@dataclass
-class RegimeRun:
-    """One regime's run, one entry per update (up to the update where it diverged, if it did)."""
-
-    train_loss: list[float]  # the loss the loop logged (its return value), for each update it made
-    eval_loss: list[float]  # the loss on all examples after each update
-    grad_norm: list[float]  # the norm of the completed gradient, before clipping
-    learning_rates: list[float]  # the rate each update used
-    optimizer_steps: int  # every optimizer.step() call, buggy ones included
-    diverged_at: int | None  # the first update whose loss was not finite or over DIVERGED_LOSS_FACTOR x its start
-    final_weights: torch.Tensor  # all parameters, flat, when the run ended (or diverged); (P,)
-    update_flags: list[bool]  # per micro-step: did the update's own step happen there?
-    first_pile: GradientPile | None  # .grad after each backward pass of the first update (with references only)
-    first_target: torch.Tensor | None  # the big-batch gradient the first pile should reach; (P,)
-    first_applied: torch.Tensor | None  # the gradient update 0's optimizer.step() used (after any clip); (P,)
-    start_loss: float  # the loss on all examples before training
-    grad_diff: list[float]
-    grads_match: list[bool]
-    grad_scale: list[float]
-    true_train_loss: list[float]
-
-
-# --- the watch: measurements taken from outside the loop ----------------------------------------------
 
 class _Watch:
     """Measures one loop's run from outside: through the `loss` it hands the loop (micro-steps, losses,
     and with `references`, the big-batch gradient as each update begins) and hooks on the parameters
-    and the optimizer. Its own passes touch no `.grad`, so no hook sees them."""
+    and the optimizer. Its own passes touch no `.grad`, so no hook sees them. Its lists hold one entry
+    per update, up to the update where the run diverged, if it did."""
 
     def __init__(self, model, optimizer, batches, accumulation_steps, x, y, max_norm, start_loss, references=None):
         self.model, self.optimizer, self.x, self.y, self.max_norm = model, optimizer, x, y, max_norm
-        self.targets, self.K, self.references = [t for _, t in batches], accumulation_steps, references
-        update_windows = windows(len(batches), accumulation_steps)
-        self.ends = {window[-1] for window in update_windows}  # each update's last micro-step
-        self.weights = []  # n_i / n: each micro-batch's share of its window's examples
-        for window in update_windows:
-            items = sum(len(self.targets[i]) for i in window)
-            self.weights += [len(self.targets[i]) / items for i in window]
+        self.K, self.references, self.start_loss = accumulation_steps, references, start_loss
+        self.micro_batch_size = len(batches[0][1])
+        self.ends, self.weights = set(), []  # each update's last micro-step; n_i / n of each micro-batch
+        for window in windows(len(batches), accumulation_steps):
+            self.ends.add(window[-1])
+            items = sum(len(batches[i][1]) for i in window)
+            self.weights += [len(batches[i][1]) / items for i in window]
         self.micro_step, self.backward_hooks, self.stopped = 0, 0, False
         self.params = list(model.parameters())
-        self.steps, self.stepped_at, self.diverged_at, self.final_weights = 0, [], None, None
-        self.eval_loss, self.grad_norm, self.learning_rates, self.true_train_loss = [], [], [], []
+        self.steps, self.stepped_at, self.diverged_at, self.final_weights = 0, set(), None, None
+        self.eval_loss, self.learning_rates, self.true_train_loss = [], [], []
         self.grad_diff, self.grads_match, self.grad_scale, self.snapshots = [], [], [], []
-        self.first_applied, self.pile, self.true_sum = None, None, 0.0
-        self.start_loss = start_loss  # the loss on all examples at the seeded weights, the same for every regime
+        self.first_target, self.first_applied, self.pile, self.true_sum = None, None, None, 0.0
         self.handles = [optimizer.register_step_post_hook(self._after_step)]
         self.handles += [p.register_post_accumulate_grad_hook(self._after_accumulate) for p in self.params]
-
-    def _loss_on_all(self) -> float:
-        with torch.no_grad():
-            return mse(self.model(self.x), self.y).item()
-
-    def _reference(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """The big-batch gradient at the current weights, leaving `.grad` as the loop left it."""
-        grads = torch.autograd.grad(mse(self.model(inputs), targets), self.params)  # not into .grad
-        return _flat(grads)
 
     def loss(self, output: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """`mse` for the loop, noted as it computes it: one call per micro-step, after its forward
@@ -130,7 +145,9 @@ class _Watch:
         if self.micro_step % self.K == 0:  # an update begins: what it must reach, from these weights
             self.true_sum = 0.0
             if self.references is not None:
-                self.reference = self._reference(*self.references[self.micro_step // self.K])
+                inputs, targets = self.references[self.micro_step // self.K]
+                # the big-batch gradient at these weights, not into .grad
+                self.reference = _flat(torch.autograd.grad(mse(self.model(inputs), targets), self.params))
                 if self.micro_step == 0:
                     self.first_target = self.reference
         self.true_sum += loss.item() * self.weights[self.micro_step]  # the update's mean loss, whatever is logged
@@ -157,7 +174,7 @@ class _Watch:
         self.steps += 1
         micro_step = self.micro_step - 1
         if micro_step in self.ends and micro_step not in self.stepped_at:  # the update's own step
-            self.stepped_at.append(micro_step)
+            self.stepped_at.add(micro_step)
             self._update_done(_flat(p.grad for p in self.params) if self.references is not None else None)
 
     def _update_done(self, applied: torch.Tensor | None) -> None:
@@ -170,34 +187,29 @@ class _Watch:
             self.grad_scale.append(float(applied.norm()) / target_norm if target_norm > 0 else math.nan)
             if self.first_applied is None:
                 self.first_applied = applied
-        norm = float(self.pile.norm())
-        self.grad_norm.append(norm)
         self.true_train_loss.append(self.true_sum)
         self.learning_rates.append(self.optimizer.param_groups[0]["lr"])
-        self.eval_loss.append(self._loss_on_all())
+        with torch.no_grad():
+            self.eval_loss.append(mse(self.model(self.x), self.y).item())
         blown_up = self.eval_loss[-1] > DIVERGED_LOSS_FACTOR * self.start_loss
-        if not all(math.isfinite(v) for v in (self.true_sum, self.eval_loss[-1], norm)) or blown_up:
+        finite = all(math.isfinite(v) for v in (self.true_sum, self.eval_loss[-1], float(self.pile.norm())))
+        if not finite or blown_up:
             self.diverged_at = len(self.eval_loss) - 1
             self.final_weights = flat_weights(self.model)
             self.stopped = True  # the loop runs on; nothing after this update is measured
 
-    def finish(self, logged: list[float]) -> RegimeRun:
+    def finish(self, logged: list[float]) -> _Watch:
+        """Stop watching; what the loop `logged`, one entry per measured update."""
         for handle in self.handles:
             handle.remove()
         if not self.stopped and len(self.eval_loss) < len(self.ends):  # the forgotten final step
             self._update_done(torch.zeros_like(self.reference) if self.references is not None else None)
-        stepped = set(self.stepped_at)
-        final = self.final_weights if self.final_weights is not None else flat_weights(self.model)
-        size = len(self.targets[0])
-        return RegimeRun(
-            train_loss=logged[: len(self.eval_loss)], eval_loss=self.eval_loss, grad_norm=self.grad_norm,
-            learning_rates=self.learning_rates, optimizer_steps=self.steps, diverged_at=self.diverged_at,
-            final_weights=final, update_flags=[i in stepped for i in range(self.micro_step)],
-            first_pile=GradientPile(torch.stack(self.snapshots), (size,) * len(self.snapshots)) if self.snapshots else None,
-            first_target=getattr(self, "first_target", None), first_applied=self.first_applied,
-            grad_diff=self.grad_diff, grads_match=self.grads_match, grad_scale=self.grad_scale,
-            true_train_loss=self.true_train_loss, start_loss=self.start_loss,
-        )
+        if self.final_weights is None:
+            self.final_weights = flat_weights(self.model)
+        self.train_loss = logged[: len(self.eval_loss)]
+        sizes = (self.micro_batch_size,) * len(self.snapshots)
+        self.first_pile = GradientPile(torch.stack(self.snapshots), sizes) if self.snapshots else None
+        return self
 
 
 def make_optimizer(name: str, parameters, learning_rate: float) -> torch.optim.Optimizer:
@@ -206,8 +218,7 @@ def make_optimizer(name: str, parameters, learning_rate: float) -> torch.optim.O
 
 
 def _train(config: AccumulationConfig, start_loss: float, batches: list, accumulation_steps: int,
-           x: torch.Tensor, y: torch.Tensor, *, loop: Callable = train,
-           references: list | None = None) -> RegimeRun:
+           x: torch.Tensor, y: torch.Tensor, *, loop: Callable = loops.train, references: list | None = None) -> _Watch:
     """One regime: `loop` from the seeded weights with the config's optimizer, warmup and clip, watched."""
     model = make_model(config.seed)
     optimizer = make_optimizer(config.optimizer, model.parameters(), config.learning_rate)
@@ -220,8 +231,6 @@ def _train(config: AccumulationConfig, start_loss: float, batches: list, accumul
     return watch.finish(logged)
 
 
-# --- the record -----------------------------------------------------------------------------------------
-
 @dataclass(frozen=True)
 class RunRecord:
     """What one `run_regimes` call measured, per regime (dicts) and per update (lists)."""
@@ -229,12 +238,10 @@ class RunRecord:
     config: AccumulationConfig
     train_loss: dict[str, list[float]]  # what each loop logged per update (log_divided_loss: divided once more)
     eval_loss: dict[str, list[float]]  # the loss on all examples after each update
-    grad_norm: dict[str, list[float]]  # the completed gradient's norm, before clipping
     grad_diff: list[float]  # max |accumulated - big-batch| as each step used them, at the accumulated weights
     grads_match: list[bool]
     passes_per_update: dict[str, int]
-    optimizer_steps: dict[str, int]
-    update_flags: list[bool]  # one per micro-step of the accumulated run: did it end an update?
+    optimizer_steps: dict[str, int]  # every optimizer.step() call, buggy ones included
     first_pile: GradientPile  # .grad after each micro-step of the first update
     first_target: torch.Tensor  # the big-batch gradient the first pile should reach; (P,)
     first_applied: torch.Tensor  # the gradient update 0's step used, after any clip (zeros if it never stepped); (P,)
@@ -246,28 +253,26 @@ class RunRecord:
     grad_scale: list[float]  # |applied| / |big-batch| gradient (K with loss_not_divided, 0 for a forgotten step)
     plotted_parameters: dict[str, int]  # a label ("0.weight[0]") -> its index in the flat gradients
     final_weights: dict[str, torch.Tensor]  # each run's parameters, flat, when it ended
+    start_weights: torch.Tensor  # the parameters every run started from, flat
 
     @property
     def both_diverged(self) -> bool:
-        """Did the accumulated and the big-batch run both blow up? Then their gradients, however
-        close in relative terms, say nothing about accumulation."""
+        """Did both the accumulated and the big-batch run blow up? Then their gradients say nothing about accumulation."""
         return self.diverged_at["accumulated"] is not None and self.diverged_at["big_batch"] is not None
 
     @property
     def weight_gap(self) -> float:
-        """How far the accumulated run ended from the big-batch run, in units of how far the big-batch
-        run moved from the start: |w_acc - w_big| / |w_big - w_0|. 0: the same training."""
-        start = flat_weights(make_model(self.config.seed))
-        moved = float((self.final_weights["big_batch"] - start).norm())
+        """|w_acc - w_big| / |w_big - w_0|: how far the accumulated run ended from the big-batch run (0: the same)."""
+        moved = float((self.final_weights["big_batch"] - self.start_weights).norm())
         gap = float((self.final_weights["accumulated"] - self.final_weights["big_batch"]).norm())
         return gap / moved if moved > 0 else math.nan
 
     @property
     def max_grad_diff(self) -> float:
         """The largest |accumulated - big-batch| over the whole run (nan if any update's was nan)."""
-        if not self.grad_diff:
+        if not self.grad_diff or any(math.isnan(d) for d in self.grad_diff):
             return math.nan
-        return math.nan if any(math.isnan(d) for d in self.grad_diff) else max(self.grad_diff)
+        return max(self.grad_diff)
 
     @property
     def grads_allclose(self) -> bool:
@@ -282,8 +287,7 @@ class RunRecord:
 
     @property
     def matches_big_batch(self) -> bool:
-        """Did every update equal the big-batch update: gradients allclose and the same learning rate?
-        The log is not part of it: see `log_matches`."""
+        """Gradients allclose and the same learning rate at every update (the log is `log_matches`)."""
         return self.grads_allclose and self.learning_rates_match
 
     @property
@@ -295,10 +299,7 @@ class RunRecord:
 
 def example_order(config: AccumulationConfig) -> torch.Tensor:
     """The order examples are drawn in: a seeded permutation, repeated as often as the run needs."""
-    return _example_order(check_config(config))
-
-
-def _example_order(config: AccumulationConfig) -> torch.Tensor:
+    check_config(config)
     g = torch.Generator().manual_seed(config.seed + 1)
     needed = config.total_micro_steps * config.micro_batch_size
     reps = -(-needed // config.num_examples)
@@ -309,44 +310,30 @@ def run_regimes(config: AccumulationConfig) -> RunRecord:
     """Train the three regimes from the same initial weights on the same draws, under the lab's torch state."""
     check_config(config)
     with known_torch_state():
-        return _run_regimes(config)
-
-
-@functools.lru_cache(maxsize=1)
-def _plotted_indices() -> tuple[tuple[str, int], ...]:
-    """Where `PLOTTED_ENTRIES` sit in the flat gradients: the model's shape, not its seed, decides."""
-    return tuple(flat_parameter_indices(make_model(0), PLOTTED_ENTRIES).items())
-
-
-def _plotted_parameters() -> dict[str, int]:
-    return dict(_plotted_indices())  # a fresh dict per record: a caller may change its own
-
-
-def _run_regimes(config: AccumulationConfig) -> RunRecord:
-    x, y = make_regression_data(config.num_examples, config.seed)
-    order, K, b = _example_order(config), config.accumulation_steps, config.micro_batch_size
-    drawn_x, drawn_y = x[order], y[order]  # every draw in order: views of these are the batches
-    micro = list(zip(drawn_x.split(b), drawn_y.split(b)))  # micro-step i draws examples order[i*b : (i+1)*b]
-    big = list(zip(drawn_x.split(K * b), drawn_y.split(K * b)))  # each update's K micro-batches in one batch
-    with torch.no_grad():
-        start_loss = mse(make_model(config.seed)(x), y).item()  # every regime starts there: measured once
-    runs: dict[str, RegimeRun] = {
-        "accumulated": _train(config, start_loss, micro, K, x, y, loop=train if config.mistake is None else MISTAKES[config.mistake].loop, references=big),
-        "big_batch": _train(config, start_loss, big, 1, x, y),
-        "small_batch": _train(config, start_loss, micro[::K], 1, x, y),  # the first micro-batch of each update
-    }
+        x, y = make_regression_data(config.num_examples, config.seed)
+        order, K, b = example_order(config), config.accumulation_steps, config.micro_batch_size
+        drawn_x, drawn_y = x[order], y[order]  # every draw in order: views of these are the batches
+        micro = list(zip(drawn_x.split(b), drawn_y.split(b)))  # micro-step i draws examples order[i*b : (i+1)*b]
+        big = list(zip(drawn_x.split(K * b), drawn_y.split(K * b)))  # each update's K micro-batches in one batch
+        start = make_model(config.seed)
+        with torch.no_grad():
+            start_loss = mse(start(x), y).item()  # every regime starts there: measured once
+        mistake = loops.train if config.mistake is None else getattr(loops, config.mistake)
+        runs = {
+            "accumulated": _train(config, start_loss, micro, K, x, y, loop=mistake, references=big),
+            "big_batch": _train(config, start_loss, big, 1, x, y),
+            "small_batch": _train(config, start_loss, micro[::K], 1, x, y),  # the first micro-batch of each update
+        }
     accumulated = runs["accumulated"]
     return RunRecord(
         config=config,
         train_loss={r: run.train_loss for r, run in runs.items()},
         eval_loss={r: run.eval_loss for r, run in runs.items()},
-        grad_norm={r: run.grad_norm for r, run in runs.items()},
         passes_per_update={"accumulated": K, "big_batch": 1, "small_batch": 1},
-        optimizer_steps={r: run.optimizer_steps for r, run in runs.items()},
-        initial_eval_loss=runs["big_batch"].start_loss,
+        optimizer_steps={r: run.steps for r, run in runs.items()},
+        initial_eval_loss=start_loss,
         diverged_at={r: run.diverged_at for r, run in runs.items()},
         learning_rates={r: run.learning_rates for r, run in runs.items()},
-        update_flags=accumulated.update_flags,
         first_pile=accumulated.first_pile,
         first_target=accumulated.first_target,
         first_applied=accumulated.first_applied,
@@ -354,6 +341,7 @@ def _run_regimes(config: AccumulationConfig) -> RunRecord:
         grads_match=accumulated.grads_match,
         grad_scale=accumulated.grad_scale,
         true_train_loss=accumulated.true_train_loss,
-        plotted_parameters=_plotted_parameters(),
+        plotted_parameters=flat_parameter_indices(start, PLOTTED_ENTRIES),  # the model's shape decides, not its seed
         final_weights={r: run.final_weights for r, run in runs.items()},
+        start_weights=flat_weights(start),
     )

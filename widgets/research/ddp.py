@@ -29,7 +29,7 @@ from typing import Callable, ClassVar, Iterator
 import torch
 
 from widgets.core.accumulation import GRAD_ATOL, GRAD_RTOL, flat_weights  # GRAD_*: the lab's one allclose rule
-from widgets.core.budget import FLOAT32, check_memory, check_time
+from widgets.core.config import FLOAT32, check_memory, check_time
 from widgets.core.config import check_float, check_int
 from widgets.core.orphans import run_with_parent
 from widgets.research.no_sync import accumulate_micro_steps

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
-from widgets.core.budget import FLOAT32, FLOPS_PER_SECOND, check_memory, check_time
+from widgets.core.config import FLOAT32, FLOPS_PER_SECOND, check_memory, check_time
 from widgets.core.config import check_float, check_int
 from widgets.research.planner import activation_bytes_per_layer
 from widgets.research.saved_bytes import PeakBytesCounter, SavedTensorCounter  # researcher_4's cell shows the latter

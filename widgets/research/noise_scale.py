@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
-from widgets.core.budget import check_memory
+from widgets.core.config import check_memory
 from widgets.core.config import check_float, check_int
 
 

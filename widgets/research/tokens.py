@@ -12,7 +12,7 @@ from typing import Callable, Iterable, Sequence
 import torch
 
 from widgets.core.accumulation import IGNORE_INDEX, flat_grad
-from widgets.core.budget import check_memory
+from widgets.core.config import check_memory
 from widgets.core.config import check_float, check_int
 
 NORMALISERS = ("per_micro_batch", "window")

@@ -11,7 +11,7 @@ import torch  # noqa: E402
 from PIL import Image  # noqa: E402
 
 from widgets.lessons.beginner_2.controls import B_RANGE, K_RANGE, make_accumulation_explorer  # noqa: E402
-from widgets.lessons.beginner_2.readout import readout_lines  # noqa: E402
+from widgets.lessons.beginner_2.draw import readout_lines  # noqa: E402
 from widgets.core.accumulation import accumulated_gradient, big_batch_gradient, compare_gradients, make_model  # noqa: E402
 from widgets.core.accumulation import make_regression_data  # noqa: E402
 from widgets.core.config import AccumulationConfig  # noqa: E402

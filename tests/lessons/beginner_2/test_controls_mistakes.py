@@ -7,7 +7,7 @@ import pytest  # noqa: E402
 
 from widgets.core.mistakes import MISTAKES  # noqa: E402
 from widgets.lessons.beginner_2.controls import MAIN_MISTAKES, NO_MISTAKE, make_accumulation_explorer  # noqa: E402
-from widgets.lessons.beginner_2.readout import readout_lines  # noqa: E402
+from widgets.lessons.beginner_2.draw import readout_lines  # noqa: E402
 
 
 def readout_text(record, notes=(), kind: str = "plain") -> str:

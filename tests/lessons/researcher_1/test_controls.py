@@ -7,7 +7,7 @@ matplotlib.use("Agg")
 import pytest  # noqa: E402
 
 import widgets.lessons.researcher_1.controls as module  # noqa: E402
-from widgets.core.torch_state import one_thread  # noqa: E402
+from widgets.core.training import one_thread  # noqa: E402
 from widgets.lessons.researcher_1.controls import make_token_spread_widget  # noqa: E402
 
 

@@ -67,7 +67,7 @@ def test_modes_are_described():
 
 
 def test_sizes_past_the_ceiling_are_refused_before_allocating(before_allocating, monkeypatch):
-    from widgets.core.budget import BudgetError
+    from widgets.core.config import BudgetError
     with before_allocating(), pytest.raises(
             BudgetError, match=r"make_precision_problem\(num_examples=100000, in_features=8192, out_features=8192\), "
                                r"float64 would need about 12\.7 GB, over this lab's limit of 1\.0 GB"):

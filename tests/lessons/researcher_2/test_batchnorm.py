@@ -107,7 +107,7 @@ def test_every_norm_is_described():
 
 
 def test_sizes_past_the_ceiling_are_refused_before_allocating(before_allocating, monkeypatch):
-    from widgets.core.budget import BudgetError
+    from widgets.core.config import BudgetError
     with before_allocating(), pytest.raises(BudgetError, match=r"make_norm_data\(num_examples=100000, features=4096\), "
                                             r"float64 would need about 6\.1 GB, over this lab's limit of 1\.0 GB"):
         make_norm_data(100_000, 4096)

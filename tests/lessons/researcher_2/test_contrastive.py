@@ -125,7 +125,7 @@ def test_bad_input_names_the_parameter(call, exc, match):
 
 
 def test_sizes_past_the_ceiling_are_refused_before_allocating(before_allocating, monkeypatch):
-    from widgets.core.budget import BudgetError
+    from widgets.core.config import BudgetError
     with before_allocating(), pytest.raises(BudgetError, match=r"make_pairs\(num_pairs=100000, dim=4096\), float64 "
                                             r"would need about 15\.4 GB, over this lab's limit of 1\.0 GB"):
         make_pairs(100_000, 4096)
@@ -136,7 +136,7 @@ def test_sizes_past_the_ceiling_are_refused_before_allocating(before_allocating,
 
 
 def test_a_similarity_matrix_past_the_ceiling_is_refused_before_the_forward_pass(before_allocating):
-    from widgets.core.budget import BudgetError
+    from widgets.core.config import BudgetError
     encoders = make_encoders(dim=1, embed_dim=1, hidden=1)
     a = b = torch.ones(20_000, 1, dtype=torch.float64)  # 20,000 pairs: the scores alone are 20,000 x 20,000
     for run in (lambda: full_batch_contrastive(encoders, a, b), lambda: gradient_cache_contrastive(encoders, a, b, 100)):

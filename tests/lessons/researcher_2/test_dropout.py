@@ -78,7 +78,7 @@ def test_bad_input_names_the_parameter(call, match):
 
 
 def test_sizes_past_the_ceiling_are_refused_before_allocating(before_allocating):
-    from widgets.core.budget import BudgetError
+    from widgets.core.config import BudgetError
     from widgets.lessons.researcher_2.dropout import make_dropout_data
     with before_allocating(), pytest.raises(BudgetError, match=r"make_dropout_data\(num_examples=100000, features=4096\), "
                                             r"float64 would need about 3\.1 GB, over this lab's limit of 1\.0 GB"):
@@ -94,7 +94,7 @@ def test_notebook_sizes_pass_the_ceiling(before_allocating):
 
 
 def test_too_many_draws_are_refused_before_the_first(before_allocating, monkeypatch):
-    from widgets.core.budget import BudgetError
+    from widgets.core.config import BudgetError
     from widgets.lessons.researcher_2 import dropout
     with monkeypatch.context() as patch, pytest.raises(
             BudgetError, match=r"mean_gap_over_draws\(accumulation_steps=4, draws=100000, num_examples=32\) "

@@ -78,7 +78,7 @@ def test_same_run_refuses_other_types():
 
 
 def test_sizes_past_the_ceiling_are_refused_before_allocating(before_allocating, monkeypatch):
-    from widgets.core.budget import BudgetError
+    from widgets.core.config import BudgetError
     with before_allocating(), pytest.raises(BudgetError, match=r"run_once_per_update\(accumulation_steps=1024, "
                                             r"micro_batch_size=1024, num_updates=1000\) would need about 78\.1 GB, "
                                             r"over this lab's limit of 1\.0 GB"):

@@ -82,7 +82,7 @@ def test_bad_input_names_the_parameter():
 
 
 def test_sizes_past_the_ceiling_are_refused_before_allocating(before_allocating, monkeypatch):
-    from widgets.core.budget import BudgetError
+    from widgets.core.config import BudgetError
     with before_allocating(), pytest.raises(BudgetError, match=r"train_with_noise_scale\(micro_batch_size=8, "
                                             r"accumulation_steps=1024, num_updates=100000\) on 512 examples would run "
                                             r"about 206\d{3} s, over this lab's limit of 300 s"):

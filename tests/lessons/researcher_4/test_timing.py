@@ -27,7 +27,7 @@ def test_bad_input():
 
 
 def test_a_run_too_long_for_the_ceiling_is_refused_before_it_starts(monkeypatch):
-    from widgets.core.budget import BudgetError
+    from widgets.core.config import BudgetError
     from widgets.research.memory import TinyGPT
     from widgets.lessons.researcher_4.timing import time_per_update
 

@@ -1,9 +1,8 @@
 """The accumulation explorer: sliders for K and b, one mistake at a time, a live figure and a readout.
 
-The figure is a plain matplotlib `Figure` (never pyplot, so nothing leaks into the notebook) made
-once; each change moves its lines in place and sends a fresh PNG to an `Image` widget, which is also
-what a page without a kernel (GitHub, nbviewer) shows. Re-running the cell that built an explorer
-closes the one it built before.
+The figure is a plain matplotlib `Figure` (never pyplot, so nothing leaks into the notebook) made once;
+each change moves its lines in place and sends a fresh PNG to an `Image` widget, which is also what a
+page without a kernel (GitHub, nbviewer) shows. Re-running a cell closes the explorer it built before.
 """
 from __future__ import annotations
 
@@ -17,7 +16,7 @@ import weakref
 import ipywidgets as W
 import numpy as np
 
-from widgets.core.config import OPTIMIZERS, AccumulationConfig, check_int
+from widgets.core.config import OPTIMIZERS, AccumulationConfig, check_int, waits_for
 from widgets.core.mistakes import MISTAKES
 from widgets.core.training import run_regimes
 from widgets.controls.compat import Displayed, Picture, name_picture, set_titles
@@ -25,8 +24,9 @@ from widgets.draw.style import (
     DPI, PROJECTOR_DPI, FastCanvas, apply_style, errors_shown_in, new_figure, png_bytes, verdict_list_html,
     with_static_fallback
 )
-from widgets.draw.training_plots import draw_gradient_pile, draw_loss_curves, update_gradient_pile, update_loss_curves
-from widgets.lessons.beginner_2.readout import READOUTS, readout_lines
+from widgets.lessons.beginner_2.draw import (
+    READOUTS, draw_gradient_pile, draw_loss_curves, readout_lines, update_gradient_pile, update_loss_curves
+)
 
 # The sliders' ranges, narrower than the config's: a value outside them is refused where it enters
 # (`_check_ranges`), since a slider would clamp it silently.
@@ -181,10 +181,8 @@ def make_accumulation_explorer(
 ) -> AccumulationExplorer:
     """Build (not display) the explorer; a bad setting raises naming it, as does a mistake without its setting.
 
-    `mistake` is None (the correct loop) or a name of `widgets.core.mistakes.MISTAKES`. `readout` is
-    "plain" (the beginner tier, the projector) or "detailed" (tolerances, symptoms, the optimizer
-    dropdown). `dpi` 100 (the screen) to 200 (`PROJECTOR_DPI`: twice the pixels, sharp when enlarged).
-    """
+    `mistake` is None (the correct loop) or a name of `MISTAKES`; `readout` "plain" (the beginner tier)
+    or "detailed" (tolerances, symptoms, the optimizer); `dpi` 100 (the screen) to 200 (the projector)."""
     if readout not in READOUTS:
         raise ValueError(f"readout must be one of {READOUTS}, got {readout!r}")
     check_int("dpi", dpi, DPI, PROJECTOR_DPI)
@@ -216,7 +214,7 @@ def _check_ranges(config: AccumulationConfig) -> None:
 def _config(settings: dict) -> tuple[AccumulationConfig, list[str]]:
     """The config `settings` describe, without a chosen mistake that waits for a setting; a note saying so."""
     mistake = settings["mistake"]
-    waits = MISTAKES[mistake].waits_for(**settings) if mistake in MISTAKES else {}
+    waits = waits_for(**settings)
     notes = [f"'{MISTAKES[mistake].label}' does nothing yet: it needs {need}" for need in waits.values()]
     return AccumulationConfig(**{**settings, "mistake": None if waits else mistake}), notes
 
@@ -256,8 +254,7 @@ def _slider_options(label_width: int = 160, width: int = 430) -> dict:
 
 
 def _running_cell() -> str | None:
-    """The id of the notebook cell running now, as JupyterLab and Notebook 7 send it; None outside a
-    kernel or without an id (then nothing is closed: two cells may hold the same code)."""
+    """The id of the cell running now, as JupyterLab and Notebook 7 send it; None outside a kernel or without one."""
     ipython = sys.modules.get("IPython")
     shell = ipython.get_ipython() if ipython is not None else None
     kernel = getattr(shell, "kernel", None)

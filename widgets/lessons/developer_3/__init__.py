@@ -7,7 +7,7 @@ from widgets.core.floor import below
 from widgets.core.loops import train
 from widgets.core.mistakes import mistake_diff, MISTAKES, mistakes_table
 from widgets.core.symptoms import mistake_symptoms
-from widgets.core.torch_state import known_torch_state
+from widgets.core.training import known_torch_state
 from widgets.core.training import example_order, mse, run_regimes
 from widgets.core.views import Code, Diff, Table
 from widgets.exercises.verdicts import verdict

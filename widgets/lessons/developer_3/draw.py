@@ -4,7 +4,7 @@ from __future__ import annotations
 from widgets.core.training import RunRecord
 from widgets.draw.stills import Still, still
 from widgets.draw.style import new_figure
-from widgets.draw.training_plots import draw_gradient_pile, draw_loss_curves
+from widgets.lessons.beginner_2.draw import draw_gradient_pile, draw_loss_curves
 
 
 def still_picture(record: RunRecord, alt: str, width: float = 8.6, height: float = 3.0) -> Still:

@@ -10,7 +10,7 @@ from typing import Callable, Iterable, Sequence
 
 import torch
 
-from widgets.core.budget import FLOAT32, check_memory
+from widgets.core.config import FLOAT32, check_memory
 from widgets.core.config import check_int
 
 MODES = {

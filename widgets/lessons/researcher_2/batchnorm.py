@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import torch
 
 from widgets.core.accumulation import flat_grad
-from widgets.core.budget import check_memory
+from widgets.core.config import check_memory
 from widgets.core.config import check_int
 
 NORMS = {

@@ -12,7 +12,7 @@ from typing import Iterator
 import torch
 
 from widgets.core.accumulation import flat_grad
-from widgets.core.budget import check_memory
+from widgets.core.config import check_memory
 from widgets.core.config import check_float, check_int
 from widgets.research.saved_bytes import SavedTensorCounter  # researcher_4's meter: one meter for the lab
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from widgets.core.accumulation import flat_grad
-from widgets.core.budget import check_memory, check_time
+from widgets.core.config import check_memory, check_time
 from widgets.core.config import check_float, check_int
 
 DTYPE = torch.float64

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from widgets.core.accumulation import GRAD_ATOL, GRAD_RTOL, flat_grad, is_update_step, make_model, make_regression_data
-from widgets.core.budget import FLOAT32, check_memory, check_time
+from widgets.core.config import FLOAT32, check_memory, check_time
 from widgets.core.config import check_float, check_int
 
 # High estimates for the budget checks: a micro-step of the 1 -> 16 -> 1 model costs ~0.4 ms on an

@@ -11,7 +11,7 @@ from typing import Callable, Sequence
 import torch
 
 from widgets.core.accumulation import flat_weights
-from widgets.core.budget import FLOAT32, check_memory, check_time
+from widgets.core.config import FLOAT32, check_memory, check_time
 from widgets.core.config import check_float, check_int
 from widgets.research.noise_scale import ExactNoise, estimate_noise_scale, exact_noise_scales, smoothed_b_simple
 

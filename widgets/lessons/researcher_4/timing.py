@@ -8,7 +8,7 @@ from typing import Callable, NamedTuple, Sequence
 
 import torch
 
-from widgets.core.budget import check_memory, check_time
+from widgets.core.config import check_memory, check_time
 from widgets.core.config import check_int
 from widgets.research.memory import TinyGPT, language_model_batch, lm_loss, micro_step_estimate
 

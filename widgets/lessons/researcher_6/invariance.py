@@ -11,7 +11,7 @@ import torch
 from widgets.core.accumulation import IGNORE_INDEX, flat_grad
 from widgets.core.config import check_memory
 from widgets.core.config import check_int
-from widgets.core.torch_state import one_thread
+from widgets.core.training import one_thread
 from widgets.research.tokens import TinyCausalLM
 
 VOCAB = 12

@@ -8,7 +8,7 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from widgets.core.config import AccumulationConfig  # noqa: E402
 from widgets.draw.style import FastCanvas  # noqa: E402
-from widgets.draw.training_plots import (  # noqa: E402
+from widgets.lessons.beginner_2.draw import (  # noqa: E402
     draw_gradient_pile,
     draw_loss_curves,
     update_gradient_pile,
