@@ -10,7 +10,7 @@ import inspect
 import warnings
 from dataclasses import dataclass
 from math import isclose as _isclose
-from typing import Callable
+from typing import Callable, NamedTuple, Sequence
 
 import torch
 
@@ -223,7 +223,7 @@ def audit_training_loop(
         return AuditReport(
             loop_name=_name(loop), accumulation_steps=setup.K, num_batches=setup.N, micro_batch_size=whole.b,
             mistakes=frozenset(f.name for f in findings), findings=[f.sentence() for f in findings], counts=counts,
-            update_ratios=verdicts[0].ratios if W == 1 else _averaged_ratios(runs, problems),
+            update_ratios=list(verdicts[0].ratios) if W == 1 else _averaged_ratios(runs, problems),
             log_checked=W == 1 and verdicts[0].log_checked, problem=setup.problem, world_size=W,
             notes=list(dict.fromkeys(notes)) + [f"torch warned: {w}" for w in list(dict.fromkeys(warned))[:3]],
             last_micro_batch_size=len(problems[0].batches[-1][0]),
@@ -248,12 +248,11 @@ def _averaged_ratios(runs: list[Run], problems) -> list[float]:
         return []
 
 
-@dataclass(frozen=True)
-class _Verdict:
+class _Verdict(NamedTuple):
     findings: list[Finding]
-    notes: list[str]
-    ratios: list[float]
-    log_checked: bool
+    notes: Sequence[str] = ()
+    ratios: Sequence[float] = ()
+    log_checked: bool = False
 
 
 def _judge_safely(run, reference, problem) -> _Verdict:
@@ -264,8 +263,7 @@ def _judge_safely(run, reference, problem) -> _Verdict:
         weights_match = _allclose(run.weight, reference.weight, rtol=1e-9, atol=1e-12)
         findings = [] if weights_match else [Finding("differs_from_reference", "the auditor could not read "
                                                                              "more of this loop")]
-        return _Verdict(findings, [f"the auditor could not read this loop's record in detail ({type(error).__name__})"],
-                        [], False)
+        return _Verdict(findings, [f"the auditor could not read this loop's record in detail ({type(error).__name__})"])
 
 
 def _raised(run) -> list[Finding]:
@@ -282,9 +280,14 @@ def _judge(run, reference, problem) -> _Verdict:
     """The outcome first; when it is wrong, the structure, then the numbers the structure allows."""
     tape = run.tape
     if run.error is not None:
-        return _Verdict(_raised(run), [], [], False)
+        return _Verdict(_raised(run))
     result = outcome.check_outcome(tape, problem)
-    kept = [Finding("graphs_kept_alive", _graphs_seen(tape, problem))] if _graphs_kept(tape, result) else []
+    # graphs kept: two or more earlier outputs alive at once, or, where the updates are right, one backward
+    # pass through several micro-batches' graphs built one by one
+    held = max(tape.graphs_alive, max((len(p.forwards) for p in tape.passes), default=0))
+    kept = [Finding("graphs_kept_alive", f"up to {held} micro-batches' graphs were held at once, where backward() "
+                                         f"after each forward keeps at most 1 (K = {problem.K})")] \
+        if tape.graphs_alive >= 2 or (result.exact and any(len(set(p.forwards)) > 1 for p in tape.passes)) else []
     kept += diagnosis.check_windows(tape, problem)
     notes: list[str] = []
     structure, scale = None, []
@@ -294,14 +297,14 @@ def _judge(run, reference, problem) -> _Verdict:
         ratios = result.ratios
     else:
         if not tape.passes:
-            return _Verdict([Finding("never_calls_backward", "no gradient arrived at the weights")], [], [], False)
+            return _Verdict([Finding("never_calls_backward", "no gradient arrived at the weights")])
         if not tape.steps and bool(run.weight.abs().max() > 0):  # it started at zero
             return _Verdict([Finding("steps_by_hand", f"the weights changed, with {len(tape.passes)} backward "
-                                                      "passes and no optimizer.step()")] + kept, [], [], False)
+                                                      "passes and no optimizer.step()")] + kept)
         structure = diagnosis.read_structure(tape, problem)
         coverage = diagnosis.check_coverage(tape, structure, problem)
         if not structure.recognised:
-            return _Verdict(coverage, [], [], False)
+            return _Verdict(coverage)
         amp = diagnosis.check_amp(tape, problem)
         steps = diagnosis.check_steps(tape, structure, problem)
         findings = coverage + steps + kept
@@ -328,9 +331,7 @@ def _judge(run, reference, problem) -> _Verdict:
 
 
 def _learning_rate(tape, reference, problem, findings: list[Finding], scale: list[Finding]) -> list[Finding]:
-    """The learning rate each step ran at, against the reference's step for step. Divided by K where
-    the loss was left undivided, a full window's update comes out right: one mistake, named for what
-    was done, in place of the undivided loss."""
+    """The learning rate each step ran at, against the reference's step for step."""
     if len(tape.steps) != len(reference.steps):
         return findings
     rates = [s.lr / r.lr for s, r in zip(tape.steps, reference.steps)]
@@ -338,24 +339,12 @@ def _learning_rate(tape, reference, problem, findings: list[Finding], scale: lis
         return findings
     seen = f"steps ran at learning rates {[float(f'{s.lr:.3g}') for s in tape.steps[:4]]}, the reference's at " \
            f"{[float(f'{s.lr:.3g}') for s in reference.steps[:4]]}"
+    # divided by K where the loss was left undivided, a full window's update comes out right: one mistake
     if [f.name for f in scale] == ["loss_not_divided"] and all(outcome.close(rate, 1 / problem.K) for rate in rates):
         return [f for f in findings if f not in scale] + [Finding(
             "lr_scaled_instead_of_loss", f"{seen}, 1/K of it, with each micro-batch's loss undivided",
             "leave the learning rate as it is, and " + problem.share_fix)]
     return findings + [Finding("learning_rate_changed", seen)]
-
-
-def _graphs_kept(tape, result) -> bool:
-    """Two or more earlier micro-batches' outputs alive at once (held by graphs), or, in a loop whose
-    updates are right, one backward pass through several micro-batches' graphs built one by one."""
-    return tape.graphs_alive >= 2 or (result.exact and any(len(set(p.forwards)) > 1 for p in tape.passes))
-
-
-def _graphs_seen(tape, problem) -> str:
-    widest = max((len(p.forwards) for p in tape.passes), default=0)
-    held = max(tape.graphs_alive, widest)
-    return f"up to {held} micro-batches' graphs were held at once, where backward() after each forward keeps " \
-           f"at most 1 (K = {problem.K})"
 
 
 def _how_it_piled(tape, problem) -> list[str]:
