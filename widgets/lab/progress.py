@@ -23,7 +23,6 @@ MAX_RECORDS = 2000  # the oldest records beyond this are dropped; passes are kep
 MAX_TEXT = 200  # characters kept of a title or name
 MAX_BYTES = 1 << 20  # 2000 records are far less: a bigger file is not one this lab wrote
 LOCK_TIMEOUT_S = 20.0  # a kernel holds the lock for milliseconds; past this give up saving
-RESULTS = ("correct", "incorrect")
 
 
 class ProgressError(OSError):
@@ -156,8 +155,8 @@ def note_exercises(set_title: str, exercises: list[tuple[str, str]]) -> bool:
 def note_check(set_title: str, name: str, passed: bool, title: str | None = None) -> bool:
     """Record one `check()` with a verdict; a pass sticks. True if saved."""
     def change(store: dict) -> bool:
-        record = {"notebook": set_title[:MAX_TEXT], "exercise": name[:MAX_TEXT], "result": RESULTS[0] if passed
-                  else RESULTS[1], "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        record = {"notebook": set_title[:MAX_TEXT], "exercise": name[:MAX_TEXT], "result": "correct" if passed
+                  else "incorrect", "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         entry = store["sets"].setdefault(record["notebook"], {}).setdefault(
             record["exercise"], {"title": (title or name)[:MAX_TEXT], "passed": False})
         entry["passed"] = entry["passed"] or bool(passed)
