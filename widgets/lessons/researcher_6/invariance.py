@@ -137,28 +137,24 @@ Count = Callable[[torch.Tensor], int]
 
 @dataclass(frozen=True)
 class DivisionBug:
-    """One bug, the loop and count that show it, the fix (loop and count), and the works that report it."""
+    """One bug, the loop and count that show it, and the fix (loop and count); the notebook cites who reported it."""
 
     name: str
     what: str
     loop: Loop
     fix: Loop
-    cite: tuple[str, ...]
     count: Count = count_targets
     fix_count: Count = count_targets
 
 
 BUGS = (
-    DivisionBug("per_rank_mean", "each rank divides by its own count", per_rank_mean, all_reduce_count,
-                ("transformers_34242", "transformers_39392", "trl_3538", "torchtitan_2206")),
-    DivisionBug("window_and_k", "the window count, then / K again", window_and_k, all_reduce_count,
-                ("transformers_35651", "swift_10117")),
+    DivisionBug("per_rank_mean", "each rank divides by its own count", per_rank_mean, all_reduce_count),
+    DivisionBug("window_and_k", "the window count, then / K again", window_and_k, all_reduce_count),
     DivisionBug("engine_and_manual", "/ K in the loop and in the engine's backward", engine_and_manual,
-                engine_without_gas_scaling, ("deepspeed_7439", "transformers_35808")),
-    DivisionBug("ignores_count", "the model's loss ignores the count", ignores_count, all_reduce_count,
-                ("transformers_37766",)),
+                engine_without_gas_scaling),
+    DivisionBug("ignores_count", "the model's loss ignores the count", ignores_count, all_reduce_count),
     DivisionBug("every_label_counted", "the shifted-off label counted once per row", all_reduce_count,
-                all_reduce_count, ("transformers_46204",), count=count_every_label),
+                all_reduce_count, count=count_every_label),
 )
 
 

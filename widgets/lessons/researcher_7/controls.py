@@ -56,7 +56,6 @@ class PipelineExplorer(Displayed, W.VBox):
         self.text = pipeline_readout(timelines["gpipe"], timelines["1f1b"])  # first: a failure leaves the figure as it was
         for ax in (self.ax_timeline, self.ax_memory):
             ax.clear()  # the number of cells changes with p and m: the axes are redrawn, the figure is reused
-        self.timelines = timelines
         draw_timeline(timelines[self.controls["schedule"].value], self.ax_timeline, label_cells=p * m <= 64)
         draw_in_flight(list(timelines.values()), self.ax_memory)
         buffer = io.BytesIO()

@@ -88,17 +88,16 @@ class Regression:
 
 
 def make_regression(dim: int = 8, noise_std: float = 3.0, distance: float = 2.0, examples: int = 4096,
-                    seeds: int = 5, first_seed: int = 0) -> Regression:
-    """`seeds` streams of `examples` fresh examples each; seed s draws its w_star, start and data from `first_seed + s`."""
+                    seeds: int = 5) -> Regression:
+    """`seeds` streams of `examples` fresh examples each; seed s draws its w_star, start and data from torch seed s."""
     d = check_int("dim", dim, 1, 4096)
     sigma = check_float("noise_std", noise_std, 0.0, 1e3, low_inclusive=True)
     r = check_float("distance", distance, 0.0, 1e3)
     n = check_int("examples", examples, 1, 10_000_000)
     s = check_int("seeds", seeds, 1, 1000)
-    first = check_int("first_seed", first_seed, 0, 2**31 - 1 - s)
     check_memory(f"make_regression(dim={d}, examples={n}, seeds={s})", s * n * (d + 2) * FLOAT32 * 2)
     rows = []
-    for seed in range(first, first + s):
+    for seed in range(s):
         g = torch.Generator().manual_seed(seed)
         w_star = torch.randn(d, generator=g)
         direction = torch.randn(d, generator=g)
