@@ -23,20 +23,11 @@ class BricksWidget(Displayed, W.VBox):
     def __init__(self, state: BricksState, dpi: int = DPI):
         self.figure = new_figure(*FIGURE_INCHES, dpi=dpi, layout=None)  # checks dpi before any widget is made
         self.state = state
-        self.controls = {
-            "micro_batch_size": W.IntSlider(
-                value=state.micro_batch_size, min=1, max=MAX_BRICKS_PER_TRIP,
-                description="bricks per trip (micro_batch_size b)", **_SLIDER,
-            ),
-            "accumulation_steps": W.IntSlider(
-                value=state.accumulation_steps, min=1, max=MAX_TRIPS,
-                description="trips (accumulation_steps K)", **_SLIDER,
-            ),
-            "trip": W.IntSlider(
-                value=state.trip, min=0, max=state.accumulation_steps,
-                description="trips done (micro_steps so far)", **_SLIDER,
-            ),
-        }
+        sliders = {"micro_batch_size": (1, MAX_BRICKS_PER_TRIP, "bricks per trip (micro_batch_size b)"),
+                   "accumulation_steps": (1, MAX_TRIPS, "trips (accumulation_steps K)"),
+                   "trip": (0, state.accumulation_steps, "trips done (micro_steps so far)")}
+        self.controls = {name: W.IntSlider(value=getattr(state, name), min=low, max=high, description=words, **_SLIDER)
+                         for name, (low, high, words) in sliders.items()}
         self.next_trip = set_tooltip(W.Button(description="next trip", icon="step-forward", **_BUTTON),
                                      "Carry one more trip up the stairs")
         self.play = set_tooltip(W.ToggleButton(value=False, description="play the trips", icon="play", **_BUTTON),
@@ -57,9 +48,9 @@ class BricksWidget(Displayed, W.VBox):
         self.next_trip.on_click(lambda _: self.step())
         self.play.observe(self._on_play, names="value")
         c = self.controls
-        sliders = [W.HBox([c["trip"], self.next_trip, self.play]), c["micro_batch_size"], c["accumulation_steps"],
-                   c["divided"]]
-        super().__init__([*sliders, self.image, self.readout, self.errors])
+        rows = [W.HBox([c["trip"], self.next_trip, self.play]), c["micro_batch_size"], c["accumulation_steps"],
+                c["divided"]]
+        super().__init__([*rows, self.image, self.readout, self.errors])
 
     def _on_change(self, change: dict | None = None) -> None:
         if self._syncing:
