@@ -1,8 +1,6 @@
 """Which backward passes reached an answer's parameters, and which forwards (of how many examples) each went through.
 
-A `TorchFunctionMode` sees a forward however it is written (`model(x)`, `F.linear`, `x @ w.T`, `torch.func`); a
-hook on each parameter, keyed by the autograd graph-task id, tells which backward pass reached it.
-"""
+A `TorchFunctionMode` sees a forward however it is written (`model(x)`, `F.linear`, `x @ w.T`, `torch.func`)."""
 from __future__ import annotations
 
 import time
@@ -12,9 +10,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_leaves
 
-from widgets.exercises.toolkit import Wrong
-
 from widgets.core.time_limit import TIME_LIMIT_S  # the lab's one time limit; the checkers' problems take well under 1 s
+from widgets.exercises.toolkit import Wrong
 
 
 @dataclass
@@ -33,8 +30,7 @@ class Watched:
 
 
 class PassWatch(TorchFunctionMode):
-    """`with PassWatch(*modules) as watch: answer(...)`, then read `watch.record`; an answer still running after
-    `time_limit_s` is stopped at its next torch call (a `TimeoutError`): a loop that never ends does not hang."""
+    """`with PassWatch(*modules) as watch: answer(...)`, then read `watch.record`; stops answers past `time_limit_s`."""
 
     def __init__(self, *modules: torch.nn.Module, time_limit_s: float | None = None):
         super().__init__()
@@ -107,25 +103,24 @@ def flat_parameters_grad(*modules: torch.nn.Module) -> torch.Tensor | None:
 
 
 def check_structure(watch: PassWatch, micro_batches: list[int], unit: str) -> None:
-    """Wrong, saying what is wrong, unless the answer built its pile from `micro_batches` (the examples of each) with
-    one forward and one backward pass apiece, per module."""
+    """Raises Wrong unless the pile was built one forward and one backward pass per micro-batch, per module."""
     record, most = watch.record, max(micro_batches)
     passes = [j for j, (p, r) in enumerate(zip(record.passes, record.reached)) if r or p]
     if not passes:
         raise Wrong("no backward pass through the model reached its parameters, yet .grad is filled: it was written "
-                "by hand (a gradient worked out on paper, or on a copy of the model). Let backward() pile it up, "
-                "one micro-batch at a time")
+                    "by hand (a gradient worked out on paper, or on a copy of the model). Let backward() pile it up, "
+                    "one micro-batch at a time")
     big = next((k for k, n in enumerate(record.forwards) if n > most), None)
     if big is not None:
-        raise Wrong(f"one forward pass carried {record.forwards[big]} {unit} at once, more than a micro-batch of {most}: "
-                "that is the big batch's memory. Run the micro-batches one by one")
+        raise Wrong(f"one forward pass carried {record.forwards[big]} {unit} at once, more than a micro-batch of "
+                    f"{most}: that is the big batch's memory. Run the micro-batches one by one")
     for j in passes:
         owners = [record.owners[k] for k in record.passes[j]]
         if len(owners) != len(set(owners)):
             joined = len(owners) // max(1, len(set(owners)))
             raise Wrong(f"one backward pass went through {joined} micro-batches at once: their graphs, and every "
-                    "activation in them, were all kept alive until that backward, the memory of the big batch. "
-                    "Call backward once per micro-batch, right after its forward")
+                        "activation in them, were all kept alive until that backward, the memory of the big batch. "
+                        "Call backward once per micro-batch, right after its forward")
     if len(passes) != len(micro_batches):
         raise Wrong(f"backward ran {len(passes)} times through the model for {len(micro_batches)} micro-batches: "
-                "once per micro-batch")
+                    "once per micro-batch")

@@ -1,7 +1,4 @@
-"""Learntools-style exercises: `ex.ratio.check(my_ratio)`, `.hint()` one at a time, `.solution()` after an attempt.
-
-Each call returns an object Jupyter renders as Markdown, with a plain-text form nbval compares. Pure Python.
-"""
+"""Learntools-style exercises: `ex.ratio.check(my_ratio)`, `.hint()` one at a time, `.solution()` after an attempt."""
 from __future__ import annotations
 
 import contextlib
@@ -31,7 +28,6 @@ class Status(enum.Enum):
 _SHOWN = {Status.CORRECT: ("✓", "#008762"), Status.INCORRECT: ("✗", "#C35600"),
           Status.NOT_ATTEMPTED: ("…", "#0072B2"), Status.RUN_EARLIER_CELLS: ("↑", "#0072B2")}
 PLACEHOLDER_MESSAGE = "replace the `...` with your answer, then run the cell again"
-RUN_ALL_ABOVE = "Run > Run All Above Selected Cell runs every cell above this one"
 # What an exercise asks of the learner: foresee what a picture or a model will do, work a number
 # out, or write code. The beginner tier keeps arithmetic to at most two questions a notebook.
 KINDS = {"predict": "predict", "compute": "work it out", "code": "write code"}
@@ -146,11 +142,8 @@ def _known_torch_state() -> contextlib.AbstractContextManager:
 
 
 class Exercise:
-    """One question with its checker (`checker(*answers)` returns a `Feedback`), graded hints and solution.
-
-    `solution` is code as text, or a worked function whose source is shown: the answer must then be a
-    function too, named `function` (by default the worked function's name). `kind` is one of `KINDS`.
-    """
+    """One question with its checker (`checker(*answers)` returns a `Feedback`), graded hints and solution: code as
+    text, or a worked function whose source is shown, the answer then being a function too (named `function`)."""
 
     def __init__(self, name: str, title: str, prompt: str, checker: Callable[..., Feedback], hints: Sequence[str],
                  solution: str | Callable, explanation: str = "", kind: str | None = None, function: str = ""):
@@ -192,9 +185,10 @@ class Exercise:
             return incorrect(str(wrong))
         except NameError as error:  # a name an earlier cell defines: say what to run first
             name = error.name or str(error)
-            return Feedback(Status.RUN_EARLIER_CELLS, f"your answer uses `{name}`, which is not defined in this kernel "
-                            f"yet: run the cell that defines it first ({RUN_ALL_ABOVE}), then this one again. If no cell "
-                            f"defines `{name}`, check its spelling")
+            return Feedback(Status.RUN_EARLIER_CELLS, f"your answer uses `{name}`, which is not defined in this "
+                            "kernel yet: run the cell that defines it first (Run > Run All Above Selected Cell runs "
+                            f"every cell above this one), then this one again. If no cell defines `{name}`, check its "
+                            "spelling")
         except KeyboardInterrupt:  # the learner's own interrupt stops the cell
             raise
         except BaseException as error:  # noqa: BLE001 - the learner's function failed: say so, do not crash the cell
@@ -311,8 +305,7 @@ def diagnose(value: float | Sequence[float], typical: dict, fallback: str) -> Fe
 
 
 def number_checker(target: float, typical: dict[float, str], fallback: str, right: str, name: str):
-    """A checker for one number: Correct near `target`, else the message of the typical mistake, else
-    `fallback` (formatted with the learner's `value`)."""
+    """A checker for one number: Correct near `target`, else the typical mistake's message, else `fallback`."""
     def check(answer: object) -> Feedback:
         value = as_number(answer, name)
         if close_to(value, target):

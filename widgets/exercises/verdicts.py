@@ -29,7 +29,7 @@ class Verdict:
 
 
 def verdict(report) -> Verdict:
-    """`verdict(audit_training_loop(loop))`: "✓ loop matches the reference ..." or "✗ loop: what is wrong — fix: ..."."""
+    """`verdict(audit_training_loop(loop))`: "✓ loop matches the reference ..." or "✗ loop: ... — fix: ..."."""
     name = report.loop_name
     if report.matches_reference:
         line = f"✓ {name} matches the reference: every update is the big-batch update"

@@ -18,10 +18,8 @@ def grad_after_backwards(times: int, blame: float = 3.0) -> float:
 
 def knob_pile(examples: int, trips: int, divide: bool = True, only_last_trip: bool = False,
               start: float = 0.5) -> float:
-    """`knob.grad` of the notebook's `y = knob * x` (x = 1..examples, y = 2x) after `trips` equal trips of MSE.
-
-    `divide=False`: each trip's loss undivided (the classic bug); `only_last_trip`: a zero_grad inside the loop.
-    """
+    """`knob.grad` of the notebook's `y = knob * x` (x = 1..examples, y = 2x) after `trips` equal trips of MSE;
+    `divide=False` leaves each trip's loss undivided, `only_last_trip` clears the pile inside the loop."""
     x = torch.arange(1.0, examples + 1.0)
     y = 2 * x
     knob = torch.tensor(start, requires_grad=True)
@@ -63,8 +61,7 @@ def _check_three_trips(answer: object) -> Feedback:
 
 
 def beginner_predictions() -> dict[str, dict]:
-    """The predictions of beginner notebook 1, as keyword arguments of `make_prediction`; kept off the
-    page so that the typical wrong guesses do not give the answer away."""
+    """Beginner notebook 1's predictions (`make_prediction` keywords), off the page: the wrong guesses give answers away."""
     return {
         "wall": dict(
             question="A wall of 20 bricks, carried 5 at a time in 4 trips. After trip 2 of 4, how many bricks "

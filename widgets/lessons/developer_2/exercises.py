@@ -169,8 +169,7 @@ def _normalise_call(call: object) -> str:
 
 
 def _run_amp_calls(calls: list[str], updates: int = 3) -> torch.Tensor:
-    """Play `calls` as each of `updates` updates (K = 2 micro-batches each) with a real CPU GradScaler,
-    clipping at 1.0; returns the final weights. Raises what torch raises for an impossible order."""
+    """The final weights after playing `calls` as each of `updates` updates (K = 2) with a real CPU GradScaler."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(5)
         model = torch.nn.Linear(3, 1)

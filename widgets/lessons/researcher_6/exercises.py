@@ -1,6 +1,4 @@
-"""Researcher notebook 6 (across ranks): function answers checked on the prompt's example, then on seeded rank counts.
-
-`place_all_reduce` runs the learner's function on W threads sharing a stand-in all-reduce (a barrier and a sum)."""
+"""Researcher notebook 6 (across ranks): function answers checked on the prompt's example, then on seeded rank counts."""
 from __future__ import annotations
 
 import random

@@ -22,10 +22,6 @@ def scale(lr: float, beta1: float, beta2: float, eps: float, k: float) -> tuple[
     return lr * math.sqrt(k), 1 - k * (1 - beta1), 1 - k * (1 - beta2), eps / math.sqrt(k)
 
 
-def _case(values: tuple) -> str:
-    return ", ".join(f"{v:g}" for v in values)
-
-
 def _check_malladi(answer: object) -> Feedback:
     for case in MALLADI_CASES:
         lr, b1, b2, eps, k = case
@@ -33,7 +29,7 @@ def _check_malladi(answer: object) -> Feedback:
         if len(got) != 4:
             return incorrect(f"return four numbers, (lr, beta1, beta2, eps); got {len(got)}")
         want = scale(lr, b1, b2, eps, k)
-        where = f"for (lr, beta1, beta2, eps, k) = ({_case(case)})"
+        where = f"for (lr, beta1, beta2, eps, k) = ({', '.join(f'{v:g}' for v in case)})"
         if not close_to(got[0], want[0]):
             return diagnose(got[0], {lr * k: f"{where} your lr is lr x k: the linear rule is SGD's; Adam's is "
                                                "lr x sqrt(k)",
@@ -102,8 +98,7 @@ def _check_tau(answer: object) -> Feedback:
 
 
 def updates_done(micro_steps: int, k_from: dict[int, int]) -> int:
-    """Worked answer: the optimizer updates completed after `micro_steps` micro-steps, when K is
-    k_from[s] from micro-step s on (each change on a window boundary)."""
+    """Worked answer: the updates completed after `micro_steps` micro-steps, K being k_from[s] from micro-step s on."""
     starts = sorted(k_from)
     done = 0
     for i, start in enumerate(starts):
