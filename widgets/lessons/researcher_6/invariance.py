@@ -9,8 +9,7 @@ from typing import Callable, Sequence
 import torch
 
 from widgets.core.accumulation import IGNORE_INDEX, flat_grad
-from widgets.core.config import check_memory
-from widgets.core.config import check_int
+from widgets.core.config import check_int, check_memory
 from widgets.core.training import one_thread
 from widgets.research.tokens import TinyCausalLM
 
@@ -67,8 +66,6 @@ def token_loss_sum(model: torch.nn.Module, input_ids: torch.Tensor, labels: torc
     return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1),
                                              ignore_index=IGNORE_INDEX, reduction="sum")
 
-
-# --- the loops: one rank's K micro-batches, each way of dividing written out in full ---------------
 
 def all_reduce_count(model, micro_batches, world_size, all_ranks_count) -> None:
     """The fix: token sums divided by the all-ranks count, times W (DDP's mean over W ranks undoes it)."""
@@ -157,8 +154,6 @@ BUGS = (
                 all_reduce_count, count=count_every_label),
 )
 
-
-# --- the simulator and the oracle ---------------------------------------------------------------
 
 def split_ranks(window: Window, world_size: int, accumulation_steps: int) -> list[list[tuple[torch.Tensor, torch.Tensor]]]:
     """Rank r's K micro-batches of b = n / (W K) sequences: rank r takes rows [r K b, (r + 1) K b)."""

@@ -7,8 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from widgets.core.accumulation import flat_grad
-from widgets.core.config import FLOAT32, check_memory
-from widgets.core.config import check_int
+from widgets.core.config import FLOAT32, check_int, check_memory
 
 SCHEDULES = ("gpipe", "1f1b")
 
@@ -62,8 +61,7 @@ class Timeline:
 
     def in_flight(self, stage: int) -> list[int]:
         """Micro-batches whose activations `stage` holds at the end of each slot."""
-        split = any(op.kind == "W" for op in self.ops)
-        frees = "W" if split else "B"
+        frees = "W" if any(op.kind == "W" for op in self.ops) else "B"  # split: W frees the activations
         held, counts = 0, []
         by_end = {op.end: op for op in self.ops if op.stage == stage}
         for t in range(1, self.makespan + 1):
@@ -119,8 +117,6 @@ def bubble_formula(stages: int, micro_batches: int) -> float:
     p, m = check_int("stages", stages, 1), check_int("micro_batches", micro_batches, 1)
     return (p - 1) / (m + p - 1)
 
-
-# --- a real pipeline on one process --------------------------------------------------------------
 
 def split_model(model: torch.nn.Sequential, stages: int) -> list[torch.nn.Sequential]:
     """Cut a Sequential into `stages` contiguous pieces (sharing the model's parameters)."""

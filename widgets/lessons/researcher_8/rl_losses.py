@@ -7,8 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from widgets.core.accumulation import flat_grad, windows
-from widgets.core.config import TENSOR_VIEW, check_memory
-from widgets.core.config import check_int
+from widgets.core.config import TENSOR_VIEW, check_int, check_memory
 
 LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
 DTYPE = torch.float64

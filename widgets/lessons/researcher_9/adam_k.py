@@ -9,8 +9,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from widgets.core.config import FLOAT32, check_memory
-from widgets.core.config import check_float, check_int
+from widgets.core.config import FLOAT32, check_float, check_int, check_memory
 from widgets.core.loops import train_loop
 from widgets.research.adam_rules import malladi_scaled, same_half_life
 
@@ -65,8 +64,6 @@ def set_hyper(optimizer: torch.optim.Optimizer, hyper: AdamHyper) -> None:
     for group in optimizer.param_groups:
         group.update(lr=hyper.lr, betas=(hyper.beta1, hyper.beta2), eps=hyper.eps)
 
-
-# --- noisy linear regression, S seeds at once ----------------------------------------------------
 
 @dataclass(frozen=True)
 class Regression:
@@ -183,8 +180,6 @@ def compare_rules(problem: Regression, base: AdamHyper, micro_batch_size: int, k
             final[k][rule] = problem.excess_loss(run[-1])
     return RuleRuns(gaps, final, problem.excess_loss(reference[-1]))
 
-
-# --- AdamW's weight-decay timescale --------------------------------------------------------------
 
 def adamw_tau(batch: int, lr: float, weight_decay: float, dataset_size: int) -> float:
     """AdamW's decay timescale in epochs, tau = B / (lr * weight_decay * D) (Bergsma et al., 2025)."""
