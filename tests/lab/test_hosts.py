@@ -135,10 +135,10 @@ def test_what_the_added_packages_need_is_on_colab_already():
 
 
 @pytest.mark.parametrize("environ, argv, host", [
-    ({"COLAB_RELEASE_TAG": "release-colab_20260801"}, None, "Colab"),
-    ({"KAGGLE_KERNEL_RUN_TYPE": "Interactive"}, None, "Kaggle"),
-    ({"VSCODE_PID": "4242"}, None, "VS Code"),
-    ({"VSCODE_CWD": "/home/ada"}, None, "VS Code"),
+    ({"COLAB_RELEASE_TAG": "release-colab_20260801"}, (), "Colab"),
+    ({"KAGGLE_KERNEL_RUN_TYPE": "Interactive"}, (), "Kaggle"),
+    ({"VSCODE_PID": "4242"}, (), "VS Code"),
+    ({"VSCODE_CWD": "/home/ada"}, (), "VS Code"),
     ({}, ["/lab/.venv/bin/python", "-m", "jupyterlab", "notebooks/00_start_here.ipynb"], "JupyterLab"),
     ({}, ["/usr/bin/python3", "/usr/local/bin/jupyter-lab", "--no-browser"], "JupyterLab"),
     ({}, ["/opt/venv/bin/python", "/opt/venv/bin/jupyterhub-singleuser"], "JupyterLab"),
@@ -150,7 +150,7 @@ def test_what_the_added_packages_need_is_on_colab_already():
     # a JupyterLab started from VS Code's terminal inherits its variables: the server decides
     ({"VSCODE_PID": "4242"}, ["/lab/.venv/bin/python", "-m", "jupyterlab"], "JupyterLab"),
     ({"COLAB_RELEASE_TAG": "x", "VSCODE_PID": "1"}, ["python", "-m", "jupyterlab"], "Colab"),
-    ({"PATH": "/usr/bin"}, None, "Python"),
+    ({"PATH": "/usr/bin"}, (), "Python"),
 ])
 def test_the_host_is_read_from_the_environment_and_the_server(environ, argv, host):
     assert hosts.detect(environ, argv) == host

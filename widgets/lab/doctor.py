@@ -10,7 +10,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from widgets.lab.hosts import HOSTED, PURE, detect, front_end, version_of
+from widgets.lab.hosts import HOSTED, PURE, detect, version_of
 
 ROOT = Path(__file__).resolve().parents[2]
 NEEDED = ("ipywidgets", "jupyterlab_widgets", "ipykernel", "matplotlib", "torch", "tqdm")
@@ -127,7 +127,7 @@ def _widgets(f: Facts) -> Finding:
 def front_facts(argv: list[str] | None) -> dict:
     """FRONT's versions where the page is served: in the Python running the server command line `argv` (a console
     script runs as python + script), else in this one; a failure is an "error"."""
-    if not (argv and front_end(argv) is not None and re.search(r"python[\d.]*(\.exe)?$", argv[0])):
+    if not (argv and detect({}, argv) != "Python" and re.search(r"python[\d.]*(\.exe)?$", argv[0])):
         return {name: version_of(name) for name in FRONT}
     try:
         versions = json.loads(subprocess.run([argv[0], "-c", PROBE], capture_output=True, text=True, timeout=60).stdout)
@@ -139,7 +139,7 @@ def front_facts(argv: list[str] | None) -> dict:
 def doctor(shell: bool = False) -> Report:
     """Check this kernel's environment (`shell`: this environment's, from `make doctor`): "all good", or each problem
     with its fix."""
-    argv = None
+    argv = []
     if not shell:
         try:  # the command line of the server that started this kernel (Linux /proc)
             argv = Path(f"/proc/{os.getppid()}/cmdline").read_bytes().decode().split("\0")

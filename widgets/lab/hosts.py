@@ -7,7 +7,7 @@ import re
 import subprocess
 import sys
 from importlib import metadata
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
 DISTRIBUTION = "gradient-accumulation-lab"
 # A placeholder until the lab is published (README, "Colab, Kaggle, VS Code").
@@ -25,27 +25,20 @@ FRONT_ENDS = (("voila", "Voilà"), ("jupyterhub-singleuser", "JupyterLab"), ("ju
               ("notebook", "Jupyter Notebook"), ("nbclassic", "Jupyter Notebook"))
 
 
-def front_end(argv: list[str]) -> str | None:
-    """The Jupyter front end a server command line runs ('JupyterLab', ..., 'Jupyter'), or None."""
-    words = {re.sub(r"\.(exe|py)$", "", re.split(r"[\\/]", part)[-1].lower()) for part in argv[:4]}
-    for word, name in FRONT_ENDS:
-        if word in words:
-            return name
-    return "Jupyter" if any("jupyter" in word for word in words) else None
-
-
-def detect(environ: Mapping[str, str] = os.environ, server_argv: list[str] | None = None) -> str:
-    """'Colab', 'Kaggle', the server's front end, 'VS Code', or 'Python' (none: a shell, a test run)."""
+def detect(environ: Mapping[str, str] = os.environ, server_argv: Sequence[str] = ()) -> str:
+    """'Colab', 'Kaggle', the Jupyter front end the server command line `server_argv` runs ('JupyterLab', ...,
+    'Jupyter'), 'VS Code', or 'Python' (none: a shell, a test run)."""
     for variable, host in HOSTED.items():
         if variable in environ:
             return host
     # The server before VS Code: a JupyterLab started in VS Code's terminal inherits its variables.
-    front = front_end(server_argv) if server_argv else None
-    if front:
-        return front
-    if any(variable in environ for variable in VSCODE):
-        return "VS Code"
-    return "Python"
+    words = {re.sub(r"\.(exe|py)$", "", re.split(r"[\\/]", part)[-1].lower()) for part in server_argv[:4]}
+    for word, name in FRONT_ENDS:
+        if word in words:
+            return name
+    if any("jupyter" in word for word in words):
+        return "Jupyter"
+    return "VS Code" if any(variable in environ for variable in VSCODE) else "Python"
 
 
 # --- the install on a hosted runtime ----------------------------------------------------------------
