@@ -1,13 +1,11 @@
-"""A real two-process DistributedDataParallel run on gloo, and the arithmetic of many machines.
+"""A real DistributedDataParallel run on gloo (W workers, with and without `no_sync()`), and the arithmetic of many machines.
 
-`run_ddp` spawns W workers that each train the same small model twice, all-reducing after every micro-step
-and with `no_sync()`; a communication hook counts the all-reduces and their bytes. The workers live here
-because spawned processes import them by name; they always end, also when one raises, the run times out or
-the kernel dies. They meet through a file store in a new mode-700 folder (`private_rendezvous`), which no
-other user or machine can reach; gloo's own links are TCP on 127.0.0.1 and authenticate no one
-(instructor/hub.md). An explicit `port=` uses a TCP store any local user can reach: for a machine of your own."""
+The workers always end, also when one raises, the run times out or the kernel dies. They meet through a file
+store in a new mode-700 folder that no other user can reach (gloo's TCP links authenticate no one:
+instructor/hub.md); an explicit `port=` uses a TCP store any local user can reach: for a machine of your own."""
 from __future__ import annotations
 
+import collections
 import contextlib
 import datetime
 import math
@@ -25,6 +23,7 @@ import time
 import traceback
 from dataclasses import dataclass
 from typing import Callable, ClassVar, Iterator
+from unittest import mock
 
 import torch
 
@@ -72,10 +71,7 @@ def rank_micro_batch(update: int, rank: int, micro_step: int, world_size: int, a
 
 @dataclass(frozen=True)
 class RankGrid:
-    """W ranks of K micro-steps of b examples, each a whole number from 1 to its `GRID_LIMITS` entry.
-
-    Shared by `DDPConfig`, researcher_6's `RanksConfig` and researcher_7's `FSDPConfig`: a subclass adds its
-    fields and limits and calls this `__post_init__`."""
+    """W ranks of K micro-steps of b examples, each from 1 to its `GRID_LIMITS` entry; subclasses add fields."""
 
     world_size: int = 2
     accumulation_steps: int = 4
@@ -104,15 +100,11 @@ class DDPConfig(RankGrid):
         check_float("learning_rate", self.learning_rate, 0.0, 10.0)
         check_int("seed", self.seed, 0, 2**31 - 1)
         # every worker, and the parent for the reference, holds all W K b U examples: check before any exists
+        examples = self.examples_per_update * self.num_updates
         check_memory(f"DDPConfig(world_size={self.world_size}, accumulation_steps={self.accumulation_steps}, "
                      f"micro_batch_size={self.micro_batch_size}, num_updates={self.num_updates}): each of its "
-                     f"{self.world_size + 1} processes holding the {self.examples_per_update * self.num_updates} examples",
-                     self.data_bytes)
-
-    @property
-    def data_bytes(self) -> int:
-        """Bytes of the examples each process makes: W K b U pairs of 16 inputs and 4 targets, float32."""
-        return self.examples_per_update * self.num_updates * (INPUTS + OUTPUTS) * FLOAT32
+                     f"{self.world_size + 1} processes holding the {examples} examples",
+                     examples * (INPUTS + OUTPUTS) * FLOAT32)
 
     def seconds_estimate(self) -> float:
         """A high estimate of `run_ddp`'s seconds: 10 s + 4 s per worker to start, then ~5 ms per micro-step."""
@@ -120,18 +112,11 @@ class DDPConfig(RankGrid):
         return 10.0 + 4.0 * self.world_size + micro_steps * (5e-3 + 2e-6 * self.micro_batch_size)
 
 
-class _Counter:
-    """State of the communication hook: all-reduce calls and bytes so far."""
-
-    def __init__(self):
-        self.calls, self.bytes = 0, 0
-
-
-def _counting_allreduce(state: _Counter, bucket):
+def _counting_allreduce(state: collections.Counter, bucket):
     from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
     buffer = bucket.buffer()
-    state.calls += 1
-    state.bytes += buffer.numel() * buffer.element_size()
+    state["calls"] += 1
+    state["bytes"] += buffer.numel() * buffer.element_size()
     return allreduce_hook(None, bucket)  # DDP's own all-reduce (it averages over the workers)
 
 
@@ -139,19 +124,19 @@ def _train(config: DDPConfig, rank: int, use_no_sync: bool) -> dict:
     from torch.nn.parallel import DistributedDataParallel
     x, y = make_data(config.examples_per_update * config.num_updates, config.seed)
     model = DistributedDataParallel(make_ddp_mlp(config.seed))
-    counter = _Counter()
+    counter = collections.Counter()
     model.register_comm_hook(counter, _counting_allreduce)
     opt = torch.optim.SGD(model.parameters(), lr=config.learning_rate)
     K = config.accumulation_steps
     calls, sent = [], []
     for update in range(config.num_updates):
-        before_calls, before_bytes = counter.calls, counter.bytes
+        before = counter.copy()
         micro = [rank_micro_batch(update, rank, i, config.world_size, K, config.micro_batch_size) for i in range(K)]
         accumulate_micro_steps(model, [(x[part], y[part]) for part in micro], use_no_sync)  # researcher_5's cell
         opt.step()
         opt.zero_grad()
-        calls.append(counter.calls - before_calls)
-        sent.append(counter.bytes - before_bytes)
+        calls.append(counter["calls"] - before["calls"])
+        sent.append(counter["bytes"] - before["bytes"])
     weights = flat_weights(model.module)
     return {"allreduces_per_update": calls, "bytes_per_update": sent, "weights": weights.tolist()}
 
@@ -189,7 +174,6 @@ class DDPResult:
     """What the workers reported, mode -> rank -> record, and the single-process reference weights."""
 
     config: DDPConfig
-    port: int | None  # None: the private rendezvous
     per_rank: dict[str, list[dict]]
     reference_weights: list[float]
     seconds: float
@@ -215,35 +199,6 @@ def train_single_process(config: DDPConfig) -> list[float]:
         opt.step()
         opt.zero_grad()
     return flat_weights(model).tolist()
-
-
-@contextlib.contextmanager
-def environment(variables: dict[str, str]) -> Iterator[None]:
-    """Set `variables` in os.environ for the block (spawned processes inherit them), then restore them."""
-    before = {name: os.environ.get(name) for name in variables}
-    os.environ.update(variables)
-    try:
-        yield
-    finally:
-        for name, value in before.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
-def usable_port(port: int | None) -> int | None:
-    """None for the private rendezvous; else `port`, checked free before any process starts."""
-    if port is None:
-        return None
-    port = check_int("port", port, 1, 65535)
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError as error:
-            raise DDPError(f"the gloo backend could not start on 127.0.0.1:{port}: the port is taken ({error.strerror}). "
-                           "Try again with port=None to pick a free one; no process was started.") from None
-    return port
 
 
 # Waits for end of file on its stdin, which only the process that started it holds open: at the end of
@@ -283,7 +238,15 @@ def prepare_gloo_run(function: str, config: object, config_type: type, timeout_s
         article = "an" if name[0] in ("AEFHILMNORSX" if name[:2].isupper() else "AEIOU") else "a"
         raise TypeError(f"config must be {article} {name}, got {type(config).__name__}")
     timeout_s = check_float("timeout_s", timeout_s, 0.0, 3600.0)
-    port = usable_port(port)
+    if port is not None:  # checked free before any process starts
+        port = check_int("port", port, 1, 65535)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError as error:
+                raise DDPError(f"the gloo backend could not start on 127.0.0.1:{port}: the port is taken "
+                               f"({error.strerror}). Try again with port=None to pick a free one; no process was "
+                               "started.") from None
     if fail_on_rank is not None:
         check_int("fail_on_rank", fail_on_rank, 0, config.world_size - 1)
     check_time(f"{function} on {config}", config.seconds_estimate())
@@ -321,7 +284,7 @@ def _run_workers(job: Callable, config: object, world_size: int, rendezvous: str
     start = time.perf_counter()
     reports: dict[int, object] = {}
     try:
-        with environment(env or {}):
+        with mock.patch.dict(os.environ, env or {}):
             for rank, p in enumerate(procs):
                 try:
                     p.start()
@@ -369,7 +332,7 @@ def run_ddp(config: DDPConfig | None = None, timeout_s: float = 60.0, port: int 
     reports = run_workers(_ddp_job, config, config.world_size, port, timeout_s, fail_on_rank, "DDP worker",
                           no_backend_hint=hint)
     per_rank = {mode: [reports[r][mode] for r in range(config.world_size)] for mode in ("every_micro_step", "no_sync")}
-    return DDPResult(config, port, per_rank, train_single_process(config), time.perf_counter() - start)
+    return DDPResult(config, per_rank, train_single_process(config), time.perf_counter() - start)
 
 
 # --- on paper --------------------------------------------------------------------------------

@@ -1,9 +1,7 @@
 """The four memory terms of training, in bytes, counted from the tensors themselves.
 
-Parameters, gradients and optimizer state are the `nbytes` of their tensors; activations are what autograd
-saves for backward, counted once per storage, less the weights it saves too (`saved_total` keeps them); the
-peak (`PeakBytesCounter`) is the most a micro-step's operators hold at once. `TinyGPT` is laid out like the
-transformer Korthikanti et al. (2022) count, so `widgets.research.planner`'s formula can be checked against it."""
+Activations are what autograd saves for backward, less the weights it saves too; `TinyGPT` is laid out like
+the transformer Korthikanti et al. (2022) count, so `widgets.research.planner`'s formula can be checked on it."""
 from __future__ import annotations
 
 import copy
@@ -52,8 +50,6 @@ def tensor_bytes(tensors) -> int:
 
 def optimizer_state_bytes(optimizer: torch.optim.Optimizer) -> int:
     """Bytes of every tensor in the optimizer's state (Adam: exp_avg and exp_avg_sq; SGD: none)."""
-    if not isinstance(optimizer, torch.optim.Optimizer):
-        raise TypeError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
     return tensor_bytes(v for state in optimizer.state.values() for v in state.values()
                         if isinstance(v, torch.Tensor) and v.dim() > 0)
 
@@ -160,9 +156,7 @@ def lm_loss(model: TinyGPT, tokens: torch.Tensor, targets: torch.Tensor) -> torc
 
 
 def chunked_lm_backward(model: TinyGPT, tokens: torch.Tensor, targets: torch.Tensor, chunks: int) -> float:
-    """`lm_loss(...).backward()` with the loss taken in `chunks` pieces of the sequence, as a chunked cross-entropy does.
-
-    The same gradient for a `chunks`-th of the loss's working set; returns the loss (the mean over every token)."""
+    """`lm_loss(...).backward()` in `chunks` pieces of the sequence (a chunked cross-entropy); returns the loss."""
     if not isinstance(model, TinyGPT):
         raise TypeError(f"model must be a TinyGPT, got {type(model).__name__}")
     check_int("chunks", chunks, 1, tokens.shape[1])
@@ -179,14 +173,11 @@ def chunked_lm_backward(model: TinyGPT, tokens: torch.Tensor, targets: torch.Ten
     return total
 
 
-def measure_memory_terms(model: TinyGPT, micro_batch_size: int, optimizer: str = "adam",
-                         checkpointing: bool = False, seed: int = 0, allocator: bool = False) -> MemoryTerms:
-    """One micro-step and one optimizer step on a copy of `model`, every term in bytes (`allocator`: also `allocator_peak`)."""
+def measure_memory_terms(model: TinyGPT, micro_batch_size: int, checkpointing: bool = False, seed: int = 0, allocator: bool = False) -> MemoryTerms:
+    """One micro-step and one Adam step on a copy of `model`, every term in bytes (`allocator`: also `allocator_peak`)."""
     if not isinstance(model, TinyGPT):
         raise TypeError(f"model must be a TinyGPT, got {type(model).__name__}")
     b = check_int("micro_batch_size", micro_batch_size, 1, 4096)
-    if optimizer not in ("adam", "sgd"):
-        raise ValueError(f"optimizer must be 'adam' or 'sgd', got {optimizer!r}")
     # the ceiling is checked on the sizes, before the copy, the batch or any activation exists
     shape = dict(layers=len(model.blocks), hidden=model.embed.embedding_dim, heads=model.heads, seq_len=model.seq_len,
                  vocab=model.vocab)
@@ -209,7 +200,7 @@ def measure_memory_terms(model: TinyGPT, micro_batch_size: int, optimizer: str =
         with torch.random.fork_rng(devices=[]):  # the same micro-step again, read from the allocator's events
             torch.manual_seed(seed)
             allocated = allocator_peak(lambda: lm_loss(net, tokens, targets).backward())
-    opt = torch.optim.Adam(net.parameters()) if optimizer == "adam" else torch.optim.SGD(net.parameters(), lr=0.1)
+    opt = torch.optim.Adam(net.parameters())
     opt.step()
     forwards = net.block_forwards / len(net.blocks)
     return MemoryTerms(

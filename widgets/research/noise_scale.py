@@ -21,9 +21,6 @@ class NoiseScale:
     b_simple: float
     grad_sq: float
     trace_sigma: float
-    windows: int
-    accumulation_steps: int
-    micro_batch_size: int
     per_window: tuple[float, ...]
 
 
@@ -44,12 +41,10 @@ def window_noise(micro_grads: torch.Tensor, micro_batch_size: int) -> tuple[torc
 
 
 def estimate_noise_scale(micro_grads: torch.Tensor, micro_batch_size: int) -> NoiseScale:
-    """B_simple = tr(Sigma) / |G|^2 from micro_grads (windows, K, P) or (K, P): each micro-batch's mean gradient.
+    """B_simple = tr(Sigma) / |G|^2 from micro_grads (windows, K, P) or (K, P), each micro-batch's mean gradient.
 
-    With B_small = b, B_big = K*b, |G_small|^2 the micro-batches' mean squared norm and |G_big|^2 their mean's:
-        |G|^2     = (B_big |G_big|^2 - B_small |G_small|^2) / (B_big - B_small)
-        tr(Sigma) = (|G_small|^2 - |G_big|^2) / (1/B_small - 1/B_big)
-    both averaged over the windows before the ratio (a ratio of noisy estimates is biased); inf if |G|^2 <= 0."""
+    `window_noise`'s two estimates are averaged over the windows before the ratio (a ratio of noisy estimates is
+    biased); inf if |G|^2 <= 0."""
     if not isinstance(micro_grads, torch.Tensor):
         raise TypeError(f"micro_grads must be a torch.Tensor of shape (windows, K, P) or (K, P), "
                         f"got {type(micro_grads).__name__}")
@@ -69,15 +64,12 @@ def estimate_noise_scale(micro_grads: torch.Tensor, micro_batch_size: int) -> No
     grad_sq, trace = window_noise(micro_grads.detach().double(), b)
     mean_grad_sq, mean_trace = float(grad_sq.mean()), float(trace.mean())
     per_window = tuple(_ratio(float(t), float(s)) for t, s in zip(trace, grad_sq))
-    return NoiseScale(_ratio(mean_trace, mean_grad_sq), mean_grad_sq, mean_trace, windows, k, b, per_window)
+    return NoiseScale(_ratio(mean_trace, mean_grad_sq), mean_grad_sq, mean_trace, per_window)
 
 
 def b_simple_from_norms(small_sq: float, big_sq: float, micro_batch_size: int, accumulation_steps: int) -> float:
     """B_simple of one window from its micro-gradients' mean squared norm and their mean's squared norm."""
-    b = check_int("micro_batch_size", micro_batch_size, 1)
-    k = check_int("accumulation_steps", accumulation_steps, 2)
-    small_sq = check_float("small_sq", small_sq, 0.0, math.inf)
-    big_sq = check_float("big_sq", big_sq, 0.0, math.inf, low_inclusive=True)
+    b, k = micro_batch_size, accumulation_steps
     grad_sq = (k * b * big_sq - b * small_sq) / (k * b - b)
     trace = (small_sq - big_sq) / (1 / b - 1 / (k * b))
     return _ratio(trace, grad_sq)
@@ -131,17 +123,13 @@ def ema(values: list[float] | tuple[float, ...], decay: float) -> list[float]:
 
 def smoothed_b_simple(grad_sq: list[float], trace_sigma: list[float], decay: float = 0.9) -> list[float]:
     """B_simple over training as the paper smooths it: EMAs of |G|^2 and tr(Sigma), then their ratio."""
-    if len(grad_sq) != len(trace_sigma):
-        raise ValueError(f"grad_sq and trace_sigma must have the same length, got {len(grad_sq)} and {len(trace_sigma)}")
     return [_ratio(t, s) for s, t in zip(ema(grad_sq, decay), ema(trace_sigma, decay))]
 
 
 @dataclass(frozen=True)
 class ExactNoise:
-    """The two noise scales of McCandlish et al. (2018) at one point, in examples.
-
-    `b_noise` = tr(H Sigma) / (G^T H G) weighs noise and gradient by the Hessian: the batch at which one SGD step at its
-    best step size gains half what a noiseless step would; `b_simple` assumes equal curvature in every direction."""
+    """McCandlish et al.'s (2018) two noise scales at one point, in examples: `b_noise` = tr(H Sigma) / (G^T H G)
+    weighs noise and gradient by the Hessian; `b_simple` assumes equal curvature in every direction."""
 
     b_simple: float
     b_noise: float
@@ -154,14 +142,7 @@ class ExactNoise:
 
 def exact_noise_scales(per_example_grads: torch.Tensor, hessian: torch.Tensor) -> ExactNoise:
     """B_simple and B_noise of a finite data set from per-example gradients (n, P) and the mean loss's Hessian (P, P)."""
-    if not isinstance(per_example_grads, torch.Tensor) or per_example_grads.dim() != 2 or len(per_example_grads) < 2:
-        raise ValueError("per_example_grads must be a tensor of shape (n, P) with n >= 2 examples")
-    p = per_example_grads.shape[1]
-    if not isinstance(hessian, torch.Tensor) or hessian.shape != (p, p):
-        raise ValueError(f"hessian must be a tensor of shape ({p}, {p}), matching per_example_grads (n, {p})")
     grads, h = per_example_grads.detach().double(), hessian.detach().double()
-    if not (torch.isfinite(grads).all() and torch.isfinite(h).all()):
-        raise ValueError("per_example_grads and hessian must be finite")
     g = grads.mean(0)
     centred = grads - g
     sigma = centred.T @ centred / len(grads)  # (P, P): the covariance of one example's gradient

@@ -13,11 +13,9 @@ Left out: fragmentation, kernels' scratch space, the optimizer step's temporarie
 (`benchmarks/planner_peak.py` compares the peak with the CPU allocator's). Torch-free."""
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from typing import Callable
 
-from widgets.core.config import check_float, check_int
+from widgets.core.config import check_int
 
 
 @dataclass(frozen=True)
@@ -30,15 +28,6 @@ class TransformerShape:
     heads: int
     seq_len: int
     vocab: int
-
-    def __post_init__(self):
-        check_int("layers", self.layers, 1, 1000)
-        check_int("hidden", self.hidden, 1, 1_000_000)
-        check_int("heads", self.heads, 1, self.hidden)
-        check_int("seq_len", self.seq_len, 1, 10_000_000)
-        check_int("vocab", self.vocab, 1, 10_000_000)
-        if self.hidden % self.heads:
-            raise ValueError(f"heads must divide hidden = {self.hidden}, got heads = {self.heads}")
 
     @property
     def parameters(self) -> int:
@@ -82,14 +71,6 @@ class Precision:
     logits: int = 2
     loss: int = 4             # the log-softmax and the gradients of the loss's working set
     logits_kept: bool = True
-
-    def __post_init__(self):
-        for name in ("weights", "grads", "activations", "logits", "loss"):
-            check_int(name, getattr(self, name), 1, 8)
-        check_int("optimizer", self.optimizer, 0, 64)
-        check_int("masks", self.masks, 0, 8)
-        if not isinstance(self.logits_kept, bool):
-            raise TypeError(f"logits_kept must be True or False, got {self.logits_kept!r}")
 
 
 MIXED = Precision()
@@ -169,31 +150,6 @@ class Plan:
     fits: bool
 
 
-def plan_micro_batches(
-    fixed_bytes: int, working_bytes: Callable[[int], float], memory_budget: int, effective_batch_size: int,
-    micro_step_seconds: Callable[[int], float] | None = None,
-) -> list[Plan]:
-    """Each b dividing the effective batch, with K, memory (fixed + `working_bytes(b)`) and time per update."""
-    fixed = check_int("fixed_bytes", fixed_bytes, 0)
-    if not callable(working_bytes):
-        raise TypeError(f"working_bytes must be a function of b (bytes at the peak beyond the fixed ones), "
-                        f"got {type(working_bytes).__name__}")
-    budget = check_int("memory_budget", memory_budget, 1)
-    n = check_int("effective_batch_size", effective_batch_size, 1, 1_000_000)
-    if budget <= fixed:
-        raise ValueError(
-            f"memory_budget = {budget:,} bytes is not above the parameters, gradients and optimizer state "
-            f"({fixed:,} bytes): no micro-batch fits; shard the states (ZeRO) or raise the budget"
-        )
-    plans = []
-    for b in (d for d in range(1, n + 1) if n % d == 0):
-        working = check_float("working_bytes", float(working_bytes(b)), 0.0, math.inf, low_inclusive=True)
-        memory = fixed + round(working)
-        seconds = None if micro_step_seconds is None else (n // b) * float(micro_step_seconds(b))
-        plans.append(Plan(b, n // b, memory, seconds, memory <= budget))
-    return plans
-
-
 def best_plan(plans: list[Plan]) -> Plan | None:
     """The fitting plan with the largest b (fewest micro-steps, so usually the fastest); None if none fits."""
     fitting = [p for p in plans if p.fits]
@@ -232,16 +188,11 @@ class Sharding:
     grad_bytes: int = 2
     no_sync: bool = False
 
-    def __post_init__(self):
-        zero_bytes_per_rank(1, self.stage, self.world_size, self.grad_bytes, self.no_sync)  # the checks
-
 
 @dataclass(frozen=True)
 class PlannerModel:
-    """What the planner needs of a model: fixed bytes, bytes per example, and optionally seconds per micro-step.
-
-    Time: overhead_s + per_example_s x b, checkpointing adding one forward (1/3). A measured model may give its
-    activations only: the working sets then count as 0; with `parameters`, a `Sharding` lays out the fixed bytes."""
+    """What the planner needs of a model: fixed bytes, bytes per example, optionally seconds per micro-step
+    (overhead_s + per_example_s x b); a measured model may give its activations only (working sets 0)."""
 
     name: str
     fixed_bytes: int
@@ -266,7 +217,7 @@ class PlannerModel:
 
     def working(self, micro_batch_size: int, recompute: bool = False) -> float:
         """Bytes beyond the fixed ones at the micro-step's peak, the most of `transformer_memory`'s three moments."""
-        b = check_int("micro_batch_size", micro_batch_size, 1)
+        b = micro_batch_size
         kept = b * (self.recompute_bytes_per_example if recompute else self.activation_bytes_per_example)
         layer = b * self.layer_bytes_per_example * (2 if recompute else 1)  # rebuilt, then its gradients
         return max(kept + b * self.loss_bytes_per_example, kept + layer + self.embedding_gradient_bytes,
@@ -274,12 +225,20 @@ class PlannerModel:
 
     def plans(self, memory_budget: int, effective_batch_size: int, recompute: bool = False,
               sharding: Sharding | None = None) -> list[Plan]:
-        timer = None
-        if self.overhead_s is not None and self.per_example_s is not None:
-            factor = 4 / 3 if recompute else 1.0
-            timer = lambda b: factor * (self.overhead_s + self.per_example_s * b)  # noqa: E731
-        return plan_micro_batches(self.fixed(sharding), lambda b: self.working(b, recompute), memory_budget,
-                                  effective_batch_size, timer)
+        """Each b dividing the effective batch, with K, memory and time per update (checkpointing: 4/3 the time)."""
+        fixed, n = self.fixed(sharding), effective_batch_size
+        if memory_budget <= fixed:
+            raise ValueError(
+                f"memory_budget = {memory_budget:,} bytes is not above the parameters, gradients and optimizer state "
+                f"({fixed:,} bytes): no micro-batch fits; shard the states (ZeRO) or raise the budget"
+            )
+        timed, factor = self.overhead_s is not None and self.per_example_s is not None, 4 / 3 if recompute else 1.0
+        plans = []
+        for b in (d for d in range(1, n + 1) if n % d == 0):
+            memory = fixed + round(self.working(b, recompute))
+            seconds = (n // b) * (factor * (self.overhead_s + self.per_example_s * b)) if timed else None
+            plans.append(Plan(b, n // b, memory, seconds, memory <= memory_budget))
+        return plans
 
 
 def paper_planner_model(shape: TransformerShape, sdpa: bool = False, precision: Precision = MIXED) -> PlannerModel:

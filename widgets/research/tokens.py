@@ -17,6 +17,7 @@ from widgets.core.config import check_float, check_int
 
 NORMALISERS = ("per_micro_batch", "window")
 DTYPE = torch.float64
+VOCAB = 12  # the token ids of `make_token_batch`, and `TinyCausalLM`'s default vocabulary
 
 
 @dataclass(frozen=True)
@@ -32,14 +33,11 @@ class TokenBatch:
         return self.inputs.shape[0]
 
 
-def make_token_batch(
-    num_sequences: int = 16, max_len: int = 24, length_spread: float = 0.8, vocab_size: int = 12, seed: int = 0
-) -> TokenBatch:
-    """Noisy-rule sequences (next = 3 * prev + 1 mod vocab, one in four random), right-padded to `max_len`; labels shift by one."""
+def make_token_batch(num_sequences: int = 16, max_len: int = 24, length_spread: float = 0.8, seed: int = 0) -> TokenBatch:
+    """Noisy-rule sequences (next = 3 * prev + 1 mod 12, one in four random), right-padded to `max_len`; labels shift by one."""
     check_int("num_sequences", num_sequences, 1, 4096)
     check_int("max_len", max_len, 3, 4096)
     length_spread = check_float("length_spread", length_spread, 0.0, 1.0, low_inclusive=True)
-    check_int("vocab_size", vocab_size, 2, 100_000)
     check_int("seed", seed, 0, 2**31 - 1)
     # int64 tokens (n, max_len + 1) and the inputs and labels copied out of them
     check_memory(f"make_token_batch(num_sequences={num_sequences}, max_len={max_len})",
@@ -48,10 +46,10 @@ def make_token_batch(
     lengths = [max_len - math.floor(length_spread * (max_len - 2) * float(torch.rand((), generator=g)))
                for _ in range(num_sequences)]
     tokens = torch.zeros(num_sequences, max_len + 1, dtype=torch.long)
-    tokens[:, 0] = torch.randint(vocab_size, (num_sequences,), generator=g)
+    tokens[:, 0] = torch.randint(VOCAB, (num_sequences,), generator=g)
     for t in range(1, max_len + 1):
-        rule = (3 * tokens[:, t - 1] + 1) % vocab_size
-        noise = torch.randint(vocab_size, (num_sequences,), generator=g)
+        rule = (3 * tokens[:, t - 1] + 1) % VOCAB
+        noise = torch.randint(VOCAB, (num_sequences,), generator=g)
         tokens[:, t] = torch.where(torch.rand(num_sequences, generator=g) < 0.25, noise, rule)
     inputs, labels = tokens[:, :-1].clone(), tokens[:, 1:].clone()
     for i, n in enumerate(lengths):
@@ -63,14 +61,11 @@ def make_token_batch(
 class TinyCausalLM(torch.nn.Module):
     """Embedding -> one GRU layer -> linear head: causal, so right-padding never changes a real token's loss."""
 
-    def __init__(self, vocab_size: int = 12, dim: int = 16, seed: int = 0):
+    def __init__(self, vocab_size: int = VOCAB, seed: int = 0):
         super().__init__()
         check_int("vocab_size", vocab_size, 2, 100_000)
-        check_int("dim", dim, 1, 1024)
         check_int("seed", seed, 0, 2**31 - 1)
-        params = 2 * vocab_size * dim + vocab_size + 3 * (2 * dim + 2) * dim  # embedding, head, GRU's three gates
-        # built in float32, then copied to float64: 4 + 8 bytes a parameter at the peak
-        check_memory(f"TinyCausalLM(vocab_size={vocab_size}, dim={dim})", params * (4 + DTYPE.itemsize))
+        dim = 16
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             self.embed = torch.nn.Embedding(vocab_size, dim)
@@ -171,15 +166,11 @@ def big_batch_token_gradient(model: torch.nn.Module, batch: TokenBatch,
 
 
 def accumulated_token_gradient(model: torch.nn.Module, batch: TokenBatch, accumulation_steps: int,
-                               normaliser: str, class_weights: torch.Tensor | None = None) -> TokenGradient:
-    """The gradient accumulated over K micro-batches with one of the two normalisers (`accumulate_window`)."""
-    batch = _check_batch(batch)
-    if normaliser not in NORMALISERS:
-        raise ValueError(f"normaliser must be one of {NORMALISERS}, got {normaliser!r}")
-    weights = _check_class_weights(class_weights, model.head.out_features)
+                               normaliser: str) -> TokenGradient:
+    """The gradient accumulated over K micro-batches with one of the two NORMALISERS (`accumulate_window`)."""
     micro_batches = [(batch.inputs[part], batch.labels[part]) for part in split_window(batch, accumulation_steps)]
     model.zero_grad(set_to_none=True)
-    logged = accumulate_window(model, micro_batches, normaliser, weights)
+    logged = accumulate_window(model, micro_batches, normaliser)
     grad = flat_grad(model)
     model.zero_grad(set_to_none=True)
     return TokenGradient(logged, grad)
@@ -206,7 +197,6 @@ def normaliser_gap(reference: TokenGradient, accumulated: TokenGradient) -> Norm
 
 
 def gap_against_spread(spreads: Sequence[float], accumulation_steps: int = 4, seeds: Sequence[int] = (0, 1, 2),
-                       num_sequences: int = 16, max_len: int = 24,
                        progress: Callable[[Iterable], Iterable] | None = None) -> dict[str, list[float]]:
     """Mean relative gradient gap of each normaliser at each length spread, averaged over `seeds`: the plot's data."""
     if not spreads:
@@ -217,7 +207,7 @@ def gap_against_spread(spreads: Sequence[float], accumulation_steps: int = 4, se
     for spread in (progress or iter)(list(spreads)):
         sums = dict.fromkeys(NORMALISERS, 0.0)
         for seed in seeds:
-            batch = make_token_batch(num_sequences, max_len, spread, seed=seed)
+            batch = make_token_batch(16, 24, spread, seed=seed)
             model = TinyCausalLM(seed=seed)
             reference = big_batch_token_gradient(model, batch)
             for name in NORMALISERS:

@@ -51,7 +51,7 @@ def test_summation_orders_differ_only_in_rounding():
     (lambda p: accumulated_gradient_in(p, "fp8", 2), ValueError, "mode"),
     (lambda p: accumulated_gradient_in(p, "float32", 512), ValueError, "accumulation_steps"),
     (lambda p: accumulated_gradient_in(p, "float32", 3), ValueError, "accumulation_steps must divide"),
-    (lambda p: accumulated_gradient_in("p", "float32", 2), TypeError, "problem"),
+    (lambda p: precision_curves("p"), TypeError, "problem"),
     (lambda p: precision_curves(p, accumulation_steps=()), ValueError, "accumulation_steps"),
     (lambda p: summation_orders(p, 1), ValueError, "accumulation_steps"),
     (lambda p: relative_error(torch.zeros(3), torch.zeros(4)), ValueError, "grad"),

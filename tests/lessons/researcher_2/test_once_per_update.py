@@ -60,11 +60,8 @@ def test_small_clip_hides_a_missing_division(seed, K):
 
 @pytest.mark.parametrize("kwargs, match", [
     (dict(accumulation_steps=0), "accumulation_steps"),
-    (dict(micro_batch_size=0), "micro_batch_size"),
-    (dict(ema_decay=1.5), "ema_decay"),
     (dict(weight_decay=-0.1), "weight_decay"),
     (dict(max_grad_norm=0.0), "max_grad_norm"),
-    (dict(learning_rate=0.0), "learning_rate"),
     (dict(mistakes=("step_twice",)), "mistakes"),
 ])
 def test_bad_input_names_the_parameter(kwargs, match):
@@ -74,20 +71,7 @@ def test_bad_input_names_the_parameter(kwargs, match):
 
 def test_same_run_refuses_other_types():
     with pytest.raises(TypeError, match="a must be"):
-        same_run(None, run_once_per_update(num_updates=1))
-
-
-def test_sizes_past_the_ceiling_are_refused_before_allocating(before_allocating, monkeypatch):
-    from widgets.core.config import BudgetError
-    with before_allocating(), pytest.raises(BudgetError, match=r"run_once_per_update\(accumulation_steps=1024, "
-                                            r"micro_batch_size=1024, num_updates=1000\) would need about 78\.1 GB, "
-                                            r"over this lab's limit of 1\.0 GB"):
-        run_once_per_update(1024, 1024, 1000)
-    monkeypatch.setenv("LAB_TIME_LIMIT_S", "10")  # 99,328 micro-steps fit the data's range; 10 s refuses them
-    with before_allocating(), pytest.raises(BudgetError, match=r"run_once_per_update\(accumulation_steps=1024, "
-                                            r"micro_batch_size=1, num_updates=97\) would run about 199 s, "
-                                            r"over this lab's limit of 10 s"):
-        run_once_per_update(1024, 1, 97)
+        same_run(None, run_once_per_update())
 
 
 def test_notebook_sizes_pass_the_ceiling(before_allocating):

@@ -30,5 +30,3 @@ def test_tradeoff_bad_input():
         make_tradeoff_widget(POINTS, None)
     with pytest.raises(ValueError, match="points"):
         make_tradeoff_widget(POINTS[:1], FIT)
-    with pytest.raises(ValueError, match="start"):
-        make_tradeoff_widget(POINTS, FIT, start=-1)

@@ -7,9 +7,8 @@ import statistics
 import pytest
 import torch
 
-from widgets.lessons.researcher_3.critical_batch import (
-    classifier_hessian, fit_tradeoff, make_classifier, make_teacher_problem, noise_scales_at, per_example_gradients,
-)
+from widgets.lessons.researcher_3.critical_batch import fit_tradeoff, make_classifier, make_teacher_problem, noise_scales_at
+from widgets.lessons.researcher_3 import critical_race
 from widgets.lessons.researcher_3.critical_race import Run, model_at_target, race_to_target, sweep_effective_batch
 from widgets.research.noise_scale import exact_noise_scales
 
@@ -56,10 +55,11 @@ def same_steps(raced, alone):
 
 
 @pytest.mark.parametrize("k", [1, 3])
-def test_race_takes_the_steps_of_single_runs_sgd(k):
+def test_race_takes_the_steps_of_single_runs_sgd(k, monkeypatch):
+    monkeypatch.setattr(critical_race, "GIVE_UP", 100.0)  # no run is stopped for being slow
     rates = [0.1, 0.5, 2.0, 40.0]  # the last diverges
     runs = [Run(0, s, lr) for s in (0, 2) for lr in rates]
-    raced = race_to_target([SMALL], 4, k, runs, 1.0, max_updates=60, give_up=100.0)
+    raced = race_to_target([SMALL], 4, k, runs, 1.0, max_updates=60)
     for run, (steps, outcome) in zip(runs, raced):
         assert same_steps(steps, one_run(SMALL, 4, k, run.learning_rate, 1.0, seed=run.seed)), (run, steps)
         assert (outcome == "reached") == (steps is not None)
@@ -73,19 +73,20 @@ def test_steps_are_interpolated_not_whole_updates():
     assert race_to_target([SMALL], 4, 2, [Run(0, 0, 0.5)], 100.0) == [(0.0, "reached")]  # reached before any update
 
 
-def test_race_adam_is_torch_adam_and_runs_do_not_mix():
+def test_race_adam_is_torch_adam_and_runs_do_not_mix(monkeypatch):
+    monkeypatch.setattr(critical_race, "GIVE_UP", 100.0)
     runs = [Run(0, 0, 0.01), Run(0, 0, 0.03), Run(0, 1, 0.02)]
-    raced = race_to_target([SMALL], 4, 2, runs, 1.0, "adam", max_updates=80, give_up=100.0)
+    raced = race_to_target([SMALL], 4, 2, runs, 1.0, "adam", max_updates=80)
     for run, (steps, _) in zip(runs, raced):
         assert same_steps(steps, one_run(SMALL, 4, 2, run.learning_rate, 1.0, "adam", 80, run.seed))
-    alone = race_to_target([SMALL], 4, 2, runs[1:2], 1.0, "adam", max_updates=80, give_up=100.0)
+    alone = race_to_target([SMALL], 4, 2, runs[1:2], 1.0, "adam", max_updates=80)
     assert alone[0] == raced[1]
 
 
 def test_race_over_two_problems_and_giving_up():
     other = make_teacher_problem(256, seed=2)
     runs = [Run(0, 0, 0.5), Run(1, 0, 0.5), Run(1, 0, 0.01)]
-    raced = race_to_target([SMALL, other], 4, 2, runs, 1.0, max_updates=200, give_up=2.0)
+    raced = race_to_target([SMALL, other], 4, 2, runs, 1.0, max_updates=200)
     assert same_steps(raced[0][0], one_run(SMALL, 4, 2, 0.5, 1.0, max_updates=200))
     assert same_steps(raced[1][0], one_run(other, 4, 2, 0.5, 1.0, max_updates=200))
     # the tiny rate is stopped at twice the steps of the fastest run of its problem and seed
@@ -97,8 +98,6 @@ def test_race_bad_input_names_the_parameter():
         race_to_target([SMALL], 4, 1, [Run(1, 0, 0.1)], 1.0)
     with pytest.raises(ValueError, match="optimizer"):
         race_to_target([SMALL], 4, 1, [Run(0, 0, 0.1)], 1.0, "lamb")
-    with pytest.raises(ValueError, match="give_up"):
-        race_to_target([SMALL], 4, 1, [Run(0, 0, 0.1)], 1.0, give_up=0.5)
     with pytest.raises(ValueError, match="problems"):
         race_to_target([SMALL, make_teacher_problem(128)], 4, 1, [Run(0, 0, 0.1)], 1.0)
     with pytest.raises(ValueError, match="learning_rate"):
@@ -109,28 +108,23 @@ def test_race_bad_input_names_the_parameter():
 
 # --- exact noise scales ---------------------------------------------------------------------------
 
-def test_per_example_gradients_are_autograd_gradients():
-    model = _perturbed()
-    grads = per_example_gradients(SMALL, model)
-    for i in (0, 17, 255):
+def test_exact_noise_scales_are_those_of_each_example_gradient_and_the_hessian():
+    model = _perturbed(1).double()
+    grads = []
+    for i in range(len(SMALL.y)):  # each example's gradient, one backward each
         model.zero_grad()
-        torch.nn.functional.cross_entropy(model(SMALL.x[i:i + 1]), SMALL.y[i:i + 1]).backward()
-        assert torch.allclose(torch.cat([p.grad.reshape(-1) for p in model.parameters()]).double(), grads[i],
-                              atol=1e-6)
-
-
-def test_closed_form_hessian_is_the_autograd_hessian():
-    model = _perturbed(1)
-    shapes = [p.shape for p in model.parameters()]
-    x = SMALL.x.double()
-
-    def loss(flat):
-        w1, c1, w2, c2 = (part.view(s) for part, s in zip(flat.split([s.numel() for s in shapes]), shapes))
-        return torch.nn.functional.cross_entropy(torch.tanh(x @ w1.T + c1) @ w2.T + c2, SMALL.y)
-
-    flat = torch.cat([p.detach().double().reshape(-1) for p in model.parameters()])
-    expected = torch.autograd.functional.hessian(loss, flat)
-    assert torch.allclose(classifier_hessian(SMALL, model), expected, atol=1e-12)
+        torch.nn.functional.cross_entropy(model(SMALL.x[i:i + 1].double()), SMALL.y[i:i + 1]).backward()
+        grads.append(torch.cat([p.grad.reshape(-1) for p in model.parameters()]))
+    hessian = torch.zeros(len(grads[0]), len(grads[0]), dtype=torch.float64)
+    model.zero_grad()
+    loss = torch.nn.functional.cross_entropy(model(SMALL.x.double()), SMALL.y)
+    gradient = torch.cat([g.reshape(-1) for g in torch.autograd.grad(loss, list(model.parameters()), create_graph=True)])
+    for row in range(len(gradient)):  # the Hessian row by row, from the gradient's gradient
+        hessian[row] = torch.cat([g.reshape(-1) for g in torch.autograd.grad(gradient[row], list(model.parameters()),
+                                                                               retain_graph=True)])
+    expected, got = exact_noise_scales(torch.stack(grads), hessian), noise_scales_at(SMALL, model)
+    for name in ("b_simple", "b_noise", "grad_sq", "trace_sigma", "curvature", "trace_h_sigma", "sharpness"):
+        assert getattr(got, name) == pytest.approx(getattr(expected, name), rel=1e-9), name
 
 
 def one_run_loss(updates):
@@ -158,10 +152,6 @@ def test_noise_scales_at_and_model_at_target():
     assert scales.b_simple > 0 and scales.sharpness > 0 and math.isfinite(scales.b_noise)
     with pytest.raises(ValueError, match="learning_rate"):
         model_at_target(SMALL, 4, 2, 1e-6, 0.1, max_updates=3)
-    with pytest.raises(ValueError, match="hessian"):
-        exact_noise_scales(torch.zeros(3, 2), torch.zeros(3, 3))
-    with pytest.raises(ValueError, match="per_example_grads"):
-        exact_noise_scales(torch.zeros(1, 2), torch.zeros(2, 2))
 
 
 # --- the linear rule -----------------------------------------------------------------------------

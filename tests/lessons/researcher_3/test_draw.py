@@ -7,7 +7,7 @@ from matplotlib.figure import Figure
 from widgets.lessons.researcher_3.draw import draw_best_learning_rate, draw_noise_over_training, draw_tradeoff
 from widgets.lessons.researcher_3.critical_batch import NoiseRecord, Tradeoff
 
-RECORD = NoiseRecord(4, 8, [1.0, 0.8, 0.7], [1.0, 0.5, 0.2], [10.0, 10.0, 10.0], [10.0, math.inf, 50.0],
+RECORD = NoiseRecord([1.0, 0.8, 0.7], [1.0, 0.5, 0.2], [10.0, 10.0, 10.0], [10.0, math.inf, 50.0],
                      [10.0, 15.0, 25.0])
 
 
@@ -22,7 +22,7 @@ def test_noise_over_training():
 def test_tradeoff_marks_b_crit():
     ax = Figure().subplots()
     fit = Tradeoff(10.0, 320.0)
-    drawn = draw_tradeoff([(8, 50.0), (64, 15.0)], fit, ax, b_simple=40.0)
+    drawn = draw_tradeoff([(8, 50.0), (64, 15.0)], fit, ax)
     x, y = drawn["marker"].get_data()
     assert x[0] == pytest.approx(fit.examples(32)) and y[0] == pytest.approx(20.0)
 
@@ -42,5 +42,3 @@ def test_best_learning_rate_and_bad_axes():
         draw_noise_over_training(RECORD, "ax", ax)
     with pytest.raises(TypeError, match="record"):
         draw_noise_over_training([], ax, ax)
-    with pytest.raises(TypeError, match="fit"):
-        draw_tradeoff([(1, 1.0)], None, ax)

@@ -1,12 +1,12 @@
 """Precision: how far an accumulated gradient lands from the exact (float64) big-batch gradient.
 
-Every `.grad += ...` rounds to `.grad`'s dtype: invisible in float32, but a bfloat16 `.grad` rounds at each
-of the K additions, so its error grows with K; a float32 master copy of the sum removes that growth. The
-H200 reference measurement's problem, scaled down for a laptop CPU."""
+Every `.grad += ...` rounds to `.grad`'s dtype, so a bfloat16 `.grad`'s error grows with K; a float32 master
+copy of the sum removes that growth. The H200 reference measurement's problem, scaled down for a CPU."""
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence
+from typing import Sequence
 
 import torch
 
@@ -78,7 +78,6 @@ def reference_gradient(problem: PrecisionProblem) -> torch.Tensor:
 
 def accumulated_gradient_in(problem: PrecisionProblem, mode: str, accumulation_steps: int) -> torch.Tensor:
     """The gradient accumulated over K equal micro-batches in `mode` (see MODES), as float64; flat."""
-    problem = _check_problem(problem)
     if mode not in MODES:
         raise ValueError(f"mode must be one of {sorted(MODES)}, got {mode!r}")
     n = problem.num_examples
@@ -113,18 +112,14 @@ def relative_error(grad: torch.Tensor, reference: torch.Tensor) -> float:
 
 
 def precision_curves(problem: PrecisionProblem, modes: Sequence[str] = tuple(MODES),
-                     accumulation_steps: Sequence[int] = (1, 2, 4, 8, 16, 32, 64),
-                     progress: Callable[[Iterable], Iterable] | None = None) -> dict[str, list[float]]:
+                     accumulation_steps: Sequence[int] = (1, 2, 4, 8, 16, 32, 64)) -> dict[str, list[float]]:
     """{mode: relative error at each K}: the accumulated gradient against the float64 big batch."""
     problem = _check_problem(problem)
     reference = reference_gradient(problem)
     ks = list(accumulation_steps)
     if not ks:
         raise ValueError("accumulation_steps must hold at least one K")
-    curves: dict[str, list[float]] = {}
-    for mode in (progress or iter)(list(modes)):
-        curves[mode] = [relative_error(accumulated_gradient_in(problem, mode, k), reference) for k in ks]
-    return curves
+    return {mode: [relative_error(accumulated_gradient_in(problem, mode, k), reference) for k in ks] for mode in modes}
 
 
 def summation_orders(problem: PrecisionProblem, accumulation_steps: int = 16) -> dict[str, float]:
@@ -146,12 +141,7 @@ def summation_orders(problem: PrecisionProblem, accumulation_steps: int = 16) ->
         (torch.nn.functional.mse_loss(layer(problem.x[i:i + b].float()), problem.y[i:i + b].float())
          / accumulation_steps).backward()
         parts.append(torch.cat([layer.weight.grad.reshape(-1), layer.bias.grad]))
-    forwards = torch.zeros_like(parts[0])
-    for p in parts:
-        forwards += p
-    backwards = torch.zeros_like(parts[0])
-    for p in reversed(parts):
-        backwards += p
+    forwards, backwards = functools.reduce(torch.add, parts), functools.reduce(torch.add, reversed(parts))
     pairwise = list(parts)
     while len(pairwise) > 1:
         pairwise = [pairwise[i] + pairwise[i + 1] if i + 1 < len(pairwise) else pairwise[i]

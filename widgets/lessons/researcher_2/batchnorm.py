@@ -1,7 +1,5 @@
-"""Batch norm under accumulation: the forward pass itself depends on which examples share a batch.
-
-K micro-batches of b normalise each with its own b examples: exactly ghost batch norm of size b (Hoffer et
-al., 2017), not the big batch. Per-example norms and frozen statistics make accumulation exact. Float64."""
+"""Batch norm under accumulation: K micro-batches of b are ghost batch norm of size b (Hoffer et al., 2017), not
+the big batch; per-example norms and frozen statistics make accumulation exact. Float64."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -9,7 +7,6 @@ from dataclasses import dataclass
 import torch
 
 from widgets.core.accumulation import flat_grad
-from widgets.core.config import check_memory
 from widgets.core.config import check_int
 
 NORMS = {
@@ -20,6 +17,7 @@ NORMS = {
     "batch_frozen": "BatchNorm1d in eval mode: the running statistics, fixed during the update",
 }
 DTYPE = torch.float64
+FEATURES, HIDDEN = 6, 16
 
 
 class GhostBatchNorm1d(torch.nn.BatchNorm1d):
@@ -40,16 +38,12 @@ class GhostBatchNorm1d(torch.nn.BatchNorm1d):
         return normed * self.weight + self.bias
 
 
-def make_norm_model(norm: str, features: int = 6, hidden: int = 16, seed: int = 0, ghost_size: int = 4) -> torch.nn.Module:
-    """Linear -> norm -> ReLU -> Linear(1); the same weights for every `norm` with the same seed."""
+def make_norm_model(norm: str, seed: int = 0, ghost_size: int = 4) -> torch.nn.Module:
+    """Linear(6, 16) -> norm -> ReLU -> Linear(1); the same weights for every `norm` with the same seed."""
     if norm not in NORMS:
         raise ValueError(f"norm must be one of {sorted(NORMS)}, got {norm!r}")
-    check_int("features", features, 1, 4096)
-    check_int("hidden", hidden, 4, 4096)
     check_int("seed", seed, 0, 2**31 - 1)
-    params = features * hidden + 4 * hidden + 1  # two Linear layers and the norm's scale and shift
-    # built in float32, then copied to float64: 4 + 8 bytes a parameter at the peak
-    check_memory(f"make_norm_model(features={features}, hidden={hidden})", params * (4 + DTYPE.itemsize))
+    hidden = HIDDEN
     layer = {
         "batch": lambda: torch.nn.BatchNorm1d(hidden),
         "batch_frozen": lambda: torch.nn.BatchNorm1d(hidden),
@@ -59,7 +53,7 @@ def make_norm_model(norm: str, features: int = 6, hidden: int = 16, seed: int = 
     }[norm]()
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        first, last = torch.nn.Linear(features, hidden), torch.nn.Linear(hidden, 1)
+        first, last = torch.nn.Linear(FEATURES, hidden), torch.nn.Linear(hidden, 1)
     model = torch.nn.Sequential(first, layer, torch.nn.ReLU(), last).to(DTYPE)
     if norm == "batch_frozen":
         with torch.no_grad():  # statistics as if learnt earlier: some mean, some spread
@@ -69,16 +63,12 @@ def make_norm_model(norm: str, features: int = 6, hidden: int = 16, seed: int = 
     return model
 
 
-def make_norm_data(num_examples: int = 64, features: int = 6, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """x (n, features) with feature scales from 0.5 to 3, y (n, 1) a noisy non-linear target; float64."""
+def make_norm_data(num_examples: int = 64, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """x (n, 6) with feature scales from 0.5 to 3, y (n, 1) a noisy non-linear target; float64."""
     check_int("num_examples", num_examples, 2, 100_000)
-    check_int("features", features, 1, 4096)
     check_int("seed", seed, 0, 2**31 - 1)
-    # x is drawn, then scaled into a second (n, features) tensor; y and its temporaries are (n, 1)
-    check_memory(f"make_norm_data(num_examples={num_examples}, features={features}), float64",
-                 num_examples * (2 * features + 3) * DTYPE.itemsize)
     g = torch.Generator().manual_seed(seed)
-    x = torch.randn(num_examples, features, generator=g, dtype=DTYPE) * torch.linspace(0.5, 3.0, features, dtype=DTYPE)
+    x = torch.randn(num_examples, FEATURES, generator=g, dtype=DTYPE) * torch.linspace(0.5, 3.0, FEATURES, dtype=DTYPE)
     y = torch.tanh(x[:, :1]) + 0.1 * torch.randn(num_examples, 1, generator=g, dtype=DTYPE)
     return x, y
 

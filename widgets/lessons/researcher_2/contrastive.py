@@ -1,10 +1,10 @@
-"""In-batch negatives (InfoNCE, CLIP-style) and gradient caching, in float64.
+"""In-batch negatives (InfoNCE, CLIP-style) and gradient caching (Gao et al., 2021), in float64.
 
-With n examples each pair sees n - 1 negatives; K micro-batches of b give each only b - 1, so the loss itself
-changes. Gradient caching (Gao et al., 2021) gets the full-batch gradient back with micro-batch memory: embed
-everything without a graph, take the loss's gradient at the embeddings, then backpropagate each micro-batch's slice."""
+K micro-batches of b give each pair only b - 1 negatives, not n - 1: the loss itself changes. Gradient caching
+gets the full-batch gradient back with micro-batch memory."""
 from __future__ import annotations
 
+import collections
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator
@@ -89,10 +89,8 @@ def _check_scores(what: str, scored: int) -> None:
 
 @dataclass(frozen=True)
 class ContrastiveRun:
-    """One way of computing the update's gradient: its loss, flat gradient, and what it cost.
-
-    `forward_examples`: examples through each tower; bytes are `SavedTensorCounter`'s per graph (both towers on the
-    largest micro-batch, the InfoNCE on n embeddings) and the most held for one backward."""
+    """One way of computing the update's gradient: its loss, flat gradient, examples through each tower, and bytes
+    saved per graph (both towers on the largest micro-batch, the InfoNCE on n embeddings) and for one backward."""
 
     loss: float
     grad: torch.Tensor
@@ -122,21 +120,15 @@ def loss_graph_bytes(za: torch.Tensor, zb: torch.Tensor, temperature: float) -> 
     return saved.total
 
 
-class _Watch:
-    """Counts the examples through tower a (a forward hook) while the block runs."""
-
-    def __init__(self) -> None:
-        self.forward_examples = 0
-
-    def count(self, module, args, out) -> None:  # a forward hook on tower a
-        self.forward_examples += args[0].shape[0]
-
-
 @contextmanager
-def _watched(encoders: torch.nn.ModuleDict) -> Iterator[_Watch]:
-    """Count the examples the block runs, from an empty .grad; the hook goes and .grad is emptied again afterwards."""
-    watch = _Watch()
-    handle = encoders["a"].register_forward_hook(watch.count)
+def _watched(encoders: torch.nn.ModuleDict) -> Iterator[collections.Counter]:
+    """Count the examples through tower a (`["forward_examples"]`), from an empty .grad, emptied again afterwards."""
+    watch = collections.Counter()
+
+    def count(module, args, out) -> None:
+        watch["forward_examples"] += args[0].shape[0]
+
+    handle = encoders["a"].register_forward_hook(count)
     encoders.zero_grad(set_to_none=True)
     try:
         yield watch
@@ -154,7 +146,7 @@ def full_batch_contrastive(encoders: torch.nn.ModuleDict, a: torch.Tensor, b: to
         with SavedTensorCounter(encoders) as saved:  # one graph: both towers and the loss
             loss = info_nce(encoders["a"](a), encoders["b"](b), temperature)
         loss.backward()
-        grad, examples = flat_grad(encoders), watch.forward_examples
+        grad, examples = flat_grad(encoders), watch["forward_examples"]
     with torch.no_grad():
         za, zb = encoders["a"](a), encoders["b"](b)
     towers, scores = tower_graph_bytes(encoders, a, b), loss_graph_bytes(za, zb, temperature)  # its two parts
@@ -174,7 +166,7 @@ def naive_accumulated_contrastive(encoders: torch.nn.ModuleDict, a: torch.Tensor
             peak = max(peak, activation_bytes(saved))
             loss.backward()  # adds into .grad, but of a different loss: fewer negatives per example
             logged += float(loss.detach())
-        grad, examples = flat_grad(encoders), watch.forward_examples
+        grad, examples = flat_grad(encoders), watch["forward_examples"]
     with torch.no_grad():
         za, zb = encoders["a"](a[slices[0]]), encoders["b"](b[slices[0]])
     towers, scores = tower_graph_bytes(encoders, a[slices[0]], b[slices[0]]), loss_graph_bytes(za, zb, temperature)
@@ -188,7 +180,7 @@ def gradient_cache_contrastive(encoders: torch.nn.ModuleDict, a: torch.Tensor, b
     _check_scores("gradient_cache_contrastive", a.shape[0])  # the cache is the full batch's scores
     with _watched(encoders) as watch:
         loss = gradient_cache(encoders, a, b, slices, temperature)
-        grad, examples = flat_grad(encoders), watch.forward_examples
+        grad, examples = flat_grad(encoders), watch["forward_examples"]
     with torch.no_grad():
         za, zb = encoders["a"](a), encoders["b"](b)  # the cache, as step 1 builds it
     scores = loss_graph_bytes(za, zb, temperature)

@@ -1,19 +1,19 @@
-"""Dropout under accumulation: the same distribution of masks, not the same masks.
+"""Dropout under accumulation: the same distribution of masks, not the same masks (equal in expectation only).
 
-One big pass draws layer 1's mask for all n examples, then layer 2's; K micro-batch passes interleave them, so
-the masks differ: gradients equal in expectation only. A mask drawn from each example's own generator, seeded
-by (run seed, update, example), makes accumulation exact again, with fresh masks every update."""
+A mask drawn from each example's own generator, seeded by (run seed, update, example), makes accumulation
+exact again, with fresh masks every update."""
 from __future__ import annotations
 
 import torch
 
 from widgets.core.accumulation import flat_grad
-from widgets.core.config import check_memory, check_time
+from widgets.core.config import check_time
 from widgets.core.config import check_float, check_int
 
 DTYPE = torch.float64
 MASK_SOURCES = ("global", "per_example")
 MAX_STEP = 10**6  # steps and example ids below 1_000_003 give distinct (step, example) seeds
+FEATURES, HIDDEN, MASK_SEED = 4, 32, 1234
 
 
 def mask_seed_for(mask_seed: int, step: int, example: int) -> int:
@@ -27,37 +27,29 @@ PASS_S, EXAMPLE_S = 2e-3, 2e-6
 class DropoutMLP(torch.nn.Module):
     """(Linear -> ReLU -> dropout) x `dropout_layers` -> Linear(1); masks from `mask_source` (MASK_SOURCES)."""
 
-    def __init__(self, features: int = 4, hidden: int = 32, p: float = 0.5, mask_source: str = "global",
-                 seed: int = 0, mask_seed: int = 1234, dropout_layers: int = 2):
+    def __init__(self, p: float = 0.5, mask_source: str = "global", seed: int = 0, dropout_layers: int = 2):
         super().__init__()
         check_int("dropout_layers", dropout_layers, 1, 8)
-        check_int("features", features, 1, 4096)
-        check_int("hidden", hidden, 1, 4096)
         self.p = check_float("p", p, 0.0, 1.0, low_inclusive=True)
         if self.p == 1.0:
             raise ValueError("p must be below 1: p = 1 drops every unit")
         if mask_source not in MASK_SOURCES:
             raise ValueError(f"mask_source must be one of {MASK_SOURCES}, got {mask_source!r}")
         self.mask_source = mask_source
-        self.mask_seed = check_int("mask_seed", mask_seed, 0, 2**40)
         check_int("seed", seed, 0, 2**31 - 1)
-        params = (features + 1) * hidden + (dropout_layers - 1) * (hidden + 1) * hidden + hidden + 1
-        # built in float32, then copied to float64: 4 + 8 bytes a parameter at the peak
-        check_memory(f"DropoutMLP(features={features}, hidden={hidden}, dropout_layers={dropout_layers})",
-                     params * (4 + DTYPE.itemsize))
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            sizes = [features] + [hidden] * dropout_layers
+            sizes = [FEATURES] + [HIDDEN] * dropout_layers
             self.hidden = torch.nn.ModuleList(torch.nn.Linear(i, o) for i, o in zip(sizes, sizes[1:]))
-            self.last = torch.nn.Linear(hidden, 1)
+            self.last = torch.nn.Linear(HIDDEN, 1)
         self.to(DTYPE)
 
     def example_masks(self, example_ids: torch.Tensor, width: int, step: int = 0) -> torch.Tensor:
-        """Keep-masks (n, layers, width): each example's from its own generator, seeded by (mask_seed, step, id)."""
+        """Keep-masks (n, layers, width): each example's from its own generator, seeded by (MASK_SEED, step, id)."""
         check_int("step", step, 0, MAX_STEP)
         rows = []
         for i in example_ids.tolist():
-            g = torch.Generator().manual_seed(mask_seed_for(self.mask_seed, step, int(i)))
+            g = torch.Generator().manual_seed(mask_seed_for(MASK_SEED, step, int(i)))
             rows.append((torch.rand(len(self.hidden), width, generator=g, dtype=DTYPE) >= self.p).to(DTYPE))
         return torch.stack(rows)
 
@@ -80,16 +72,10 @@ class DropoutMLP(torch.nn.Module):
         return self.last(h)
 
 
-def make_dropout_data(num_examples: int = 32, features: int = 4, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """x (n, features), y (n, 1): a noisy linear target, float64."""
-    check_int("num_examples", num_examples, 1, 100_000)
-    check_int("features", features, 1, 4096)
-    seed = check_int("seed", seed, 0, 2**31 - 1)
-    # x (n, features), and y with its three (n, 1) temporaries (the sum, the noise, the scaled noise)
-    check_memory(f"make_dropout_data(num_examples={num_examples}, features={features}), float64",
-                 num_examples * (features + 4) * DTYPE.itemsize)
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(num_examples, features, generator=g, dtype=DTYPE)
+def make_dropout_data(num_examples: int = 32, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """x (n, 4), y (n, 1): a noisy linear target, float64."""
+    g = torch.Generator().manual_seed(check_int("seed", seed, 0, 2**31 - 1))
+    x = torch.randn(num_examples, FEATURES, generator=g, dtype=DTYPE)
     return x, x.sum(dim=1, keepdim=True) + 0.1 * torch.randn(num_examples, 1, generator=g, dtype=DTYPE)
 
 

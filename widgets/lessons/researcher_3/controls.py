@@ -23,22 +23,22 @@ def tradeoff_line(fit: Tradeoff, effective_batch: float) -> str:
 class TradeoffWidget(Displayed, W.VBox):
     """Use `make_tradeoff_widget`."""
 
-    def __init__(self, points, fit: Tradeoff, b_simple: float | None, start: float):
+    def __init__(self, points, fit: Tradeoff):
         self.fit = fit
         lo, hi = min(B for B, _ in points) / 2, max(B for B, _ in points) * 4
-        self.slider = W.FloatLogSlider(value=start, base=2, min=math.log2(lo), max=math.log2(hi), step=0.25,
+        self.slider = W.FloatLogSlider(value=fit.b_crit, base=2, min=math.log2(lo), max=math.log2(hi), step=0.25,
                                        description="effective batch K·b", readout_format=".0f",
                                        continuous_update=False, style={"description_width": "150px"},
                                        layout=W.Layout(width="460px"))
         self.figure = new_figure(7.2, 4.0)
         ax = self.figure.subplots()
-        self.artists = draw_tradeoff(points, fit, ax, b_simple)
+        self.artists = draw_tradeoff(points, fit, ax)
         freeze_layout(apply_style(self.figure))  # then the Axes stay put for the cached backgrounds
         self.canvas = FastCanvas(self.figure, [self.artists["marker"]])
         self.image = Picture(format="png", layout=W.Layout(width=f"{round(7.2 * DPI)}px"))
         self.readout = W.HTML()
         self.errors = W.Output()
-        self.update(start)
+        self.update(fit.b_crit)
         self.slider.observe(self._on_change, names="value")
         super().__init__([self.slider, self.image, self.readout, self.errors])
 
@@ -57,14 +57,10 @@ class TradeoffWidget(Displayed, W.VBox):
         return with_static_fallback(super()._repr_mimebundle_(**kwargs), self.image.value, f"TradeoffWidget: {self.text}")
 
 
-def make_tradeoff_widget(points: list[tuple[int, float]], fit: Tradeoff, b_simple: float | None = None,
-                         start: float | None = None) -> TradeoffWidget:
-    """Build (not display) the widget from measured (B, S) `points` and their `fit`."""
+def make_tradeoff_widget(points: list[tuple[int, float]], fit: Tradeoff) -> TradeoffWidget:
+    """Build (not display) the widget from measured (B, S) `points` and their `fit`, starting at B_crit."""
     if not isinstance(fit, Tradeoff):
         raise TypeError(f"fit must be a Tradeoff (from fit_tradeoff), got {type(fit).__name__}")
     if len(points) < 2:
         raise ValueError(f"points must hold at least two (B, S) pairs, got {len(points)}")
-    start = fit.b_crit if start is None else start
-    if not isinstance(start, (int, float)) or not start > 0:
-        raise ValueError(f"start must be a positive effective batch, got {start!r}")
-    return TradeoffWidget(points, fit, b_simple, float(start))
+    return TradeoffWidget(points, fit)

@@ -10,11 +10,11 @@ import torch
 from widgets.core.config import FLOAT32, check_memory, check_time
 from widgets.core.config import check_float, check_int
 from widgets.lessons.researcher_3.critical_batch import (
-    EXAMPLE_S, GRAPH_BYTES, INPUTS, LOSS_BYTES, MICRO_STEP_S, RACE_LOSS_S, TeacherProblem, check_optimizer,
+    EXAMPLE_S, GRAPH_BYTES, INPUTS, LOSS_BYTES, MICRO_STEP_S, OPTIMIZERS, RACE_LOSS_S, TeacherProblem,
     make_classifier, problem_size,
 )
 
-OUTCOMES = ("reached", "diverged", "slow", "stalled")
+GIVE_UP = 2.0  # a run is 'slow' once it has taken twice its replicate's fastest run to the target
 
 
 @dataclass(frozen=True)
@@ -54,16 +54,14 @@ def race_estimate(num_examples: int, micro_batch_size: int, accumulation_steps: 
 
 def race_to_target(
     problems: Sequence[TeacherProblem], micro_batch_size: int, accumulation_steps: int, runs: Sequence[Run],
-    target_loss: float, optimizer: str = "sgd", max_updates: int = 120, give_up: float = 2.0,
+    target_loss: float, optimizer: str = "sgd", max_updates: int = 120,
 ) -> list[tuple[float | None, str]]:
-    """Accumulated training (K micro-batches of b) of every run at once until the full-data loss reaches `target_loss`.
+    """Accumulated training (K micro-batches of b) of every run at once, stacked, until the loss reaches `target_loss`.
 
-    Runs are stacked along a first axis and never mix; each (problem, seed) draws its own micro-batches. Per run,
-    (steps, outcome): steps interpolated where the loss crosses the target (None unless 'reached'); outcome one of
-    OUTCOMES: 'diverged' (not finite or above twice its start), 'slow' (`give_up` x its replicate's fastest),
+    Per run (steps, outcome): steps interpolated where the loss crosses the target (None unless 'reached'); outcome
+    'reached', 'diverged' (not finite or above twice its start), 'slow' (GIVE_UP x its replicate's fastest) or
     'stalled' (short of the target after `max_updates`)."""
-    return _race(problems, micro_batch_size, accumulation_steps, runs, target_loss, optimizer, max_updates,
-                 give_up)[0]
+    return _race(problems, micro_batch_size, accumulation_steps, runs, target_loss, optimizer, max_updates)[0]
 
 
 def model_at_target(problem: TeacherProblem, micro_batch_size: int, accumulation_steps: int, learning_rate: float,
@@ -71,7 +69,7 @@ def model_at_target(problem: TeacherProblem, micro_batch_size: int, accumulation
     """One SGD run of `race_to_target`, as a `make_classifier` model with its weights where it reached the target."""
     run = Run(0, seed, learning_rate)
     ((steps, _),), weights = _race([problem], micro_batch_size, accumulation_steps, [run], target_loss, "sgd",
-                                   max_updates, 2.0)
+                                   max_updates)
     if steps is None:
         raise ValueError(f"learning_rate={learning_rate} with accumulation_steps={accumulation_steps} does not reach "
                          f"target_loss={target_loss} within max_updates={max_updates}: choose a run that does")
@@ -86,7 +84,7 @@ def model_at_target(problem: TeacherProblem, micro_batch_size: int, accumulation
 
 def _race(
     problems: Sequence[TeacherProblem], micro_batch_size: int, accumulation_steps: int, runs: Sequence[Run],
-    target_loss: float, optimizer: str, max_updates: int, give_up: float,
+    target_loss: float, optimizer: str, max_updates: int,
 ) -> tuple[list[tuple[float | None, str]], list[torch.Tensor]]:
     """`race_to_target`'s results and the stacked weights at the end."""
     if isinstance(problems, TeacherProblem):
@@ -98,8 +96,8 @@ def _race(
     k = check_int("accumulation_steps", accumulation_steps, 1, 1024)
     target = check_float("target_loss", target_loss, 0.0, math.inf)
     updates = check_int("max_updates", max_updates, 1, 100_000)
-    patience = check_float("give_up", give_up, 1.0, math.inf, low_inclusive=True)
-    check_optimizer(optimizer)
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
     if not runs or not all(isinstance(r, Run) and 0 <= r.problem < len(problems) for r in runs):
         raise ValueError(f"runs must be one or more Run, each with problem in [0, {len(problems) - 1}]")
     for r in runs:
@@ -140,7 +138,7 @@ def _race(
                 fastest.setdefault(int(group[i]), steps[i])
             elif not math.isfinite(loss[i]) or loss[i] > 2 * first[i]:
                 outcome[i] = "diverged"
-            elif int(group[i]) in fastest and update >= patience * fastest[int(group[i])]:
+            elif int(group[i]) in fastest and update >= GIVE_UP * fastest[int(group[i])]:
                 outcome[i] = "slow"
             else:
                 continue
@@ -223,7 +221,7 @@ class SweepRecord:
 def sweep_effective_batch(
     problems: TeacherProblem | Sequence[TeacherProblem], micro_batch_size: int, accumulation_steps: Sequence[int],
     learning_rates: dict[str, Sequence[float]], target_loss: float, max_updates: int = 120,
-    seeds: Iterable[int] = (0,), give_up: float = 2.0, progress: Callable | None = None,
+    seeds: Iterable[int] = (0,), progress: Callable | None = None,
 ) -> SweepRecord:
     """Every problem x seed x K x learning rate of one optimizer ({name: grid}), one race per K."""
     # the values are checked by each race; the sweep checks what it needs for its time estimate
@@ -242,7 +240,7 @@ def sweep_effective_batch(
     check_time(f"sweep_effective_batch of {len(runs) * len(ks)} runs of up to {updates} updates", seconds)
     results = {}
     for k in (progress or (lambda r: r))(ks):
-        for run, result in zip(runs, race_to_target(problems, b, k, runs, target_loss, name, updates, give_up)):
+        for run, result in zip(runs, race_to_target(problems, b, k, runs, target_loss, name, updates)):
             results[(problems[run.problem].seed, run.seed, k * b, run.learning_rate)] = result
     return SweepRecord(b, tuple(k * b for k in ks), grid, target_loss, tuple(p.seed for p in problems), seeds, name,
                        results)

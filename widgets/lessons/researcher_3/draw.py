@@ -29,11 +29,8 @@ def draw_noise_over_training(record: NoiseRecord, ax_loss, ax_noise) -> dict:
     return {"loss": loss, "dots": dots, "smoothed": smooth}
 
 
-def draw_tradeoff(points: list[tuple[int, float]], fit: Tradeoff, ax, b_simple: float | None = None) -> dict:
+def draw_tradeoff(points: list[tuple[int, float]], fit: Tradeoff, ax) -> dict:
     """Measured (E, S) per effective batch, the fitted hyperbola and its asymptotes; `marker` is free to move."""
-    check_ax(ax)
-    if not isinstance(fit, Tradeoff):
-        raise TypeError(f"fit must be a Tradeoff, got {type(fit).__name__}")
     batches = [B for B, _ in points]
     lo, hi = min(batches) / 2, max(batches) * 4
     grid = [lo * (hi / lo) ** (i / 99) for i in range(100)]
@@ -48,9 +45,6 @@ def draw_tradeoff(points: list[tuple[int, float]], fit: Tradeoff, ax, b_simple: 
     crit = fit.b_crit
     ax.scatter([fit.examples(crit)], [fit.steps(crit)], color=OKABE_ITO[5], marker="*", s=140, zorder=4,
                label=f"B_crit = E_min/S_min = {crit:.0f}")
-    if b_simple is not None and math.isfinite(b_simple):
-        ax.scatter([fit.examples(b_simple)], [fit.steps(b_simple)], color=OKABE_ITO[2], marker="D", s=50, zorder=4,
-                   label=f"measured B_simple = {b_simple:.0f}")
     marker, = ax.plot([fit.examples(crit)], [fit.steps(crit)], "o", markersize=12, markerfacecolor="none",
                       markeredgecolor=OKABE_ITO[7], markeredgewidth=2)
     ax.set_xscale("log")

@@ -46,8 +46,7 @@ def draw_time_per_update(cpu: list[tuple[int, float]], gpu: dict[str, list[tuple
     return drawn
 
 
-def draw_plan(micro_batch_sizes: list[int], memory: list[float], fits: list[bool], budget: float, ax,
-              unit: str = "GB") -> dict:
+def draw_plan(micro_batch_sizes: list[int], memory: list[float], fits: list[bool], budget: float, ax) -> dict:
     """Predicted memory per b (bars, hatched when over budget) and the budget line."""
     check_ax(ax)
     labels = [str(b) for b in micro_batch_sizes]
@@ -55,7 +54,7 @@ def draw_plan(micro_batch_sizes: list[int], memory: list[float], fits: list[bool
                   hatch=None, edgecolor="white")
     for bar, f in zip(bars, fits):
         bar.set_hatch("" if f else "//")
-    line = ax.axhline(budget, color=OKABE_ITO[7], linestyle="--", linewidth=1.5, label=f"budget {budget:.3g} {unit}")
-    ax.set(xlabel="micro_batch_size b (K = target / b)", ylabel=f"predicted memory ({unit})")
+    line = ax.axhline(budget, color=OKABE_ITO[7], linestyle="--", linewidth=1.5, label=f"budget {budget:.3g} GB")
+    ax.set(xlabel="micro_batch_size b (K = target / b)", ylabel="predicted memory (GB)")
     legend_below(ax, ncols=2)
     return {"bars": bars, "budget": line}
