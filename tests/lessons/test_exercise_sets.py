@@ -29,7 +29,7 @@ def test_every_set_is_built_from_the_surface(lesson, name):
 def test_every_exercise_reports_the_placeholder_as_not_attempted_and_withholds_the_solution(make):
     for exercise in make():
         assert exercise.check(...).status is Status.NOT_ATTEMPTED
-        assert exercise.hint(1).text and len(exercise.hints) >= 2
+        assert exercise.hint().text and len(exercise.hints) >= 2
         assert not hasattr(exercise.solution(), "code") and exercise.solution(anyway=True).code
 
 

@@ -194,14 +194,10 @@ class Exercise:
         except BaseException as error:  # noqa: BLE001 - the learner's function failed: say so, do not crash the cell
             return incorrect(f"checking your answer raised {type(error).__name__}: {error}")
 
-    def hint(self, number: int | None = None) -> Hint:
-        """The next hint (or hint `number`, counted from 1); hints get more specific one at a time."""
-        if number is None:
-            self.hints_shown = min(self.hints_shown + 1, len(self.hints))
-            number = self.hints_shown
-        elif isinstance(number, bool) or not isinstance(number, int) or not 1 <= number <= len(self.hints):
-            raise ValueError(f"number must be a whole number from 1 to {len(self.hints)}, got {number!r}")
-        return Hint(self.title, number, len(self.hints), self.hints[number - 1])
+    def hint(self) -> Hint:
+        """The next hint: they get more specific one at a time, and the last one stays."""
+        self.hints_shown = min(self.hints_shown + 1, len(self.hints))
+        return Hint(self.title, self.hints_shown, len(self.hints), self.hints[self.hints_shown - 1])
 
     def solution(self, anyway: bool = False) -> Solution | SolutionWithheld:
         """The worked answer, once the exercise has been attempted (or with `anyway=True`)."""

@@ -84,7 +84,7 @@ def test_precision_answers():
 def test_every_exercise_has_hints_and_a_solution():
     assert len(EX) == 3
     for exercise in EX:
-        assert exercise.hint(1).text and exercise.solution().code
+        assert exercise.hint().text and exercise.solution().code
 
 
 # --- disguised big batches, the package's own answer, right answers written unusually --------

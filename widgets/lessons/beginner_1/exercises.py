@@ -16,13 +16,12 @@ def grad_after_backwards(times: int, blame: float = 3.0) -> float:
     return knob.grad.item()
 
 
-def knob_pile(examples: int, trips: int, divide: bool = True, only_last_trip: bool = False,
-              start: float = 0.5) -> float:
+def knob_pile(examples: int, trips: int, divide: bool = True, only_last_trip: bool = False) -> float:
     """`knob.grad` of the notebook's `y = knob * x` (x = 1..examples, y = 2x) after `trips` equal trips of MSE;
     `divide=False` leaves each trip's loss undivided, `only_last_trip` clears the pile inside the loop."""
     x = torch.arange(1.0, examples + 1.0)
     y = 2 * x
-    knob = torch.tensor(start, requires_grad=True)
+    knob = torch.tensor(0.5, requires_grad=True)
     size = examples // trips
     for first in range(0, examples, size):
         if only_last_trip:
