@@ -2,13 +2,13 @@
 axis limits never change, so a `FastCanvas` blits only those)."""
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import matplotlib.axes
 from matplotlib.collections import PolyCollection
 from matplotlib.patches import FancyArrow, Polygon
 from matplotlib.text import Text
+from matplotlib.transforms import Affine2D
 
 from widgets.lessons.beginner_1.bricks import BricksState, count, update_rule
 from widgets.draw.style import FONT_PT, MUTED_TEXT, OKABE_ITO, TEXT_COLOURS, TITLE_PT
@@ -45,15 +45,13 @@ class BricksArtists:
         return [self.downstairs, self.pile, self.wall, self.push, *self.labels.values()]
 
 
-def _brick(x: float, y: float, angle_deg: float = 0.0) -> list[tuple[float, float]]:
+def _brick(x: float, y: float, angle_deg: float = 0.0):
     """The four corners of a brick whose lower-left corner is (x, y), turned about its centre."""
-    cx, cy = x + BRICK_W / 2, y + BRICK_H / 2
-    c, s = math.cos(math.radians(angle_deg)), math.sin(math.radians(angle_deg))
-    w, h = BRICK_W / 2, BRICK_H / 2
-    return [(cx + c * dx - s * dy, cy + s * dx + c * dy) for dx, dy in ((-w, -h), (w, -h), (w, h), (-w, h))]
+    corners = [(x, y), (x + BRICK_W, y), (x + BRICK_W, y + BRICK_H), (x, y + BRICK_H)]
+    return Affine2D().rotate_deg_around(x + BRICK_W / 2, y + BRICK_H / 2, angle_deg).transform(corners)
 
 
-def _heap(n: int, x_range: tuple[float, float], y0: float) -> list[list[tuple[float, float]]]:
+def _heap(n: int, x_range: tuple[float, float], y0: float) -> list:
     """n bricks dropped in rows from the bottom, each askew by its index (the same n, the same heap)."""
     per_row = int((x_range[1] - x_range[0]) // BRICK_W)
     bricks = []
@@ -66,7 +64,7 @@ def _heap(n: int, x_range: tuple[float, float], y0: float) -> list[list[tuple[fl
     return bricks
 
 
-def _wall(n: int, x_range: tuple[float, float], y0: float) -> list[list[tuple[float, float]]]:
+def _wall(n: int, x_range: tuple[float, float], y0: float) -> list:
     """n bricks laid neatly in courses, every other course shifted by half a brick (a running bond)."""
     per_row = int((x_range[1] - x_range[0] - BRICK_W / 2) // BRICK_W)
     bricks = []
