@@ -7,7 +7,7 @@ import pkgutil
 import pytest
 
 import widgets.lessons
-from widgets.exercises.toolkit import ExerciseSet, Status
+from widgets.exercises.toolkit import KINDS, ExerciseSet, Status
 from widgets.lessons import developer_1, developer_2, developer_3
 
 LESSONS = sorted(m.name for m in pkgutil.iter_modules(widgets.lessons.__path__))
@@ -22,6 +22,12 @@ def test_every_lesson_with_exercises_offers_its_set():
 @pytest.mark.parametrize("lesson, name", SETS)
 def test_every_set_is_built_from_the_surface(lesson, name):
     assert isinstance(getattr(importlib.import_module(f"widgets.lessons.{lesson}"), name)(), ExerciseSet)
+
+
+@pytest.mark.parametrize("lesson, name", SETS)
+def test_every_exercise_has_a_hint_and_a_known_kind(lesson, name):
+    for exercise in getattr(importlib.import_module(f"widgets.lessons.{lesson}"), name)():
+        assert exercise.hints and exercise.kind in (None, *KINDS), exercise.name
 
 
 @pytest.mark.parametrize("make", [developer_1.proof_exercises, developer_2.loop_exercises, developer_3.gallery_exercises],

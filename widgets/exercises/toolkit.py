@@ -147,10 +147,6 @@ class Exercise:
 
     def __init__(self, name: str, title: str, prompt: str, checker: Callable[..., Feedback], hints: Sequence[str],
                  solution: str | Callable, explanation: str = "", kind: str | None = None, function: str = ""):
-        if not hints:
-            raise ValueError(f"exercise {name!r}: hints must hold at least one hint")
-        if kind is not None and kind not in KINDS:
-            raise ValueError(f"exercise {name!r}: kind must be one of {sorted(KINDS)} or None, got {kind!r}")
         self.name, self.title, self.prompt, self.kind = name, title, prompt, kind
         self._checker = checker
         self.function = function or getattr(solution, "__name__", "")

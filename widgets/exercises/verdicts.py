@@ -4,13 +4,8 @@ from __future__ import annotations
 import html
 import math
 from dataclasses import dataclass
-from typing import Iterable
 
 from widgets.core.mistakes import EVERY_MISTAKE
-
-
-def _factors(ratios: Iterable[float]) -> str:
-    return ", ".join("0" if r == 0 else f"{r:.3g}" for r in ratios if not math.isnan(r))
 
 
 @dataclass(frozen=True)
@@ -43,5 +38,6 @@ def verdict(report) -> Verdict:
         said.append(f"{named}{what} — fix: {fix}")
     line = f"✗ {name}: " + "; ".join(said)
     if report.update_ratios and any(not math.isclose(r, 1) for r in report.update_ratios):
-        line += f" (each update's gradient: {_factors(report.update_ratios)} x the reference)"
+        factors = ", ".join("0" if r == 0 else f"{r:.3g}" for r in report.update_ratios if not math.isnan(r))
+        line += f" (each update's gradient: {factors} x the reference)"
     return Verdict(line, str(report))
