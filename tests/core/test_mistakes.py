@@ -52,7 +52,7 @@ def test_a_variant_is_the_correct_loop_with_its_own_lines_and_nothing_else_chang
 
 def test_the_registry_names_each_loop_and_nothing_else():
     functions = [name for name, f in vars(loops).items() if inspect.isfunction(f) and f.__module__ == loops.__name__]
-    assert functions == ["train", *MISTAKES, *loops.VARIANTS, "count_examples", "train_loop"]
+    assert functions == ["train", *MISTAKES, *loops.VARIANTS, "train_loop"]
     for name, mistake in MISTAKES.items():
         assert mistake.name == name and mistake.loop.__name__ == name
         assert mistake.label and mistake.does and mistake.symptom and mistake.fix

@@ -1,6 +1,5 @@
-"""Where settings enter: the run configuration, the input checks every public function shares, and the
-ceilings a builder checks before it allocates or trains. Torch-free, so a bad value is caught here,
-named with its allowed range, before anything reaches torch."""
+"""Where settings enter: the run configuration, the input checks every public function shares, and the ceilings
+a builder checks before it allocates or trains; torch-free, so a bad value is named before it reaches torch."""
 from __future__ import annotations
 
 import math
@@ -127,10 +126,10 @@ class AccumulationConfig:
         return self.num_updates + (1 if self.tail_micro_batches else 0)
 
 
-def check_config(config: object, name: str = "config") -> AccumulationConfig:
-    """Return `config` if it is an `AccumulationConfig`; else raise naming `name`."""
+def check_config(config: object) -> AccumulationConfig:
+    """Return `config` if it is an `AccumulationConfig`; else raise naming it."""
     if not isinstance(config, AccumulationConfig):
-        raise TypeError(f"{name} must be an AccumulationConfig, got {type(config).__name__}")
+        raise TypeError(f"config must be an AccumulationConfig, got {type(config).__name__}")
     return config
 
 
@@ -162,23 +161,13 @@ def _limit(env: str, default: float) -> float:
     return value
 
 
-def memory_limit_bytes() -> int:
-    """The ceiling in bytes: $LAB_MEMORY_LIMIT_MB megabytes (default 1024)."""
-    return int(_limit(MEMORY_ENV, DEFAULT_MEMORY_MB) * 2**20)
-
-
-def time_limit_s() -> float:
-    """The ceiling in seconds: $LAB_TIME_LIMIT_S (default 300)."""
-    return _limit(TIME_ENV, DEFAULT_TIME_S)
-
-
 def _size(n: float) -> str:
     return f"{n / 2**30:.1f} GB" if n >= 2**30 else f"{n / 2**20:.0f} MB"
 
 
 def check_memory(what: str, estimate_bytes: float) -> float:
-    """Raise BudgetError if `what` would need more than the memory ceiling; else return the estimate."""
-    limit = memory_limit_bytes()
+    """Raise BudgetError if `what` would need more than $LAB_MEMORY_LIMIT_MB megabytes; else return the estimate."""
+    limit = int(_limit(MEMORY_ENV, DEFAULT_MEMORY_MB) * 2**20)
     if estimate_bytes > limit:
         raise BudgetError(
             f"{what} would need about {_size(estimate_bytes)}, over this lab's limit of {_size(limit)} per process "
@@ -188,8 +177,8 @@ def check_memory(what: str, estimate_bytes: float) -> float:
 
 
 def check_time(what: str, estimate_s: float) -> float:
-    """Raise BudgetError if `what` would run longer than the time ceiling; else return the estimate."""
-    limit = time_limit_s()
+    """Raise BudgetError if `what` would run longer than $LAB_TIME_LIMIT_S seconds; else return the estimate."""
+    limit = _limit(TIME_ENV, DEFAULT_TIME_S)
     if estimate_s > limit:
         raise BudgetError(
             f"{what} would run about {estimate_s:.0f} s, over this lab's limit of {limit:g} s per call "

@@ -1,10 +1,6 @@
-"""Numbers at the rounding floor, printed as bounds so that every CPU prints the same text.
-
-torch picks its kernels per instruction set (`ATEN_CPU_CAPABILITY`: default, avx2, avx512), and
-sums taken in another order round differently: a float64 gap of 5.6e-16 on one CPU is 7.1e-16 on
-another. A notebook that prints those digits fails nbval on the other CPU. Print the bound the
-claim needs instead ("below 1e-14"), chosen well above the spread, and the text never moves.
-"""
+"""Numbers at the rounding floor, printed as bounds ("below 1e-14") so that every CPU prints the same text:
+torch picks its kernels per instruction set, and sums taken in another order round differently (a float64
+gap of 5.6e-16 on one CPU is 7.1e-16 on another), which nbval on the other CPU would catch."""
 from __future__ import annotations
 
 import math

@@ -1,10 +1,6 @@
-"""The lab's correct accumulation loop, and each classic mistake as that loop with its lines changed.
-
-`train` is the loop a learner copies: plain PyTorch, twenty lines, each micro-batch's mean loss
-weighted by its share n_i / n of its window. Every mistake is `train` with its changed lines marked
-`# BUG` (a test holds them equal elsewhere). `train_amp` is a variant (`VARIANTS`) with a
-GradScaler; `train_loop`, last, is the same loop for items other than examples, a global count and AMP.
-"""
+"""`train`, the accumulation loop a learner copies (each micro-batch's mean loss weighted by its share n_i / n
+of its window); each classic mistake as `train` with its changed lines marked `# BUG`; `train_amp`, a variant
+with a GradScaler; `train_loop`, the same loop for items other than examples, a global count and AMP."""
 from __future__ import annotations
 
 import torch
@@ -267,15 +263,10 @@ def train_amp(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=
     return logged
 
 
-def count_examples(targets: torch.Tensor) -> int:
-    """The items one micro-batch's mean loss averages over, for a per-example loss: its examples."""
-    return len(targets)
-
-
 def train_loop(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None, *,
                max_grad_norm: float | None = None, scaler=None,
-               items=count_examples, window_items=None) -> list[float]:
-    """`train` for any mean loss: `items` counts what one loss averages over (examples, real tokens),
+               items=len, window_items=None) -> list[float]:
+    """`train` for any mean loss: `items` counts what one loss averages over (examples: `len`, real tokens),
     `window_items` what the whole window is normalised by (a global count across ranks); `scaler` is AMP's."""
     batches, K, logged = list(batches), accumulation_steps, []
     for micro_step, (inputs, targets) in enumerate(batches):

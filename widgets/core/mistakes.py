@@ -1,12 +1,6 @@
-"""The one registry of mistakes: every mistake the lab names, with what it does and its fix.
-
-    MISTAKES["loss_not_divided"].label      # "loss not divided by K": what a control or a table says
-    MISTAKES["loss_not_divided"].loop       # the correct loop with that mistake in it (widgets.core.loops)
-    EVERY_MISTAKE["graphs_kept_alive"].fix  # every name the auditor gives, and the two of researcher_2
-
-`MISTAKES` holds the classic ones, each a loop of `widgets.core.loops`, in menu order: the explorer,
-the gallery and the symptom -> fix table list them. Torch-free at import.
-"""
+"""The one registry of mistakes: `EVERY_MISTAKE` names each one the lab knows (the auditor's, researcher_2's),
+what it does and its fix; `MISTAKES` holds the classic ones, each a loop of `widgets.core.loops`, in menu order
+(the explorer, the gallery and the symptom -> fix table list them). Torch-free at import."""
 from __future__ import annotations
 
 import difflib

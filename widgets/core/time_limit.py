@@ -1,13 +1,10 @@
-"""One time limit for the learner's code the lab runs: past it the code is stopped with `TimeLimit`.
+"""One time limit for the learner's code the lab runs: `call(30.0, loop, ...)` stops it with `TimeLimit`.
 
-    result = call(30.0, loop, model, optimizer, ...)   # raises TimeLimit once 30 s have passed
-    check()   # at a watched event (a torch call): raise TimeLimit if the caller's limit has passed
-
-A watchdog thread raises TimeLimit in the late thread (`PyThreadState_SetAsyncExc`, which every
-system has, unlike SIGALRM) at the deadline and every TICK_S after; where it lands, a line tracer
-raises it again at each line of the learner's own code, so a bare `except:` cannot keep it out.
-C code (one long torch kernel) runs until it returns; a `time.sleep` in the main thread is woken by
-a signal where the system has SIGALRM, and elsewhere also runs until it returns.
+A watchdog thread raises TimeLimit in the late thread (`PyThreadState_SetAsyncExc`, which every system
+has, unlike SIGALRM) at the deadline and every TICK_S after; where it lands, a line tracer raises it
+again at each line of the learner's own code, so a bare `except:` cannot keep it out. C code (one long
+torch kernel) runs until it returns; a `time.sleep` in the main thread is woken by a signal where the
+system has SIGALRM, and elsewhere also runs until it returns.
 """
 from __future__ import annotations
 
@@ -18,6 +15,8 @@ import signal
 import sys
 import threading
 import time
+from dataclasses import dataclass, field
+from types import FrameType
 from typing import Callable, TypeVar
 
 TIME_LIMIT_S = 30.0  # what a learner's loop or answer may take before it is stopped
@@ -50,25 +49,25 @@ def learners_code(filename: str) -> bool:
     return not path.startswith(_PACKAGE) and not path.startswith(_LIBRARIES)
 
 
+@dataclass
 class _Limit:
     """One `call` in progress: its deadline, whether the learner's code is running, and the frame of `call`."""
 
-    __slots__ = ("deadline", "inside", "frame")
+    deadline: float
+    inside: bool = False
+    frame: FrameType | None = None
 
-    def __init__(self, deadline: float):
-        self.deadline, self.inside, self.frame = deadline, False, None
 
-
+@dataclass
 class _Thread:
     """A thread's `call`s in progress (nested: an exercise that audits a loop), innermost last."""
 
-    def __init__(self):
-        self.limits: list[_Limit] = []
-        self.ident = threading.get_ident()
-        self.armed: dict[int, tuple] = {}  # id(frame) -> (frame, its f_trace before the tracer was armed)
-        self.previous_trace = None
-        self.main = threading.current_thread() is threading.main_thread()
-        self.previous_handler = None  # of _WAKE, in the main thread, while a call is in progress
+    limits: list[_Limit] = field(default_factory=list)
+    ident: int = field(default_factory=threading.get_ident)
+    armed: dict[int, tuple] = field(default_factory=dict)  # id(frame) -> (frame, its f_trace before arming)
+    previous_trace: Callable | None = None
+    main: bool = field(default_factory=lambda: threading.current_thread() is threading.main_thread())
+    previous_handler: object = None  # of _WAKE, in the main thread, while a call is in progress
 
     def must_stop(self) -> bool:
         """The innermost call is running the learner's code, and a deadline has passed."""
@@ -96,7 +95,9 @@ def check() -> None:
 
 def call(seconds: float, function: Callable[..., T], *args, **kwargs) -> T:
     """`function(*args, **kwargs)`, stopped with TimeLimit once `seconds` have passed; whatever it raises is raised."""
-    state = getattr(_local, "state", None) or _new_state()
+    state = getattr(_local, "state", None)
+    if state is None:
+        state = _local.state = _Thread()
     limit = _Limit(time.monotonic() + seconds)
     if not state.limits:
         state.previous_trace = sys.gettrace()  # a debugger's or coverage's, given back after
@@ -120,11 +121,6 @@ def call(seconds: float, function: Callable[..., T], *args, **kwargs) -> T:
                 pass
     finally:
         _pop(state, limit)
-
-
-def _new_state() -> _Thread:
-    _local.state = _Thread()
-    return _local.state
 
 
 def _checkpoint() -> None:

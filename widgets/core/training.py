@@ -63,30 +63,25 @@ def one_thread() -> contextlib.AbstractContextManager:
 def known_torch_state(threads: int | None = 1) -> Iterator[None]:
     """Grad on, inference mode off, float32 on the CPU, deterministic and anomaly flags off, `threads` threads;
     the caller's state after."""
-    grad, dtype, device = torch.is_grad_enabled(), torch.get_default_dtype(), torch.get_default_device()
-    deterministic = torch.are_deterministic_algorithms_enabled()
-    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
-    anomaly, check_nan = torch.is_anomaly_enabled(), torch.is_anomaly_check_nan_enabled()
+    dtype, device = torch.get_default_dtype(), torch.get_default_device()
+    deterministic = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
     try:
         torch.set_default_dtype(torch.float32)
         if device.type != "cpu":  # set only when needed: a default device is a mode on every call
             torch.set_default_device("cpu")
-        if deterministic:  # the first call imports torch._inductor (seconds): only when it changes something
+        if deterministic[0]:  # the first call imports torch._inductor (seconds): only when it changes something
             torch.use_deterministic_algorithms(False)
-        if anomaly:
-            torch.autograd.set_detect_anomaly(False)
-        with torch_threads(threads), torch.inference_mode(False), torch.enable_grad():
+        # each of these gives the caller's setting back on exit, also one the block changed
+        with torch_threads(threads), torch.inference_mode(False), torch.enable_grad(), \
+                torch.autograd.set_detect_anomaly(False):
             yield
     finally:
-        torch.set_grad_enabled(grad)
         torch.set_default_dtype(dtype)
         if device.type != "cpu":
             torch.set_default_device(device)
         if (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()) \
-                != (deterministic, warn_only):
-            torch.use_deterministic_algorithms(deterministic, warn_only=warn_only)
-        if (torch.is_anomaly_enabled(), torch.is_anomaly_check_nan_enabled()) != (anomaly, check_nan):
-            torch.autograd.set_detect_anomaly(anomaly, check_nan=check_nan)
+                != deterministic:
+            torch.use_deterministic_algorithms(deterministic[0], warn_only=deterministic[1])
 
 
 def mse(prediction: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

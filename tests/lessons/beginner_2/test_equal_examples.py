@@ -3,7 +3,6 @@ import pytest
 
 from widgets.core.config import AccumulationConfig
 from widgets.lessons.beginner_2.equal_examples import compare_at_equal_examples
-from widgets.core.training import run_regimes
 
 
 @pytest.mark.parametrize("K, b, tail", [(4, 8, 0), (3, 2, 2), (2, 5, 1)])
@@ -24,11 +23,6 @@ def test_with_one_micro_batch_per_update_the_two_runs_are_one_run():
 def test_small_batches_take_k_steps_for_each_update_and_so_end_elsewhere():
     race = compare_at_equal_examples(AccumulationConfig(accumulation_steps=4, micro_batch_size=8, num_updates=6))
     assert race.small_every_micro_batch[-1] != pytest.approx(race.accumulated[-1], rel=1e-3)
-
-
-def test_the_explorers_small_batch_run_is_kept_beside_it():
-    config = AccumulationConfig(accumulation_steps=4, micro_batch_size=2, num_updates=3)
-    assert compare_at_equal_examples(config).small_first_micro_batch == run_regimes(config).eval_loss["small_batch"]
 
 
 def test_the_mistake_is_left_out_of_the_race():

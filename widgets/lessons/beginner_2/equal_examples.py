@@ -1,8 +1,5 @@
-"""Accumulation against small batches at equal examples (and so equal passes): the fair race in arithmetic.
-
-The explorer compares at equal updates, where its small batch sees 1/K of the examples; here the
-small batches step on every micro-batch of the same draws. developer_2 races at equal time.
-"""
+"""Accumulation against small batches at equal examples (and so equal passes): the explorer compares at equal
+updates, where its small batch sees 1/K of the examples; here the small batches step on every micro-batch."""
 from __future__ import annotations
 
 import math
@@ -20,7 +17,6 @@ class EqualExamples:
     examples_seen: list[int]  # after each update of the accumulated run
     accumulated: list[float]  # loss on all examples after each update (K micro-batches, one step)
     small_every_micro_batch: list[float]  # loss after the same examples, one step per micro-batch
-    small_first_micro_batch: list[float]  # the explorer's "small batch": 1/K of the examples, one step per update
 
 
 def compare_at_equal_examples(config: AccumulationConfig) -> EqualExamples:
@@ -39,5 +35,4 @@ def compare_at_equal_examples(config: AccumulationConfig) -> EqualExamples:
         examples_seen=seen[: len(record.eval_loss["accumulated"])],
         accumulated=record.eval_loss["accumulated"],
         small_every_micro_batch=[losses[i] if i < len(losses) else math.nan for i in ends],
-        small_first_micro_batch=record.eval_loss["small_batch"],
     )
