@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from widgets.exercises.passes import PassWatch, check_structure
+from widgets.exercises.passes import PassWatch, check_structure, proportional
 from widgets.exercises.toolkit import Wrong
 
 
@@ -96,3 +96,9 @@ def test_the_watch_leaves_no_hook_behind():
     with PassWatch(model):
         pass
     assert not model.weight._backward_hooks and not model.bias._backward_hooks
+
+
+def test_proportional_finds_the_factor_or_none():
+    b = torch.tensor([1.0, -2.0, 3.0], dtype=torch.float64)
+    assert proportional(2.5 * b, b) == pytest.approx(2.5)
+    assert proportional(b + torch.tensor([0.0, 0.0, 0.1], dtype=torch.float64), b) is None

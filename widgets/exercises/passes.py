@@ -102,6 +102,12 @@ def flat_parameters_grad(*modules: torch.nn.Module) -> torch.Tensor | None:
     return torch.cat([g.detach().reshape(-1).double() for g in grads])
 
 
+def proportional(a: torch.Tensor, b: torch.Tensor, rtol: float = 1e-6, atol: float = 1e-9) -> float | None:
+    """The factor r with a = r * b, if there is one (up to the tolerances); else None."""
+    r = float(a @ b / (b @ b))
+    return r if torch.allclose(a, r * b, rtol=rtol, atol=atol) else None
+
+
 def check_structure(watch: PassWatch, micro_batches: list[int], unit: str) -> None:
     """Raises Wrong unless the pile was built one forward and one backward pass per micro-batch, per module."""
     record, most = watch.record, max(micro_batches)

@@ -9,7 +9,7 @@ import torch
 from widgets.core.accumulation import GRAD_ATOL, GRAD_RTOL  # the lab's one allclose rule
 from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, as_numbers, close_to, correct, diagnose
 from widgets.exercises.toolkit import incorrect, not_attempted
-from widgets.exercises.passes import PassWatch, flat_parameters_grad
+from widgets.exercises.passes import PassWatch, flat_parameters_grad, proportional
 
 
 def _problem(n: int, data_seed: int, model_seed: int) -> tuple[torch.nn.Linear, torch.Tensor, torch.Tensor]:
@@ -25,12 +25,6 @@ def _problem(n: int, data_seed: int, model_seed: int) -> tuple[torch.nn.Linear, 
 # numbers printed there, fails here; it is recognised by matching the notebook's gradient instead.
 _NOTEBOOK_SEEDS = (0, 1)
 _CHECK_SEEDS = (20, 21)
-
-
-def _proportional(a: torch.Tensor, b: torch.Tensor) -> float | None:
-    """The factor r with a = r * b, if there is one (up to float32 rounding); else None."""
-    r = float(a @ b / (b @ b))
-    return r if torch.allclose(a, r * b, rtol=1e-4, atol=1e-6) else None
 
 
 def _check_ratio(answer: object) -> Feedback:
@@ -111,7 +105,7 @@ def _check_impersonate_16(answer: object) -> Feedback:
             return incorrect("your pile is the gradient of the notebook's own 16 examples (`data16`), not of the "
                              "`data` and `target` your function was given: the checker draws other examples. "
                              "Use only the function's arguments")
-    factor = _proportional(grad, ref)
+    factor = proportional(grad, ref, rtol=1e-4, atol=1e-6)  # up to float32 rounding
     if factor is not None:
         return diagnose(factor, {
             2.0: "your pile is 2x the batch-of-16 gradient: you divided by 4, the K of the demo, but 16 examples "
@@ -121,7 +115,7 @@ def _check_impersonate_16(answer: object) -> Feedback:
                  "micro-batch loss is already a mean over its 2 examples. Divide by the number of micro-batches.",
             0.125: "your pile is 1/8 of the batch-of-16 gradient: the loss is divided by 8 twice.",
         }, f"your pile is {factor:.4g}x the batch-of-16 gradient: divide each micro-batch loss by K = 8.")
-    if _proportional(grad, last) is not None:
+    if proportional(grad, last, rtol=1e-4, atol=1e-6) is not None:
         return incorrect("only the last micro-batch's gradient is left in .grad: something clears the pile inside "
                          "your loop (a zero_grad?)")
     return incorrect(f"the pile does not match the batch-of-16 gradient (max |diff| = {float((grad - ref).abs().max()):.3g})")

@@ -6,7 +6,7 @@ import math
 import torch
 
 from widgets.core.accumulation import IGNORE_INDEX, flat_grad, real_tokens
-from widgets.exercises.passes import PassWatch, check_structure
+from widgets.exercises.passes import PassWatch, check_structure, proportional
 from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, as_numbers, close_to, correct, incorrect
 from widgets.exercises.toolkit import not_attempted
 from widgets.lessons.researcher_1.precision import MODES
@@ -77,8 +77,8 @@ def _check_tokens(answer: object) -> Feedback:
     if torch.allclose(grad, per_micro, rtol=1e-7, atol=1e-10):
         return incorrect("that is the 2024 bug: a token mean per micro-batch divided by K weighs every micro-batch "
                          "alike. Sum the token losses and divide by the real tokens of the whole window")
-    ratio = float(grad @ reference / (reference @ reference))
-    if torch.allclose(grad, ratio * reference, rtol=1e-6, atol=1e-9):
+    ratio = proportional(grad, reference)
+    if ratio is not None:
         window = real_tokens(batch.labels)
         padded = batch.labels.numel()
         if math.isclose(ratio, window, rel_tol=1e-6):

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from widgets.core.accumulation import flat_grad
-from widgets.exercises.passes import PassWatch, check_structure
+from widgets.exercises.passes import PassWatch, check_structure, proportional
 from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, close_to, correct, number_checker, two_numbers
 from widgets.exercises.toolkit import diagnose, incorrect, not_attempted
 from widgets.lessons.researcher_2.contrastive import (
@@ -58,8 +58,8 @@ def _check_cache(answer: object) -> Feedback:
     if torch.allclose(grad, naive, rtol=1e-7, atol=1e-10):
         return incorrect("that is plain accumulation: each micro-batch's own InfoNCE, with only 7 negatives per "
                          "example. Compute the loss once, on all 32 cached embeddings")
-    ratio = float(grad @ reference / (reference @ reference))
-    if torch.allclose(grad, ratio * reference, rtol=1e-6, atol=1e-9):
+    ratio = proportional(grad, reference)
+    if ratio is not None:
         return incorrect(f"right direction, {ratio:.4g}x the size: the cached gradient is already the full batch's; "
                          "do not divide or multiply it by K")
     return incorrect(f"the pile does not match the full batch (max |diff| = {float((grad - reference).abs().max()):.3g})")
