@@ -33,8 +33,6 @@ TORCH_ERRORS: dict[str, str] = {  # a piece of the message -> what it means here
         "loss.item() or loss.detach() for logging, and call backward() once per micro-batch's loss",
     "does not require grad and does not have a grad_fn": "backward() was called on a loss with no graph: it was "
         "computed under torch.no_grad() or detached, so no gradient can reach the weights",
-    "No inf checks were recorded prior to update": "scaler.update() ran before any scaler.step(optimizer) since the "
-        "last update: the scale must be updated once per update, after scaler.step",
     "unscale_() has already been called on this optimizer": "scaler.unscale_(optimizer) ran twice in one update: "
         "call it once, after the last backward() of the update",
     "modified by an inplace operation": "the weights (or a tensor a graph saved) changed between a forward pass and "
@@ -98,10 +96,7 @@ class AuditReport:
         lines += [f"  - {f}" for f in self.findings] + [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
 
-    __repr__ = __str__
-
-    def _repr_pretty_(self, printer, cycle) -> None:
-        printer.text(str(self))
+    __repr__ = __str__  # a notebook shows the report, IPython's pretty printer included
 
 
 def _checked_setup(loop, accumulation_steps, num_batches, with_scheduler, clip_norm, problem, time_limit_s,
@@ -266,21 +261,16 @@ def _judge_safely(run, reference, problem) -> _Verdict:
         return _Verdict(findings, [f"the auditor could not read this loop's record in detail ({type(error).__name__})"])
 
 
-def _raised(run) -> list[Finding]:
-    """The loop's exception, with PyTorch's own message explained where it is a known one."""
-    if run.timed_out:
-        return [Finding("time_limit", run.error)]
-    if "No inf checks were recorded prior to update" in run.error_message:
-        return [Finding("amp_update_every_micro_step", run.error)]
-    meaning = next((m for piece, m in TORCH_ERRORS.items() if piece in run.error_message), None)
-    return [Finding("loop_raised", run.error + (f"; that means {meaning}" if meaning else ""))]
-
-
 def _judge(run, reference, problem) -> _Verdict:
     """The outcome first; when it is wrong, the structure, then the numbers the structure allows."""
     tape = run.tape
-    if run.error is not None:
-        return _Verdict(_raised(run))
+    if run.timed_out:
+        return _Verdict([Finding("time_limit", run.error)])
+    if "No inf checks were recorded prior to update" in run.error_message:  # scaler.update() before any step
+        return _Verdict([Finding("amp_update_every_micro_step", run.error)])
+    if run.error is not None:  # PyTorch's own message explained where it is a known one
+        meaning = next((m for piece, m in TORCH_ERRORS.items() if piece in run.error_message), None)
+        return _Verdict([Finding("loop_raised", run.error + (f"; that means {meaning}" if meaning else ""))])
     result = outcome.check_outcome(tape, problem)
     # graphs kept: two or more earlier outputs alive at once, or, where the updates are right, one backward
     # pass through several micro-batches' graphs built one by one

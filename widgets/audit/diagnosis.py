@@ -1,6 +1,7 @@
 """Which mistake, for a loop whose updates came out wrong: the structure first, then the numbers it allows."""
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 import torch
@@ -42,11 +43,8 @@ class Structure:
 
 def read_structure(tape: Tape, problem: Problem) -> Structure:
     pass_batches = [tuple(j for k in p.forwards for j in tape.forwards[k].micro_batches) for p in tape.passes]
-    times = [0] * len(problem.batches)
-    for batches in pass_batches:
-        for j in batches:
-            if j is not None:
-                times[j] += 1
+    carried = Counter(j for batches in pass_batches for j in batches)
+    times = [carried[j] for j in range(len(problem.batches))]
     last = [max((j for j in batches if j is not None), default=-1) for batches in pass_batches]
     step_after = [last[s.passes_before - 1] if s.passes_before else -1 for s in tape.steps]
     expected = [max(j for j in w if times[j]) for w in problem.windows if any(times[j] for j in w)]
@@ -161,7 +159,7 @@ def check_backward_passes(tape: Tape, problem: Problem) -> list[Finding]:
 
 def _pull_back(problem: Problem, forward: Forward, output_grad: torch.Tensor) -> torch.Tensor:
     w = forward.weight.clone().requires_grad_(True)
-    (grad,) = torch.autograd.grad(problem.task.forward(w, forward.inputs), w, output_grad)
+    (grad,) = torch.autograd.grad(problem.forward(w, forward.inputs), w, output_grad)
     return grad.reshape(-1)
 
 

@@ -109,7 +109,7 @@ class WindowTruth(NamedTuple):
 
 def window_truth(problem: Problem, weight: torch.Tensor, window: range) -> WindowTruth:
     w = weight.detach().clone().requires_grad_(True)
-    means = [problem.task.loss_fn(problem.task.forward(w, problem.batches[j][0]), problem.batches[j][1])
+    means = [problem.task.loss_fn(problem.forward(w, problem.batches[j][0]), problem.batches[j][1])
              for j in window]
     items = [problem.items(j) for j in window]
     total = sum(items)

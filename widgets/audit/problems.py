@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import torch
 import torch.nn.functional as F
@@ -59,10 +60,6 @@ class Regression:
     def new_model() -> torch.nn.Module:
         return torch.nn.utils.skip_init(torch.nn.Linear, 3, 1, bias=False, dtype=torch.float64)  # no random init
 
-    @staticmethod
-    def forward(weight: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
-        return F.linear(inputs, weight)
-
     loss_fn = staticmethod(torch.nn.MSELoss())  # mean-reduced, as the gallery's loops expect
 
     @staticmethod
@@ -106,10 +103,6 @@ class Tokens:
     @staticmethod
     def new_model() -> torch.nn.Module:
         return torch.nn.utils.skip_init(torch.nn.Embedding, VOCAB, VOCAB, dtype=torch.float64)
-
-    @staticmethod
-    def forward(weight: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
-        return F.embedding(inputs, weight)  # (b, T, V): the next-token logits
 
     loss_fn = staticmethod(token_cross_entropy)
 
@@ -162,6 +155,14 @@ class Problem:
 
     def items(self, j: int) -> int:
         return self.task.items(self.batches[j][1])
+
+    @cached_property
+    def model(self) -> torch.nn.Module:
+        return self.task.new_model()
+
+    def forward(self, weight: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
+        """The task's model run at `weight`."""
+        return torch.func.functional_call(self.model, {"weight": weight}, (inputs,))
 
     def item_sum_gradient(self, output: torch.Tensor, targets) -> torch.Tensor:
         """d/d output of the summed per-item losses (the mean loss times the items it averages), by autograd."""

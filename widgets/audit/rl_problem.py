@@ -91,10 +91,6 @@ class Policy:
     def new_model() -> torch.nn.Module:
         return torch.nn.utils.skip_init(torch.nn.Linear, FEATURES, ACTIONS, bias=False, dtype=torch.float64)
 
-    @staticmethod
-    def forward(weight: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
-        return F.linear(inputs, weight)  # (b, T, ACTIONS): the policy's logits
-
     loss_fn = staticmethod(policy_gradient_loss)
     items = staticmethod(completion_tokens)
     shapes = {"grpo_sequence_mean": sequence_mean}  # the summed loss's gradient -> this shape's
