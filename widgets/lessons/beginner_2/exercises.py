@@ -1,5 +1,4 @@
-"""The guesses beginner notebook 2 asks before each experiment, with answers computed by the explorer's
-own runs (`run_regimes`), never typed: `make_prediction(**explorer_predictions()["undivided"])`."""
+"""Beginner notebook 2's guesses, their answers computed by the explorer's own runs (`run_regimes`), never typed."""
 from __future__ import annotations
 
 from widgets.core.config import AccumulationConfig
