@@ -1,7 +1,4 @@
-"""Adam's hyperparameters for a batch k times larger: the two rules researcher_3 and researcher_9 use.
-
-`malladi_scaled` is returned as computed beyond k (1 - beta) < 1, so a notebook can show a beta turning
-negative; callers that train check it."""
+"""Adam's hyperparameters for a batch k times larger: the two rules researcher_3 and researcher_9 use."""
 from __future__ import annotations
 
 import math

@@ -76,9 +76,7 @@ def b_simple_from_norms(small_sq: float, big_sq: float, micro_batch_size: int, a
 
 
 def linear_regression_b_simple(dim: int, noise_std: float, distance: float) -> float:
-    """The exact B_simple of linear regression at distance |delta| from the optimum: dim + 1 + dim noise_std^2 / distance^2.
-
-    x ~ N(0, I), y = x . w* + eps: G = 2 delta and, by Isserlis' theorem, tr(Sigma) = 4 ((dim + 1) |delta|^2 + dim noise_std^2)."""
+    """B_simple of linear regression (x ~ N(0, I)) at distance |delta| from the optimum, by Isserlis' theorem."""
     d = check_int("dim", dim, 1)
     sigma = check_float("noise_std", noise_std, 0.0, math.inf, low_inclusive=True)
     r = check_float("distance", distance, 0.0, math.inf)

@@ -9,8 +9,7 @@ P parameters; e bytes per activation, m per dropout mask):
   + the logits if kept), a layer's backward (its activations' gradients, an upper estimate, + the layer rebuilt
   under checkpointing), and a tied embedding's gradient (3 V*h).
 - mixed-precision Adam (ZeRO, arXiv:1910.02054): 2P weights + 2P gradients + 12P optimizer state = 16P.
-Left out: fragmentation, kernels' scratch space, the optimizer step's temporaries, communication buffers
-(`benchmarks/planner_peak.py` compares the peak with the CPU allocator's). Torch-free."""
+Left out: fragmentation, scratch space, the optimizer step's temporaries, communication buffers. Torch-free."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -83,9 +82,6 @@ FLOAT32 = Precision(weights=4, grads=4, optimizer=8, activations=4, masks=0, log
 class PaperMemory:
     """The terms in bytes for a micro-batch of b sequences: the paper's four, then the peak's working sets."""
 
-    shape: TransformerShape
-    micro_batch_size: int
-    recompute: bool
     weights: int
     gradients: int
     optimizer_state: int
@@ -135,7 +131,7 @@ def transformer_memory(shape: TransformerShape, micro_batch_size: int, recompute
     chunks = check_int("loss_chunks", loss_chunks, 1, s)
     logits_kept = s * b * V * precision.logits if precision.logits_kept else 0  # a chunked loss returns none
     loss = (s * b * V * 3 * precision.loss) // chunks + (logits_kept if chunks == 1 else 0)
-    return PaperMemory(shape, b, bool(recompute), precision.weights * p, precision.grads * p, precision.optimizer * p,
+    return PaperMemory(precision.weights * p, precision.grads * p, precision.optimizer * p,
                        kept, loss, layer, layer if recompute else 0, V * h * precision.grads)
 
 
@@ -162,10 +158,8 @@ ZERO_STAGES = {0: "DDP (nothing sharded)", 1: "ZeRO-1 (optimizer state)", 2: "Ze
 
 def zero_bytes_per_rank(parameters: int, stage: int, world_size: int, grad_bytes: int = 2,
                         no_sync: bool = False) -> dict[str, int]:
-    """Bytes one of N ranks holds for mixed-precision Adam under ZeRO stage 0-3; {"weights", "grads", "optimizer", "total"}.
-
-    Stage 1 shards the optimizer state, 2 also the gradients, 3 also the weights (a shard: ceil(P / N)).
-    `no_sync`: FSDP accumulating without reduce-scatter keeps the whole gradient on every rank until the window ends."""
+    """Bytes one of N ranks holds for mixed-precision Adam under ZeRO stage 0-3 (1 shards the optimizer state, 2 also
+    the gradients, 3 also the weights); `no_sync`: FSDP keeps the whole gradient on every rank until the window ends."""
     p = check_int("parameters", parameters, 1)
     stage = check_int("stage", stage, 0, 3)
     n = check_int("world_size", world_size, 1, 1_000_000)
@@ -241,10 +235,9 @@ class PlannerModel:
         return plans
 
 
-def paper_planner_model(shape: TransformerShape, sdpa: bool = False, precision: Precision = MIXED) -> PlannerModel:
+def paper_planner_model(shape: TransformerShape, sdpa: bool = False) -> PlannerModel:
     """A transformer for the planner, from `transformer_memory` per sequence; `sdpa`: no s x s term."""
-    one = transformer_memory(shape, 1, sdpa=sdpa, precision=precision)
-    ckpt = transformer_memory(shape, 1, recompute=True, sdpa=sdpa, precision=precision)
+    one, ckpt = transformer_memory(shape, 1, sdpa=sdpa), transformer_memory(shape, 1, recompute=True, sdpa=sdpa)
     return PlannerModel(shape.name + (", SDPA attention" if sdpa else ""), one.fixed, float(one.activations),
                         float(ckpt.activations), parameters=shape.parameters,
                         loss_bytes_per_example=float(one.loss_working),

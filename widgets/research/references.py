@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 BIB = Path(__file__).with_name("references.bib")
@@ -41,11 +42,11 @@ def plain(text: str) -> str:
 REFERENCES = {key: markdown(work) for key, work in read_bib().items()}
 
 
+@dataclass(frozen=True)
 class Citations:
     """A numbered list of works: plain text when printed, markdown links when a notebook shows it."""
 
-    def __init__(self, keys: tuple[str, ...]):
-        self.keys = keys
+    keys: tuple[str, ...]
 
     def __str__(self) -> str:
         return "\n".join(f"[{i}] {plain(REFERENCES[k])}" for i, k in enumerate(self.keys, 1))

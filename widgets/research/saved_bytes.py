@@ -1,8 +1,5 @@
-"""What autograd keeps for backward, and the most a micro-step holds at once, in bytes, measured.
-
-`SavedTensorCounter` sees what is saved when the forward ends; the peak comes later, in backward. Two counts
-of the peak: `PeakBytesCounter` follows every tensor the operators return (the same on every CPU), and
-`allocator_peak` reads the CPU allocator's own events from `torch.profiler` (what a memory budget sees)."""
+"""What autograd keeps for backward, and the most a micro-step holds at once (two ways: the tensors operators
+return, the same on every CPU, and the CPU allocator's own events, what a memory budget sees), in bytes."""
 from __future__ import annotations
 
 import os
@@ -42,9 +39,7 @@ class SavedTensorCounter(torch.autograd.graph.saved_tensors_hooks):
 
 
 class PeakBytesCounter(TorchDispatchMode):
-    """Bytes of the storages operators allocate while open: `now` alive and the `peak`; storages made before are not counted.
-
-    It counts tensors operators return, not a kernel's scratch space, so it is the same on every CPU and thread count."""
+    """Bytes of the storages operators return while open (not a kernel's scratch space): `now` alive and the `peak`."""
 
     def __init__(self):
         super().__init__()

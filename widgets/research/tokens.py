@@ -1,8 +1,5 @@
-"""Token-count normalisation: why a mean of per-micro-batch token means is not the window's mean.
-
-Averaging K micro-batches' token means weighs each 1/K whatever its real tokens; summing the token losses and
-dividing by the whole window's real tokens, counted before the first backward, matches one big batch. Float64
-throughout, so that a failed allclose is the normaliser and never rounding."""
+"""Token-count normalisation: a mean of K micro-batches' token means is not the window's mean; the token-loss sum
+over the window's real tokens is. Float64, so that a failed allclose is the normaliser and never rounding."""
 from __future__ import annotations
 
 import math
@@ -86,17 +83,6 @@ def _check_batch(batch: object) -> TokenBatch:
     return batch
 
 
-def _check_class_weights(class_weights: object, vocab_size: int) -> torch.Tensor | None:
-    if class_weights is None:
-        return None
-    if not isinstance(class_weights, torch.Tensor) or class_weights.shape != (vocab_size,):
-        shape = tuple(class_weights.shape) if isinstance(class_weights, torch.Tensor) else type(class_weights).__name__
-        raise ValueError(f"class_weights must be a tensor of shape ({vocab_size},), one weight per token id, got {shape}")
-    if bool((class_weights < 0).any()) or not bool(torch.isfinite(class_weights).all()):
-        raise ValueError("class_weights must be finite and >= 0")
-    return class_weights.to(DTYPE)
-
-
 def split_window(batch: TokenBatch, accumulation_steps: int) -> list[slice]:
     """K equal slices of the window's sequences; K must divide the number of sequences."""
     n = _check_batch(batch).num_sequences
@@ -154,8 +140,14 @@ class TokenGradient:
 def big_batch_token_gradient(model: torch.nn.Module, batch: TokenBatch,
                              class_weights: torch.Tensor | None = None) -> TokenGradient:
     """The reference: the whole window in one pass, loss = sum of token losses / real tokens."""
-    batch = _check_batch(batch)
-    weights = _check_class_weights(class_weights, model.head.out_features)
+    batch, weights, vocab = _check_batch(batch), class_weights, model.head.out_features
+    if weights is not None:
+        if not isinstance(weights, torch.Tensor) or weights.shape != (vocab,):
+            shape = tuple(weights.shape) if isinstance(weights, torch.Tensor) else type(weights).__name__
+            raise ValueError(f"class_weights must be a tensor of shape ({vocab},), one weight per token id, got {shape}")
+        if bool((weights < 0).any()) or not bool(torch.isfinite(weights).all()):
+            raise ValueError("class_weights must be finite and >= 0")
+        weights = weights.to(DTYPE)
     model.zero_grad(set_to_none=True)
     total, count = token_loss_sum(model, batch.inputs, batch.labels, weights)
     loss = total / count

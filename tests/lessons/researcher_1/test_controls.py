@@ -11,10 +11,13 @@ from widgets.core.training import one_thread  # noqa: E402
 from widgets.lessons.researcher_1.controls import make_token_spread_widget  # noqa: E402
 
 
+SWEEP = {"spread": [0.0, 1.0], "per_micro_batch": [1e-16, 0.1], "window": [1e-16, 1e-16]}
+
+
 @pytest.fixture(scope="module")
 def widget():
     with one_thread():  # a tiny model: one CPU thread runs it faster
-        yield make_token_spread_widget(length_spread=0.5, accumulation_steps=4)
+        yield make_token_spread_widget(SWEEP, length_spread=0.5, accumulation_steps=4)
 
 
 def test_starts_with_the_bug_false_and_the_fix_true(widget):
@@ -66,5 +69,5 @@ def test_static_fallback_is_a_png_and_deterministic_text(widget):
 ])
 def test_bad_starting_values_name_the_parameter(kwargs, match):
     with pytest.raises(ValueError, match=match):
-        make_token_spread_widget(**kwargs)
+        make_token_spread_widget(**{"sweep": SWEEP, **kwargs})
 

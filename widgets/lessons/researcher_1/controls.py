@@ -1,4 +1,4 @@
-"""The token-length-spread widget: move the spread of lengths and K; the per-micro-batch normaliser drifts, the window's stays."""
+"""The token-length-spread widget: the per-micro-batch normaliser drifts with the spread of lengths, the window's stays."""
 from __future__ import annotations
 
 from typing import Mapping, Sequence
@@ -59,7 +59,7 @@ def spread_readout_lines(length_spread: float, accumulation_steps: int, r: Mappi
 class TokenSpreadWidget(Displayed, W.VBox):
     """Use `make_token_spread_widget`; `controls`, `figure`, `readout`, `errors`, `result` are public."""
 
-    def __init__(self, length_spread: float, accumulation_steps: int, sweep: Mapping[str, Sequence[float]] | None):
+    def __init__(self, length_spread: float, accumulation_steps: int, sweep: Mapping[str, Sequence[float]]):
         self.controls = {
             "length_spread": W.FloatSlider(value=length_spread, min=0.0, max=1.0, step=0.05, readout_format=".2f",
                                            description="length_spread", continuous_update=False),
@@ -79,11 +79,7 @@ class TokenSpreadWidget(Displayed, W.VBox):
         ax_tokens.set_xlabel("micro-batch")
         ax_tokens.set_ylabel("real tokens")
         ax_tokens.set_title("real tokens per micro-batch", fontsize=TITLE_PT)
-        if sweep is not None:
-            draw_spread_gap(ax_gap, sweep)
-        else:
-            ax_gap.set_yscale("log")
-            ax_gap.set_xlabel("length_spread")
+        draw_spread_gap(ax_gap, sweep)
         ax_gap.set_xlim(-0.05, 1.05)
         ax_gap.set_ylim(1e-17, 1.0)
         ax_gap.set_title("gradient gap against the big batch", fontsize=TITLE_PT)
@@ -124,13 +120,13 @@ class TokenSpreadWidget(Displayed, W.VBox):
         return with_static_fallback(super()._repr_mimebundle_(**kwargs), self.image.value, text)
 
 
-def make_token_spread_widget(length_spread: float = 0.5, accumulation_steps: int = 4,
-                             sweep: Mapping[str, Sequence[float]] | None = None) -> TokenSpreadWidget:
+def make_token_spread_widget(sweep: Mapping[str, Sequence[float]], length_spread: float = 0.5,
+                             accumulation_steps: int = 4) -> TokenSpreadWidget:
     """Build (not display) the widget; `sweep`: `gap_against_spread`'s result, drawn behind the markers."""
     check_float("length_spread", length_spread, 0.0, 1.0, low_inclusive=True)
     if accumulation_steps not in K_OPTIONS:
         raise ValueError(f"accumulation_steps must be one of {K_OPTIONS} (it must divide the {NUM_SEQUENCES} "
                          f"sequences), got {accumulation_steps!r}")
-    if sweep is not None and not all(k in sweep for k in ("spread", *NORMALISERS)):
+    if not all(k in sweep for k in ("spread", *NORMALISERS)):
         raise ValueError(f"sweep must be the dict gap_against_spread returns, with keys 'spread' and {NORMALISERS}")
     return TokenSpreadWidget(length_spread, accumulation_steps, sweep)

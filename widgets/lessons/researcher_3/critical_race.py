@@ -169,13 +169,10 @@ def _race(
 class SweepRecord:
     """`runs[(problem seed, seed, B, lr)]`: (steps or None, outcome) of every run of the sweep."""
 
-    micro_batch_size: int
     effective_batches: tuple[int, ...]
     learning_rates: tuple[float, ...]
-    target_loss: float
     problems: tuple[int, ...]
     seeds: tuple[int, ...]
-    optimizer: str
     runs: dict[tuple[int, int, int, float], tuple[int | None, str]] = field(repr=False)
 
     @property
@@ -242,5 +239,4 @@ def sweep_effective_batch(
     for k in (progress or (lambda r: r))(ks):
         for run, result in zip(runs, race_to_target(problems, b, k, runs, target_loss, name, updates)):
             results[(problems[run.problem].seed, run.seed, k * b, run.learning_rate)] = result
-    return SweepRecord(b, tuple(k * b for k in ks), grid, target_loss, tuple(p.seed for p in problems), seeds, name,
-                       results)
+    return SweepRecord(tuple(k * b for k in ks), grid, tuple(p.seed for p in problems), seeds, results)

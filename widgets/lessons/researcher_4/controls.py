@@ -4,10 +4,9 @@ from __future__ import annotations
 import html
 
 import ipywidgets as W
-from matplotlib.figure import Figure
 
 from widgets.controls.compat import Displayed, Picture, name_picture
-from widgets.draw.style import DPI, TITLE_PT, apply_style, errors_shown_in, new_figure, with_static_fallback
+from widgets.draw.style import DPI, TITLE_PT, FastCanvas, apply_style, errors_shown_in, new_figure, with_static_fallback
 from widgets.lessons.researcher_4.draw import draw_plan
 from widgets.research.planner import PRESETS, ZERO_STAGES, PlannerModel, Sharding, best_plan, paper_planner_model
 
@@ -90,6 +89,7 @@ class PlannerWidget(Displayed, W.VBox):
         }
         self.figure = new_figure(7.2, 3.6)  # laid out again at each redraw: the bars change
         self.ax = self.figure.subplots()
+        self.canvas = FastCanvas(self.figure, [])  # every frame redrawn whole: the bars change
         self.image = Picture(format="png", layout=W.Layout(width=f"{round(7.2 * DPI)}px"))
         self.readout = W.HTML()
         self.table = W.HTML()
@@ -129,7 +129,8 @@ class PlannerWidget(Displayed, W.VBox):
                   [p.fits for p in plans], budget, self.ax)
         self.ax.set_yscale("log")
         self.ax.set_title(model.name, fontsize=TITLE_PT)
-        self.image.value = _png(apply_style(self.figure))
+        apply_style(self.figure)
+        self.image.value = self.canvas.png(full=True)
         self.lines = plan_lines(model, budget, target, recompute, sharding)
         name_picture(self.image, f"Memory per micro_batch_size against the budget. {'; '.join(self.lines)}")
         self.readout.value = "<br>".join(html.escape(line) for line in self.lines)
@@ -138,13 +139,6 @@ class PlannerWidget(Displayed, W.VBox):
     def _repr_mimebundle_(self, **kwargs):
         return with_static_fallback(super()._repr_mimebundle_(**kwargs), self.image.value,
                                     "PlannerWidget: " + "; ".join(self.lines))
-
-
-def _png(figure: Figure) -> bytes:
-    import io
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
-    return buffer.getvalue()
 
 
 def _table(plans: list, zero: dict[int, list[float]], budget_gb: float) -> str:
