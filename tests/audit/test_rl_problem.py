@@ -8,8 +8,8 @@ import torch
 
 from widgets.audit import audit_training_loop
 from widgets.audit.instruments import run_loop
-from widgets.audit.problems import AuditSetup, make_problem
-from widgets.audit.rl_problem import (ACTIONS, COMPLETION_LENGTH, FEATURES, GROUP_SIZE, Completions, completion_tokens, policy_gradient_loss)
+from widgets.audit.problems import (ACTIONS, COMPLETION_LENGTH, FEATURES, GROUP_SIZE, AuditSetup, Completions,
+                                    completion_tokens, make_problem, policy_gradient_loss)
 from widgets.core.loops import train_loop
 from widgets.core.accumulation import IGNORE_INDEX
 

@@ -308,7 +308,7 @@ def run_loop(loop: Callable, problem: Problem, time_limit_s: float = math.inf, c
         else:
             run.log, run.log_problem = time_limit.call(time_limit_s, watched)
     except TimeLimit as stop:
-        said = _text(stop) or f"the loop ran past the time limit of {time_limit_s:g} s"
+        said = printable(stop) or f"the loop ran past the time limit of {time_limit_s:g} s"
         run.error, run.timed_out = f"{said}, at {_where(stop)}", True
     except KeyboardInterrupt:  # the learner's own interrupt: the audit stops with it
         raise
@@ -316,8 +316,8 @@ def run_loop(loop: Callable, problem: Problem, time_limit_s: float = math.inf, c
         if time.monotonic() >= deadline:  # the stop landed in torch's own code (a mode's exit), which raised
             run.error, run.timed_out = f"the loop ran past the time limit of {time_limit_s:g} s, at {_where(error)}", True
         else:
-            run.error_message = _text(error)
-            run.error = f"{_text(type(error).__name__)}: {run.error_message}, at {_where(error)}"
+            run.error_message = printable(error)
+            run.error = f"{printable(type(error).__name__)}: {run.error_message}, at {_where(error)}"
     run.weight = model.weight.detach().clone()
     return run
 
@@ -326,7 +326,7 @@ def read_log(returned: object, most: int) -> tuple[list[float] | None, str | Non
     """The returned value as at most `most` numbers (an endless iterator ends), or why it is no log."""
     if returned is None:
         return None, None
-    what = f"{_text(type(returned).__name__)} {_text(returned, repr)[:50]}"
+    what = f"{printable(type(returned).__name__)} {printable(returned, repr)[:50]}"
     if isinstance(returned, (str, bytes)):
         return None, f"it returned {what}: a log must be a list of numbers, not text"
     try:
@@ -335,7 +335,7 @@ def read_log(returned: object, most: int) -> tuple[list[float] | None, str | Non
         return None, f"it returned {what}: a log must be a list of numbers"
 
 
-def _text(value: object, show: Callable = str) -> str:
+def printable(value: object, show: Callable = str) -> str:
     """str(value), or a placeholder when the value's own __str__ raises."""
     try:
         return show(value)

@@ -1,6 +1,6 @@
 """researcher_8, RL and MoE losses: policy-gradient normalisers and the balance loss under K."""
 from widgets.audit.auditor import audit_training_loop
-from widgets.audit.rl_problem import completion_tokens
+from widgets.audit.problems import completion_tokens
 from widgets.core.accumulation import flat_grad
 from widgets.draw.stills import still
 from widgets.draw.style import new_figure
