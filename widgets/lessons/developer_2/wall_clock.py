@@ -9,10 +9,7 @@ import torch
 from widgets.core.accumulation import make_model, make_regression_data
 from widgets.core.config import AccumulationConfig, check_config
 from widgets.core.loops import train
-from widgets.core.training import known_torch_state
-from widgets.core.training import example_order, make_optimizer, mse
-
-REGIMES = ("accumulated", "big_batch", "small_batches")
+from widgets.core.training import example_order, known_torch_state, make_optimizer, mse
 
 
 @dataclass(frozen=True)
