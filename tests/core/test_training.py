@@ -6,7 +6,6 @@ import torch
 
 from widgets.core.accumulation import make_model
 from widgets.core.config import AccumulationConfig
-from widgets.core.symptoms import mistake_symptoms
 from widgets.core.training import PLOTTED_ENTRIES, REGIMES, clip_flat, example_order, linear_warmup, run_regimes
 
 
@@ -244,7 +243,7 @@ def test_under_adamw_a_constant_factor_nearly_cancels_and_the_rest_still_bite(bu
     assert not record.grads_allclose  # .grad itself is still wrong
     assert (record.weight_gap > 0.05) is bites, record.weight_gap
     if not bites:
-        assert record.weight_gap < 1e-4 and any("nearly cancels" in line for line in mistake_symptoms(record))
+        assert record.weight_gap < 1e-4
 
 
 def test_adamw_without_bugs_matches_the_big_batch():

@@ -1,5 +1,5 @@
-"""The mechanics of gradient accumulation, in torch only: boundary, scaling, gradients; tensors and small
-records out, nothing drawn."""
+"""The mechanics of gradient accumulation, in torch only: boundary, scaling, gradients, the rounding floor;
+tensors and small records out, nothing drawn."""
 from __future__ import annotations
 
 import math
@@ -15,6 +15,19 @@ from widgets.core.config import PY_OBJECT, check_int, check_memory
 # bug moves the gradient by a large fraction of itself; GRAD_ATOL only matters for entries near zero.
 GRAD_RTOL = 1e-5
 GRAD_ATOL = 1e-6
+
+
+def below(value: float, ceiling: float) -> str:
+    """'below 1e-14' when |value| < ceiling (0 included), else the value itself, flagged; `ceiling`: the claim's bound.
+
+    A number at the rounding floor is printed as the bound its claim needs, so that every CPU prints the same
+    text: torch picks its kernels per instruction set, and sums taken in another order round differently
+    (a float64 gap of 5.6e-16 on one CPU is 7.1e-16 on another), which nbval on the other CPU would catch."""
+    if not math.isfinite(ceiling) or ceiling <= 0:
+        raise ValueError(f"ceiling must be a finite number > 0, got {ceiling!r}")
+    if math.isfinite(value) and abs(value) < ceiling:
+        return f"below {ceiling:.0e}"
+    return f"{value:.3g} (NOT below {ceiling:.0e})"
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 

@@ -2,7 +2,6 @@
 import pytest
 
 from widgets.core.config import waits_for
-from widgets.core.config import waits_for
 from widgets.core.mistakes import MISTAKES
 from widgets.lessons.developer_3.bug_effects import bug_effect_table
 

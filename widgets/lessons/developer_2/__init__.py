@@ -1,7 +1,7 @@
 """developer_2, the training loop line by line: the window's end, streaming, clipping, schedules, mixed precision."""
 from widgets.core.accumulation import flat_grad, is_update_step, make_model, make_regression_data, micro_batch_weight
 from widgets.core.config import AccumulationConfig
-from widgets.core.floor import below
+from widgets.core.accumulation import below
 from widgets.core.loops import train
 from widgets.core.mistakes import mistake_diff
 from widgets.core.training import linear_warmup

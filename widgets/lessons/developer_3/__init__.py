@@ -3,10 +3,10 @@ from widgets.audit.auditor import audit_training_loop
 from widgets.controls.prediction import make_prediction
 from widgets.core.accumulation import make_model, make_regression_data
 from widgets.core.config import AccumulationConfig
-from widgets.core.floor import below
+from widgets.core.accumulation import below
 from widgets.core.loops import train
 from widgets.core.mistakes import mistake_diff, MISTAKES, mistakes_table
-from widgets.core.symptoms import mistake_symptoms
+from widgets.lessons.beginner_2.draw import mistake_symptoms
 from widgets.core.training import known_torch_state
 from widgets.core.training import example_order, mse, run_regimes
 from widgets.core.views import Code, Diff, Table

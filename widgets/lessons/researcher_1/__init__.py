@@ -1,6 +1,6 @@
 """researcher_1, why it is exact: the maths, token-count normalisation and precision."""
 from widgets.core.accumulation import compare_gradients, flat_grad, make_model, make_regression_data
-from widgets.core.floor import below
+from widgets.core.accumulation import below
 from widgets.draw.stills import still
 from widgets.draw.style import new_figure
 from widgets.lessons.researcher_1.controls import make_token_spread_widget

@@ -7,7 +7,7 @@ import ipywidgets as W
 
 from widgets.core.accumulation import real_tokens
 from widgets.core.config import check_float
-from widgets.core.floor import below
+from widgets.core.accumulation import below
 from widgets.controls.compat import Displayed, Picture, name_picture
 from widgets.draw.style import (
     DPI, OKABE_ITO, TITLE_PT, FastCanvas, apply_style, errors_shown_in, freeze_layout, new_figure,

@@ -1,7 +1,7 @@
 """researcher_2, where it breaks: batch norm, dropout, contrastive losses, once-per-update work."""
 from widgets.core.accumulation import flat_grad, make_model, make_regression_data
 from widgets.core.config import check_int
-from widgets.core.floor import below
+from widgets.core.accumulation import below
 from widgets.core.loops import loss_not_divided, train
 from widgets.draw.stills import still
 from widgets.draw.style import new_figure

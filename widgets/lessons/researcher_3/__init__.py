@@ -1,5 +1,5 @@
 """researcher_3, noise and the critical batch: the gradient noise scale and the step/example trade-off."""
-from widgets.core.floor import below
+from widgets.core.accumulation import below
 from widgets.draw.stills import still
 from widgets.draw.style import new_figure
 from widgets.lessons.researcher_3.controls import make_tradeoff_widget

@@ -1,6 +1,6 @@
 """researcher_5, many machines: two real gloo processes with DDP, no_sync and the all-reduce."""
 from widgets.core.accumulation import flat_grad
-from widgets.core.floor import below
+from widgets.core.accumulation import below
 from widgets.lessons.researcher_5.exercises import machines_exercises
 from widgets.research.ddp import (
     communication_per_update, DDPConfig, DDPError, free_port, make_ddp_mlp, ring_allreduce_bytes, run_ddp,

@@ -1,6 +1,6 @@
 """researcher_6, across ranks: unequal token counts on two ranks, and the invariance oracle."""
 from widgets.audit.auditor import audit_training_loop
-from widgets.core.floor import below
+from widgets.core.accumulation import below
 from widgets.draw.stills import still
 from widgets.draw.style import new_figure
 from widgets.lessons.researcher_6.across_ranks import LOOPS, RanksConfig, run_across_ranks, token_weights

@@ -3,7 +3,7 @@ import pytest
 
 from widgets.core.config import AccumulationConfig
 from widgets.core.mistakes import MISTAKES
-from widgets.core.symptoms import mistake_symptoms
+from widgets.lessons.beginner_2.draw import mistake_symptoms
 from widgets.core.training import run_regimes
 
 
