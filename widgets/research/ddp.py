@@ -1,4 +1,4 @@
-"""A real DistributedDataParallel run on gloo (W workers, with and without `no_sync()`), and the arithmetic of many machines.
+"""A real DistributedDataParallel run on gloo (W workers, with and without `no_sync()`), and many machines on paper.
 
 The workers always end, also when one raises, the run times out or the kernel dies. They meet through a file
 store in a new mode-700 folder that no other user can reach (gloo's TCP links authenticate no one:
@@ -28,8 +28,7 @@ from unittest import mock
 import torch
 
 from widgets.core.accumulation import GRAD_ATOL, GRAD_RTOL, flat_weights  # GRAD_*: the lab's one allclose rule
-from widgets.core.config import FLOAT32, check_memory, check_time
-from widgets.core.config import check_float, check_int
+from widgets.core.config import FLOAT32, check_float, check_int, check_memory, check_time
 from widgets.core.orphans import run_with_parent
 from widgets.research.no_sync import accumulate_micro_steps
 
@@ -259,10 +258,8 @@ def prepare_gloo_run(function: str, config: object, config_type: type, timeout_s
 def run_workers(job: Callable, config: object, world_size: int, port: int | None, timeout_s: float,
                 fail_on_rank: int | None, who: str, no_backend_hint: str = "",
                 env: dict[str, str] | None = None) -> dict[int, object]:
-    """Run `job(config, rank)` in `world_size` gloo workers; rank -> what each returned.
-
-    Every started process ends whatever happens (timeout, a worker's error or death, a failed start, an
-    interrupt). `who` names a worker in messages; `env` is set only while they start."""
+    """Run `job(config, rank)` in `world_size` gloo workers; rank -> what each returned. Every started process ends
+    whatever happens; `who` names a worker in messages; `env` is set only while they start."""
     if port is not None:
         return _run_workers(job, config, world_size, f"tcp://127.0.0.1:{port}", f"127.0.0.1:{port}", timeout_s,
                             fail_on_rank, who, no_backend_hint, env)

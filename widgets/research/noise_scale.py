@@ -1,8 +1,5 @@
-"""The gradient noise scale B_simple, for free from the accumulation window (McCandlish et al., 2018).
-
-The K micro-batch gradients of one window (b examples each) and their mean (K*b) are taken at the same
-parameters: the two batch sizes the paper's unbiased estimators need, from E|G_B|^2 = |G|^2 + tr(Sigma) / B.
-B_simple = tr(Sigma) / |G|^2, in examples."""
+"""The gradient noise scale B_simple = tr(Sigma) / |G|^2 (McCandlish et al., 2018), for free from the accumulation
+window: its K micro-batches (b each) and their mean (K b) are the two batch sizes the unbiased estimators need."""
 from __future__ import annotations
 
 import math
@@ -10,8 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
-from widgets.core.config import check_memory
-from widgets.core.config import check_float, check_int
+from widgets.core.config import check_float, check_int, check_memory
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,9 @@
 return, the same on every CPU, and the CPU allocator's own events, what a memory budget sees), in bytes."""
 from __future__ import annotations
 
+import itertools
 import os
 import sys
-from contextlib import contextmanager
 from typing import Callable
 
 import torch
@@ -68,26 +68,16 @@ class PeakBytesCounter(TorchDispatchMode):
 def allocator_peak(step: Callable[[], object]) -> int:
     """The highest running sum of the CPU allocator's allocations and frees during `step()`, in bytes (`torch.profiler`)."""
     from torch.profiler import ProfilerActivity, profile
-    with _native_stderr_hidden(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        step()
-    events = sorted((e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"),
-                    key=lambda e: e.start_ns())
-    running = peak = 0
-    for e in events:
-        running += e.nbytes()
-        peak = max(peak, running)
-    return peak
-
-
-@contextmanager
-def _native_stderr_hidden():
-    """Point file descriptor 2 at /dev/null: the profiler's native library prints a time-stamped line nothing turns off."""
     sys.stderr.flush()
     saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 2)
+    os.dup2(devnull, 2)  # file descriptor 2: the profiler's native library prints a line nothing turns off
     try:
-        yield
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            step()
     finally:
         os.dup2(saved, 2)
         os.close(saved)
         os.close(devnull)
+    events = sorted((e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"),
+                    key=lambda e: e.start_ns())
+    return max([0, *itertools.accumulate(e.nbytes() for e in events)])

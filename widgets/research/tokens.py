@@ -9,8 +9,7 @@ from typing import Callable, Iterable, Sequence
 import torch
 
 from widgets.core.accumulation import IGNORE_INDEX, flat_grad
-from widgets.core.config import check_memory
-from widgets.core.config import check_float, check_int
+from widgets.core.config import check_float, check_int, check_memory
 
 NORMALISERS = ("per_micro_batch", "window")
 DTYPE = torch.float64
@@ -30,8 +29,9 @@ class TokenBatch:
         return self.inputs.shape[0]
 
 
-def make_token_batch(num_sequences: int = 16, max_len: int = 24, length_spread: float = 0.8, seed: int = 0) -> TokenBatch:
-    """Noisy-rule sequences (next = 3 * prev + 1 mod 12, one in four random), right-padded to `max_len`; labels shift by one."""
+def make_token_batch(num_sequences: int = 16, max_len: int = 24, length_spread: float = 0.8,
+                     seed: int = 0) -> TokenBatch:
+    """Noisy-rule sequences (next = 3 * prev + 1 mod 12, one in four random), right-padded; labels shift by one."""
     check_int("num_sequences", num_sequences, 1, 4096)
     check_int("max_len", max_len, 3, 4096)
     length_spread = check_float("length_spread", length_spread, 0.0, 1.0, low_inclusive=True)
@@ -144,7 +144,8 @@ def big_batch_token_gradient(model: torch.nn.Module, batch: TokenBatch,
     if weights is not None:
         if not isinstance(weights, torch.Tensor) or weights.shape != (vocab,):
             shape = tuple(weights.shape) if isinstance(weights, torch.Tensor) else type(weights).__name__
-            raise ValueError(f"class_weights must be a tensor of shape ({vocab},), one weight per token id, got {shape}")
+            raise ValueError(f"class_weights must be a tensor of shape ({vocab},), one weight per token id, "
+                             f"got {shape}")
         if bool((weights < 0).any()) or not bool(torch.isfinite(weights).all()):
             raise ValueError("class_weights must be finite and >= 0")
         weights = weights.to(DTYPE)

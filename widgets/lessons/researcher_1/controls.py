@@ -1,4 +1,4 @@
-"""The token-length-spread widget: the per-micro-batch normaliser drifts with the spread of lengths, the window's stays."""
+"""The token-length-spread widget: the per-micro-batch normaliser drifts with the spread of lengths; the window's not."""
 from __future__ import annotations
 
 from typing import Mapping, Sequence

@@ -1,7 +1,5 @@
-"""Precision: how far an accumulated gradient lands from the exact (float64) big-batch gradient.
-
-Every `.grad += ...` rounds to `.grad`'s dtype, so a bfloat16 `.grad`'s error grows with K; a float32 master
-copy of the sum removes that growth. The H200 reference measurement's problem, scaled down for a CPU."""
+"""How far an accumulated gradient lands from the exact (float64) big-batch gradient in each precision: the H200
+reference measurement's problem, scaled down for a CPU."""
 from __future__ import annotations
 
 import functools
@@ -10,8 +8,7 @@ from typing import Sequence
 
 import torch
 
-from widgets.core.config import FLOAT32, check_memory
-from widgets.core.config import check_int
+from widgets.core.config import FLOAT32, check_int, check_memory
 
 MODES = {
     "float64": "parameters, data and .grad in float64 (the exact reference, summed in another order)",

@@ -1,7 +1,5 @@
-"""In-batch negatives (InfoNCE, CLIP-style) and gradient caching (Gao et al., 2021), in float64.
-
-K micro-batches of b give each pair only b - 1 negatives, not n - 1: the loss itself changes. Gradient caching
-gets the full-batch gradient back with micro-batch memory."""
+"""In-batch negatives (InfoNCE, CLIP-style): K micro-batches of b give each pair b - 1 negatives, not n - 1; gradient
+caching (Gao et al., 2021) gets the full-batch gradient back with micro-batch memory. Float64."""
 from __future__ import annotations
 
 import collections
@@ -12,8 +10,7 @@ from typing import Iterator
 import torch
 
 from widgets.core.accumulation import flat_grad
-from widgets.core.config import check_memory
-from widgets.core.config import check_float, check_int
+from widgets.core.config import check_float, check_int, check_memory
 from widgets.research.saved_bytes import SavedTensorCounter  # researcher_4's meter: one meter for the lab
 
 DTYPE = torch.float64
@@ -112,9 +109,10 @@ def tower_graph_bytes(encoders: torch.nn.ModuleDict, a: torch.Tensor, b: torch.T
     return activation_bytes(saved)
 
 
-def loss_graph_bytes(za: torch.Tensor, zb: torch.Tensor, temperature: float) -> int:
-    """Bytes the InfoNCE graph on embeddings (n, d) saves for backward: what no micro-batching removes."""
-    za, zb = za.detach().requires_grad_(True), zb.detach().requires_grad_(True)
+def loss_graph_bytes(encoders: torch.nn.ModuleDict, a: torch.Tensor, b: torch.Tensor, temperature: float) -> int:
+    """Bytes the InfoNCE graph on the embeddings of (a, b) saves for backward: what no micro-batching removes."""
+    with torch.no_grad():
+        za, zb = encoders["a"](a).requires_grad_(True), encoders["b"](b).requires_grad_(True)
     with SavedTensorCounter(torch.nn.Module()) as saved:  # no weights in the loss
         info_nce(za, zb, temperature)
     return saved.total
@@ -147,9 +145,7 @@ def full_batch_contrastive(encoders: torch.nn.ModuleDict, a: torch.Tensor, b: to
             loss = info_nce(encoders["a"](a), encoders["b"](b), temperature)
         loss.backward()
         grad, examples = flat_grad(encoders), watch["forward_examples"]
-    with torch.no_grad():
-        za, zb = encoders["a"](a), encoders["b"](b)
-    towers, scores = tower_graph_bytes(encoders, a, b), loss_graph_bytes(za, zb, temperature)  # its two parts
+    towers, scores = tower_graph_bytes(encoders, a, b), loss_graph_bytes(encoders, a, b, temperature)  # its two parts
     return ContrastiveRun(float(loss.detach()), grad, examples, towers, scores, activation_bytes(saved))
 
 
@@ -167,9 +163,9 @@ def naive_accumulated_contrastive(encoders: torch.nn.ModuleDict, a: torch.Tensor
             loss.backward()  # adds into .grad, but of a different loss: fewer negatives per example
             logged += float(loss.detach())
         grad, examples = flat_grad(encoders), watch["forward_examples"]
-    with torch.no_grad():
-        za, zb = encoders["a"](a[slices[0]]), encoders["b"](b[slices[0]])
-    towers, scores = tower_graph_bytes(encoders, a[slices[0]], b[slices[0]]), loss_graph_bytes(za, zb, temperature)
+    first = slices[0]
+    towers = tower_graph_bytes(encoders, a[first], b[first])
+    scores = loss_graph_bytes(encoders, a[first], b[first], temperature)
     return ContrastiveRun(logged, grad, examples, towers, scores, peak)
 
 
@@ -181,9 +177,7 @@ def gradient_cache_contrastive(encoders: torch.nn.ModuleDict, a: torch.Tensor, b
     with _watched(encoders) as watch:
         loss = gradient_cache(encoders, a, b, slices, temperature)
         grad, examples = flat_grad(encoders), watch["forward_examples"]
-    with torch.no_grad():
-        za, zb = encoders["a"](a), encoders["b"](b)  # the cache, as step 1 builds it
-    scores = loss_graph_bytes(za, zb, temperature)
+    scores = loss_graph_bytes(encoders, a, b, temperature)  # on the cache, as step 1 builds it
     towers = max(tower_graph_bytes(encoders, a[part], b[part]) for part in slices)
     return ContrastiveRun(float(loss), grad, examples, towers, scores, max(towers, scores))
 

@@ -1,24 +1,17 @@
-"""Dropout under accumulation: the same distribution of masks, not the same masks (equal in expectation only).
-
-A mask drawn from each example's own generator, seeded by (run seed, update, example), makes accumulation
-exact again, with fresh masks every update."""
+"""Dropout under accumulation: the same distribution of masks, not the same masks; a mask drawn from each
+example's own generator makes accumulation exact again, with fresh masks every update."""
 from __future__ import annotations
 
 import torch
 
 from widgets.core.accumulation import flat_grad
-from widgets.core.config import check_time
-from widgets.core.config import check_float, check_int
+from widgets.core.config import check_float, check_int, check_time
 
 DTYPE = torch.float64
 MASK_SOURCES = ("global", "per_example")
 MAX_STEP = 10**6  # steps and example ids below 1_000_003 give distinct (step, example) seeds
 FEATURES, HIDDEN, MASK_SEED = 4, 32, 1234
 
-
-def mask_seed_for(mask_seed: int, step: int, example: int) -> int:
-    """One generator seed per (run seed, update step, example), whatever micro-batch the example lands in."""
-    return ((mask_seed * 1_000_003 + step) * 1_000_003 + example) % 2**63
 # High estimate for the time check: a forward and backward pass of the small MLP takes well under
 # 1 ms on one idle CPU thread (measured); take 2 ms, plus 2 us an example, for a busy shared one.
 PASS_S, EXAMPLE_S = 2e-3, 2e-6
@@ -49,7 +42,8 @@ class DropoutMLP(torch.nn.Module):
         check_int("step", step, 0, MAX_STEP)
         rows = []
         for i in example_ids.tolist():
-            g = torch.Generator().manual_seed(mask_seed_for(MASK_SEED, step, int(i)))
+            # one seed per (run seed, update, example), whatever micro-batch the example lands in
+            g = torch.Generator().manual_seed(((MASK_SEED * 1_000_003 + step) * 1_000_003 + int(i)) % 2**63)
             rows.append((torch.rand(len(self.hidden), width, generator=g, dtype=DTYPE) >= self.p).to(DTYPE))
         return torch.stack(rows)
 

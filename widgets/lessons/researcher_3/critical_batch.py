@@ -1,7 +1,5 @@
-"""A small real problem trained with accumulation, B_simple read off every window, and the critical batch.
-
-`fit_tradeoff` fits McCandlish et al.'s (2018) (S/S_min - 1)(E/E_min - 1) = 1, i.e. S = S_min + E_min / B, and
-B_crit = E_min / S_min; `noise_scales_at` gives B_simple and B_noise exactly."""
+"""A small real problem trained with accumulation, B_simple read off every window, and the critical batch of
+McCandlish et al.'s (2018) trade-off (S/S_min - 1)(E/E_min - 1) = 1."""
 from __future__ import annotations
 
 import math
@@ -11,8 +9,7 @@ from typing import Callable, Sequence
 import torch
 
 from widgets.core.accumulation import flat_weights
-from widgets.core.config import FLOAT32, check_memory, check_time
-from widgets.core.config import check_float, check_int
+from widgets.core.config import FLOAT32, check_float, check_int, check_memory, check_time
 from widgets.research.noise_scale import ExactNoise, estimate_noise_scale, exact_noise_scales, smoothed_b_simple
 
 INPUTS, CLASSES, HIDDEN = 8, 4, 32
@@ -205,7 +202,7 @@ def same_update_any_split(problem: TeacherProblem, effective_batch_size: int, mi
 
 
 def noise_scales_at(problem: TeacherProblem, model: torch.nn.Module) -> ExactNoise:
-    """B_simple and B_noise of `problem` at `model`'s weights, exactly: every example's gradient and the Hessian, float64."""
+    """B_simple and B_noise of `problem` at `model`'s weights, exactly: every example's gradient and the Hessian."""
     n = problem_size(problem)
     if not isinstance(model, torch.nn.Sequential) or len(model) != 3:
         raise TypeError(f"model must be an MLP from make_classifier, got {type(model).__name__}")

@@ -7,8 +7,7 @@ from typing import Callable, Iterable, Sequence
 
 import torch
 
-from widgets.core.config import FLOAT32, check_memory, check_time
-from widgets.core.config import check_float, check_int
+from widgets.core.config import FLOAT32, check_float, check_int, check_memory, check_time
 from widgets.lessons.researcher_3.critical_batch import (
     EXAMPLE_S, GRAPH_BYTES, INPUTS, LOSS_BYTES, MICRO_STEP_S, OPTIMIZERS, RACE_LOSS_S, TeacherProblem,
     make_classifier, problem_size,

@@ -32,8 +32,9 @@ def draw_time_per_update(cpu: list[tuple[int, float]], gpu: dict[str, list[tuple
     check_ax(ax_cpu, "ax_cpu")
     check_ax(ax_gpu, "ax_gpu")
     line, = ax_cpu.plot(*zip(*cpu), marker="o", color=OKABE_ITO[0], linewidth=2)
-    ax_cpu.set(xscale="log", xlabel="micro_batch_size b", ylabel="ms per update", title=cpu_label)
+    ax_cpu.set(xlabel="micro_batch_size b", ylabel="ms per update", title=cpu_label)
     ax_cpu.set_xscale("log", base=2)
+    ax_cpu.set_ylim(bottom=0)
     drawn = {"cpu": line}
     for i, (name, rows) in enumerate(gpu.items()):
         drawn[name], = ax_gpu.plot(*zip(*rows), marker="s^"[i % 2], color=OKABE_ITO[i + 1], linewidth=2, label=name)
@@ -41,8 +42,6 @@ def draw_time_per_update(cpu: list[tuple[int, float]], gpu: dict[str, list[tuple
     ax_gpu.set_yscale("log")
     ax_gpu.set(xlabel="micro_batch_size b", ylabel="ms per update", title=gpu_label)
     legend_below(ax_gpu, ncols=2)
-    for ax in (ax_cpu, ax_gpu):
-        ax.set_ylim(bottom=0 if ax is ax_cpu else None)
     return drawn
 
 

@@ -4,12 +4,11 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Callable, NamedTuple, Sequence
+from typing import Callable, Sequence
 
 import torch
 
-from widgets.core.config import check_memory, check_time
-from widgets.core.config import check_int
+from widgets.core.config import check_int, check_memory, check_time
 from widgets.research.memory import TinyGPT, language_model_batch, lm_loss, micro_step_estimate
 
 
@@ -59,14 +58,7 @@ def time_per_update(
     return rows
 
 
-class MicroStepFit(NamedTuple):
-    """Seconds per update = K x (overhead_s + per_example_s x b), fitted."""
-
-    overhead_s: float
-    per_example_s: float
-
-
-def fit_micro_step_time(rows: Sequence[TimingRow]) -> MicroStepFit:
+def fit_micro_step_time(rows: Sequence[TimingRow]) -> tuple[float, float]:
     """Least squares of seconds per update = K (overhead + per_example x b): (overhead, per_example) in seconds."""
     if len(rows) < 2:
         raise ValueError(f"rows must hold at least two TimingRow, got {len(rows)}")
@@ -74,4 +66,4 @@ def fit_micro_step_time(rows: Sequence[TimingRow]) -> MicroStepFit:
                      dtype=torch.float64)
     y = torch.tensor([[r.seconds_per_update] for r in rows], dtype=torch.float64)
     overhead, per_example = torch.linalg.lstsq(x, y).solution.squeeze(1).tolist()
-    return MicroStepFit(max(overhead, 0.0), max(per_example, 0.0))
+    return max(overhead, 0.0), max(per_example, 0.0)
