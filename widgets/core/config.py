@@ -67,11 +67,9 @@ def waits_for(mistake: str | None, **settings: object) -> dict[str, str]:
 class AccumulationConfig:
     """One accumulation experiment: K micro-batches of b examples make one update of K*b examples.
 
-    `tail_micro_batches` adds a last, shorter window (0 <= tail < K); `max_grad_norm` clips once per
-    update (None: off); `warmup_updates` ramps the learning rate linearly (0: constant); every regime
-    gets the same. `mistake` (None or a name of `MISTAKES`) runs the accumulated regime with that
-    mistake's loop, and a mistake missing the setting it needs is refused.
-    """
+    `tail_micro_batches` adds a last, shorter window (0 <= tail < K); `max_grad_norm` clips once per update
+    (None: off); `warmup_updates` ramps the learning rate linearly (0: constant); `mistake` (None or a name
+    of `MISTAKES`) runs the accumulated regime with that mistake's loop."""
 
     accumulation_steps: int = 4
     micro_batch_size: int = 8

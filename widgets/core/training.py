@@ -1,14 +1,8 @@
-"""Three regimes from the same weights, recorded update by update, each a loop of `widgets.core.loops`.
-
-- accumulated: K micro-batches of b examples per update (the config's mistake's loop, if it names one);
-- big_batch:   the same K*b examples in one pass per update (what accumulation imitates);
-- small_batch: only the first micro-batch of each window (no accumulation).
-
-What a `RunRecord` holds is measured from outside the loop, by the loss function handed to it and
-hooks on the parameters and the optimizer (`_Watch`), which never change `.grad` or the weights.
-Every run happens under a known torch state (`known_torch_state`), so a learner's float16 default or
-no_grad flips no verdict.
-"""
+"""Three regimes from the same weights, each a loop of `widgets.core.loops`, recorded update by update:
+accumulated (K micro-batches of b per update, the config's mistake's loop if it names one), big_batch (the
+same K*b examples in one pass, what accumulation imitates) and small_batch (the first micro-batch of each
+window). A `_Watch` measures each run from outside, through the loss handed to the loop and hooks that never
+change `.grad` or the weights, under `known_torch_state` (a learner's float16 default flips no verdict)."""
 from __future__ import annotations
 
 import contextlib

@@ -1,12 +1,7 @@
-"""What the explorer shows of a `RunRecord`: its two panels, each drawn onto a given `Axes` and moved in
-place (the gradient pile, the loss), and its readout in sentences (a mistake's symptoms among them).
-
-Every series has its own line style or marker besides its colour (the darkened Okabe-Ito palette), so
-the figure survives colour-vision deficiencies and greyscale; legends sit under the Axes, off the data.
-The readout is `plain` (the beginner tier, the projector: each thing as people say it, a line ending
-in ✓ or ✗) or `detailed` (the developer tier: the `allclose` verdict at the lab's tolerance, the
-optimizer, the learning rates and the symptoms).
-"""
+"""What the explorer shows of a `RunRecord`: its two panels, each drawn onto a given `Axes` and moved in place
+(the gradient pile, the loss; each series styled by line and marker as well as colour, so greyscale reads it),
+and its readout in sentences: `plain` (as people say it, each line ending in ✓ or ✗) or `detailed` (the
+`allclose` verdict at the lab's tolerance, the optimizer, the learning rates and a mistake's symptoms)."""
 from __future__ import annotations
 
 import math
