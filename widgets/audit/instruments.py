@@ -1,14 +1,10 @@
-"""The auditor's instruments: the watched model, optimizer and scheduler, and the runs.
-
-Watched from outside, never patched: hooks see which micro-batch each forward saw, what each
-backward added to `.grad`, each `step()`'s gradient and rate, each `zero_grad()`; `GradWatch` (a
-TorchFunctionMode) sees `.grad` changed by hand and forwards that bypass the hooks. Float64 throughout.
-"""
+"""The auditor's instruments, which watch a loop from outside and never patch it: hooks on the model,
+an optimizer and scheduler that record each call, and `GradWatch` (a TorchFunctionMode) for `.grad`
+changed by hand and forwards that bypass the hooks."""
 from __future__ import annotations
 
 import itertools
 import math
-import os
 import time
 import traceback
 import weakref
@@ -345,12 +341,8 @@ def printable(value: object, show: Callable = str) -> str:
 
 def _where(error: BaseException) -> str:
     """The innermost line of the learner's own code in the traceback."""
-    library = (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(__file__)))  # torch and this package
-    try:
-        frames = traceback.extract_tb(error.__traceback__)
-    except Exception:
-        return "location unknown"
-    own = [f for f in frames if not f.filename.startswith(library)] or frames[-1:]
+    frames = traceback.extract_tb(error.__traceback__)
+    own = [f for f in frames if time_limit.learners_code(f.filename)] or frames[-1:]
     if not own:
         return "location unknown"
     f = own[-1]

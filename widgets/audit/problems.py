@@ -1,8 +1,6 @@
-"""The auditor's tiny problems (float64, seeded), and what each micro-batch's loss must weigh in its update.
+"""The auditor's tiny seeded problems (regression, tokens, rl), and what each micro-batch's loss must weigh.
 
-`regression` (mean-squared error of a linear model), `tokens` (next-token cross-entropy on padded
-sequences) and `rl` (-A log p over completions); the last micro-batch is short, as drop_last=False leaves it.
-"""
+The last micro-batch is short, as drop_last=False leaves it."""
 from __future__ import annotations
 
 import math
@@ -72,8 +70,7 @@ def describe_window_factors(u: int, factors: list, window_items: dict[int, int],
 
 
 class Regression:
-    """Linear regression on 3 features; micro-batches of b = K + 1 examples, so a loss summed over
-    examples (b x too big) is never mistaken for an undivided one (K x too big)."""
+    """Linear regression on 3 features; b = K + 1, so a summed loss (b x) never reads as an undivided one (K x)."""
 
     name, unit, per_item = "regression", "examples", "squared errors"
 
@@ -214,8 +211,7 @@ class Policy:
 
     @staticmethod
     def readings(targets: Completions, window: list[Completions], K: int) -> dict[str | None, list[float]]:
-        """Each mistake's factor c on one micro-batch's summed loss (`targets`), in a window of n
-        micro-batches (`window`; None, the right one: 1 / the window's completion tokens)."""
+        """Each mistake's factor c on one micro-batch's summed loss in a window (None: the right one)."""
         n, items, total = len(window), completion_tokens(targets), sum(completion_tokens(t) for t in window)
         positions, all_positions = targets.tokens.numel(), sum(t.tokens.numel() for t in window)
         return window_readings(n, K, items, total, positions, all_positions, "per_micro_batch_normaliser",  # bnpo
@@ -224,32 +220,6 @@ class Policy:
     @staticmethod
     def describe_factors(u: int, factors: list, window_items: dict[int, int]) -> str:
         return describe_window_factors(u, factors, window_items, "completion tokens", "summed -A log p")
-
-
-def completion_batches(num_batches: int, last_rows: int, g: torch.Generator) -> list[tuple[torch.Tensor, Completions]]:
-    """Micro-batches of (features (b, T, FEATURES), Completions), the last of `last_rows` completions.
-    Short and long micro-batches alternate, so the token counts differ inside every window."""
-    b = COMPLETIONS_PER_MICRO_BATCH
-    rows = [b] * (num_batches - 1) + [last_rows]
-    total = sum(rows)
-    behaviour = torch.randn(ACTIONS, FEATURES, generator=g, dtype=torch.float64)  # the policy that sampled them
-    generated = math.ceil(total / GROUP_SIZE) * GROUP_SIZE  # whole groups; the loop sees the first `total`
-    rewards = torch.randn(generated, generator=g, dtype=torch.float64)
-    grouped = rewards.reshape(-1, GROUP_SIZE)
-    advantages = ((grouped - grouped.mean(1, keepdim=True)) / (grouped.std(1, keepdim=True) + 1e-4)).reshape(-1)
-    batches, start = [], 0
-    for j, m in enumerate(rows):
-        short = j % 2 == 0
-        lengths = torch.randint(1, COMPLETION_LENGTH // 2 + 1, (m,), generator=g) + (0 if short else
-                                                                                     COMPLETION_LENGTH // 2)
-        real = torch.arange(COMPLETION_LENGTH) < lengths.unsqueeze(1)
-        features = torch.randn(m, COMPLETION_LENGTH, FEATURES, generator=g, dtype=torch.float64) * real.unsqueeze(-1)
-        probs = F.linear(features, behaviour).softmax(-1).reshape(-1, ACTIONS)
-        sampled = torch.multinomial(probs, 1, generator=g).reshape(m, COMPLETION_LENGTH)
-        tokens = torch.where(real, sampled, IGNORE_INDEX)
-        batches.append((features, Completions(tokens, advantages[start : start + m].clone())))
-        start += m
-    return batches
 
 
 TASKS = {"regression": Regression, "tokens": Tokens, "rl": Policy}
@@ -400,8 +370,28 @@ def _regression_batches(K, num_batches, clip_norm, g):
 
 
 def _completion_batches(K, num_batches, clip_norm, g):
+    """(features (b, T, FEATURES), Completions) micro-batches whose token counts differ inside every window."""
     b = COMPLETIONS_PER_MICRO_BATCH
-    return completion_batches(num_batches, short_size(b), g), b
+    rows = [b] * (num_batches - 1) + [short_size(b)]
+    total = sum(rows)
+    behaviour = torch.randn(ACTIONS, FEATURES, generator=g, dtype=torch.float64)  # the policy that sampled them
+    generated = math.ceil(total / GROUP_SIZE) * GROUP_SIZE  # whole groups; the loop sees the first `total`
+    rewards = torch.randn(generated, generator=g, dtype=torch.float64)
+    grouped = rewards.reshape(-1, GROUP_SIZE)
+    advantages = ((grouped - grouped.mean(1, keepdim=True)) / (grouped.std(1, keepdim=True) + 1e-4)).reshape(-1)
+    batches, start = [], 0
+    for j, m in enumerate(rows):
+        short = j % 2 == 0
+        lengths = torch.randint(1, COMPLETION_LENGTH // 2 + 1, (m,), generator=g) + (0 if short else
+                                                                                     COMPLETION_LENGTH // 2)
+        real = torch.arange(COMPLETION_LENGTH) < lengths.unsqueeze(1)
+        features = torch.randn(m, COMPLETION_LENGTH, FEATURES, generator=g, dtype=torch.float64) * real.unsqueeze(-1)
+        probs = F.linear(features, behaviour).softmax(-1).reshape(-1, ACTIONS)
+        sampled = torch.multinomial(probs, 1, generator=g).reshape(m, COMPLETION_LENGTH)
+        tokens = torch.where(real, sampled, IGNORE_INDEX)
+        batches.append((features, Completions(tokens, advantages[start : start + m].clone())))
+        start += m
+    return batches, b
 
 
 def _token_batches(K, num_batches, clip_norm, g):
