@@ -10,24 +10,19 @@ import threading
 import time
 
 
-def exit_with_parent(parent_pid: int, from_main_thread: bool, interval_s: float = 0.1) -> None:
-    """End this process when `parent_pid` is no longer its parent: a thread polls, and on Linux PR_SET_PDEATHSIG
-    also asks for a SIGKILL at once (only from the parent's main thread: it fires when the starting thread ends)."""
-    if from_main_thread and sys.platform.startswith("linux"):
-        import ctypes
+def run_with_parent(parent_pid: int, from_main_thread: bool, target: str, payload: bytes, *args: object) -> None:
+    """A spawned process's entry: end when `parent_pid` is no longer its parent, then run `target` ('module:function')
+    on `args` and the keyword arguments pickled in `payload` (unpickling them is what imports torch)."""
+    if from_main_thread and sys.platform.startswith("linux"):  # a SIGKILL at once; it fires when the starting
+        import ctypes  # thread ends, so only the parent's main thread asks for it
+
         PR_SET_PDEATHSIG = 1
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
 
-    def watch():
+    def watch():  # everywhere: a thread polls
         while os.getppid() == parent_pid:  # also true at once if the parent died before this line
-            time.sleep(interval_s)
+            time.sleep(0.1)
         os._exit(3)  # no clean-up to wait for: whatever the worker was part of is gone with the parent
     threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
-
-
-def run_with_parent(parent_pid: int, from_main_thread: bool, target: str, payload: bytes, *args: object) -> None:
-    """A spawned process's entry: end with the parent first, then run `target` ('module:function') on
-    `args` and the keyword arguments pickled in `payload` (unpickling them is what imports torch)."""
-    exit_with_parent(parent_pid, from_main_thread)
     module, _, name = target.partition(":")
     getattr(importlib.import_module(module), name)(*args, **pickle.loads(payload))
