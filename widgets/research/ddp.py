@@ -29,6 +29,7 @@ import torch
 
 from widgets.core.accumulation import GRAD_ATOL, GRAD_RTOL, flat_weights  # GRAD_*: the lab's one allclose rule
 from widgets.core.config import FLOAT32, check_float, check_int, check_memory, check_time
+from widgets.core.loops import train
 from widgets.core.orphans import run_with_parent
 from widgets.research.no_sync import accumulate_micro_steps
 
@@ -189,14 +190,9 @@ class DDPResult:
 def train_single_process(config: DDPConfig) -> list[float]:
     """The reference: one process, one batch of W K b examples per update, same model and order."""
     x, y = make_data(config.examples_per_update * config.num_updates, config.seed)
-    model = make_ddp_mlp(config.seed)
-    opt = torch.optim.SGD(model.parameters(), lr=config.learning_rate)
-    n = config.examples_per_update
-    for update in range(config.num_updates):
-        part = slice(update * n, (update + 1) * n)
-        torch.nn.functional.mse_loss(model(x[part]), y[part]).backward()
-        opt.step()
-        opt.zero_grad()
+    model, n = make_ddp_mlp(config.seed), config.examples_per_update
+    train(model, torch.optim.SGD(model.parameters(), lr=config.learning_rate), torch.nn.functional.mse_loss,
+          zip(x.split(n), y.split(n)), 1, max_norm=None)
     return flat_weights(model).tolist()
 
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from widgets.core.accumulation import flat_grad
+from widgets.core.accumulation import accumulated_gradient, big_batch_gradient
 from widgets.core.config import check_int
 
 NORMS = {
@@ -105,24 +105,17 @@ class NormComparison:
 def big_batch_norm_gradient(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """The MSE gradient of the whole batch in one pass; flat (P,). Running statistics are left as found."""
     state = {k: v.clone() for k, v in model.state_dict().items()}
-    model.zero_grad(set_to_none=True)
-    torch.nn.functional.mse_loss(model(x), y).backward()
-    grad = flat_grad(model)
-    model.zero_grad(set_to_none=True)
+    grad = big_batch_gradient(model, x, y, torch.nn.functional.mse_loss)
     model.load_state_dict(state)
     return grad
 
 
 def accumulated_norm_gradient(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor,
                               accumulation_steps: int) -> torch.Tensor:
-    """K equal micro-batches, each mean loss divided by K (the correct scaling); flat (P,)."""
-    slices = _micro_slices(x.shape[0], accumulation_steps)
+    """K equal micro-batches, each mean loss weighted 1/K (the correct scaling); flat (P,)."""
+    micro_batch_size = _micro_slices(x.shape[0], accumulation_steps)[0].stop
     state = {k: v.clone() for k, v in model.state_dict().items()}
-    model.zero_grad(set_to_none=True)
-    for part in slices:
-        (torch.nn.functional.mse_loss(model(x[part]), y[part]) / accumulation_steps).backward()
-    grad = flat_grad(model)
-    model.zero_grad(set_to_none=True)
+    grad = accumulated_gradient(model, x, y, torch.nn.functional.mse_loss, micro_batch_size).accumulated
     model.load_state_dict(state)
     return grad
 

@@ -9,6 +9,7 @@ from typing import Callable, Sequence
 import torch
 
 from widgets.core.accumulation import flat_weights
+from widgets.core.loops import train
 from widgets.core.config import FLOAT32, check_float, check_int, check_memory, check_time
 from widgets.research.noise_scale import ExactNoise, estimate_noise_scale, exact_noise_scales, smoothed_b_simple
 
@@ -90,15 +91,14 @@ def train_with_noise_scale(
     learning_rate: float = 0.5, ema_decay: float = 0.95, progress: Callable | None = None,
 ) -> NoiseRecord:
     """SGD with accumulation on `problem`, reading B_simple from every accumulation window."""
-    if not isinstance(problem, TeacherProblem):
-        raise TypeError(f"problem must be a TeacherProblem (from make_teacher_problem), got {type(problem).__name__}")
-    b = check_int("micro_batch_size", micro_batch_size, 1, problem.x.shape[0])
+    n = problem_size(problem)
+    b = check_int("micro_batch_size", micro_batch_size, 1, n)
     k = check_int("accumulation_steps", accumulation_steps, 2, 1024)
     n_updates = check_int("num_updates", num_updates, 1, 100_000)
     lr = check_float("learning_rate", learning_rate, 0.0, 100.0)
     what = (f"train_with_noise_scale(micro_batch_size={b}, accumulation_steps={k}, num_updates={n_updates}) "
-            f"on {problem.x.shape[0]} examples")
-    memory, seconds = training_estimate(problem.x.shape[0], b, k, n_updates)
+            f"on {n} examples")
+    memory, seconds = training_estimate(n, b, k, n_updates)
     check_memory(what, memory)
     check_time(what, seconds)
     model = make_classifier(0)
@@ -112,7 +112,7 @@ def train_with_noise_scale(
         micro = torch.empty(k, sum(p.numel() for p in params))
         pile = torch.zeros_like(micro[0])
         for i in range(k):
-            idx = torch.randint(0, problem.x.shape[0], (b,), generator=g)  # i.i.d. draws, as the theory assumes
+            idx = torch.randint(0, n, (b,), generator=g)  # i.i.d. draws, as the theory assumes
             (_loss(model, problem.x[idx], problem.y[idx]) / k).backward()  # adds into .grad
             now = torch.cat([p.grad.reshape(-1) for p in params])
             micro[i] = (now - pile) * k   # this micro-batch's share of the pile, undivided: its mean gradient
@@ -186,17 +186,11 @@ def same_update_any_split(problem: TeacherProblem, effective_batch_size: int, mi
     check_time(f"same_update_any_split(effective_batch_size={n}, micro_batch_sizes={sizes}, num_updates={updates})",
                sum(training_estimate(0, b, n // b, updates)[1] for b in sizes))  # no full-data loss here
     out = {}
-    for b in sizes:
-        k = n // b
+    x, y = problem.x[:updates * n], problem.y[:updates * n]
+    for b in sizes:  # the lab's loop, `train`: each update's K = n / b micro-batches weighted b / n
         model = make_classifier(0)
-        opt = torch.optim.SGD(model.parameters(), lr=0.5)
-        for u in range(updates):
-            batch = slice(u * n, (u + 1) * n)
-            x, y = problem.x[batch], problem.y[batch]
-            for i in range(k):
-                (_loss(model, x[i * b:(i + 1) * b], y[i * b:(i + 1) * b]) / k).backward()
-            opt.step()
-            opt.zero_grad()
+        train(model, torch.optim.SGD(model.parameters(), lr=0.5), torch.nn.functional.cross_entropy,
+              zip(x.split(b), y.split(b)), n // b, max_norm=None)
         out[b] = flat_weights(model)
     return out
 
