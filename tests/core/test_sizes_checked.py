@@ -31,7 +31,6 @@ LISTED = {
     "widgets.lessons.beginner_2.exercises.pile_over_big_batch",
     "widgets.lessons.beginner_2.trade.kept_for_backward",
     "widgets.lessons.beginner_2.trade.memory_share",
-    "widgets.lessons.researcher_1.controls.make_token_spread_widget",
     "widgets.lessons.researcher_1.precision.make_precision_problem",
     "widgets.lessons.researcher_2.batchnorm.GhostBatchNorm1d",
     "widgets.lessons.researcher_2.batchnorm.make_norm_data",

@@ -1,6 +1,5 @@
 """beginner_2, watch a model learn: the accumulation explorer, one mistake, equal examples, the trade."""
 from widgets.controls.prediction import make_prediction
-from widgets.core.accumulation import make_model, make_regression_data
 from widgets.core.config import AccumulationConfig
 from widgets.core.training import run_regimes
 from widgets.core.views import Table
