@@ -236,26 +236,3 @@ def test_saved_tensor_counter_counts_each_saved_storage_once():
     out.sum().backward()  # the hooks leave backward working
     assert torch.allclose(w.grad, x.detach().T @ out.detach())
 
-
-# The package runs the shown function itself: its sweeps and checks are the cell's code.
-USED_BY = [
-    ("widgets.research.tokens", "accumulated_token_gradient", "accumulate_window("),
-    ("widgets.lessons.researcher_2.contrastive", "gradient_cache_contrastive", "gradient_cache("),
-    ("widgets.research.noise_scale", "estimate_noise_scale", "window_noise("),
-    ("widgets.lessons.researcher_2.batchnorm", "make_norm_model", "GhostBatchNorm1d("),
-    ("widgets.research.ddp", "_train", "accumulate_micro_steps("),
-    ("widgets.research.memory", "measure_memory_terms", "SavedTensorCounter("),
-    ("widgets.lessons.researcher_7.fsdp", "_fsdp_job", "sharded_update("),
-    ("widgets.lessons.researcher_8.rl_losses", "accumulated_policy_gradient", "micro_batch_loss("),
-    ("widgets.lessons.researcher_8.moe", "_window_step", "window_aux_step("),
-    ("widgets.lessons.researcher_9.adam_k", "scale_adam", "malladi_scaled("),
-    ("widgets.lessons.researcher_3.critical_race", "sweep_effective_batch", "race_to_target("),
-    ("widgets.lessons.researcher_9.k_schedule", "train_k_schedule", "next_k("),
-]
-
-
-@pytest.mark.parametrize("module, caller, call", USED_BY, ids=[c for _, c, _ in USED_BY])
-def test_the_package_calls_the_shown_function(module, caller, call):
-    import importlib
-
-    assert call in inspect.getsource(getattr(importlib.import_module(module), caller))
