@@ -89,8 +89,7 @@ def check() -> None:
     """Raise TimeLimit if this thread runs the learner's code past its deadline (called at torch events)."""
     state = getattr(_local, "state", None)
     if state is not None and state.must_stop():
-        _arm(state, sys._getframe(1))
-        raise TimeLimit()
+        raise TimeLimit()  # which arms the tracer as it is made
 
 
 def call(seconds: float, function: Callable[..., T], *args, **kwargs) -> T:
@@ -146,10 +145,7 @@ def _pop(state: _Thread, limit: _Limit) -> None:
 
 def _on_wake(signum, frame) -> None:
     """The watchdog's signal: raise out of a blocking call (a sleep) in the main thread."""
-    state = getattr(_local, "state", None)
-    if state is not None and state.must_stop():
-        _arm(state, frame)
-        raise TimeLimit()
+    check()
 
 
 def _arm(state: _Thread, frame) -> None:

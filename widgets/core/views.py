@@ -33,12 +33,8 @@ class Table:
         lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in self.rows]
         return "\n".join(lines) + (f"\n\n{self.note}" if self.note else "")
 
-    def _repr_markdown_(self) -> str:
-        return self.markdown()
-
-    def __repr__(self) -> str:
-        return self.markdown()
-
+    _repr_markdown_ = markdown  # Jupyter renders it as a table
+    __repr__ = markdown  # and a plain print shows the same text
 
 
 @dataclass(frozen=True)
