@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
@@ -18,8 +18,7 @@ _allclose = torch.allclose  # bound at import: a loop that replaces torch.allclo
 # ----------------------------------------------------------------------------- structure
 
 
-@dataclass(frozen=True)
-class Structure:
+class Structure(NamedTuple):
     """What the loop did, in micro-batch terms, before any number is compared."""
 
     pass_batches: list[tuple[int | None, ...]]  # the micro-batches of the forwards each backward pass went through
@@ -35,10 +34,6 @@ class Structure:
     @property
     def each_once(self) -> bool:
         return all(n == 1 for n in self.times_carried) and all(len(p) == 1 for p in self.pass_batches)
-
-    @property
-    def steps_at_boundaries(self) -> bool:
-        return self.step_after == self.expected_after
 
 
 def read_structure(tape: Tape, problem: Problem) -> Structure:
@@ -163,8 +158,7 @@ def _pull_back(problem: Problem, forward: Forward, output_grad: torch.Tensor) ->
     return grad.reshape(-1)
 
 
-@dataclass(frozen=True)
-class BoundaryCheck:
+class BoundaryCheck(NamedTuple):
     """What happened to .grad between each update's last backward pass and its step."""
 
     findings: list[Finding]
@@ -229,8 +223,7 @@ def check_amp(tape: Tape, problem: Problem) -> list[Finding]:
     return []
 
 
-@dataclass(frozen=True)
-class LossFactor:
+class LossFactor(NamedTuple):
     """The factor c on one micro-batch's summed per-item loss, times any rescaling of .grad before its step."""
 
     batch: int

@@ -174,8 +174,7 @@ def _counting(cls: type) -> type:
 
 
 class AuditSGD(torch.optim.SGD):
-    """Plain SGD that records each step and counts zero_grad(); with `comm` (one rank of several) it
-    records this rank's own pile, then steps with the mean over the ranks, as DDP's all-reduce leaves it."""
+    """Plain SGD that records each step and counts zero_grad(); with `comm`, steps with the ranks' mean pile."""
 
     def __init__(self, model: torch.nn.Module, comm=None):
         super().__init__(model.parameters(), lr=LEARNING_RATE)
@@ -219,8 +218,7 @@ class AuditScheduler(torch.optim.lr_scheduler.LambdaLR):
 
 
 class GradWatch(torch.overrides.TorchFunctionMode):
-    """Notes .grad each time a torch call changes its values (GradScaler's in-place unscale bumps no
-    `_version`, so values are compared), and a forward that bypasses the module's hooks (`x @ w.T`)."""
+    """Notes .grad each time a torch call changes its values, and forwards that bypass the hooks (`x @ w.T`)."""
 
     def __init__(self, model: torch.nn.Module):
         super().__init__()
@@ -235,7 +233,7 @@ class GradWatch(torch.overrides.TorchFunctionMode):
         grad = self._weight.grad
         now = flat(grad)
         if (now is None) != (self._seen is None) or (now is not None and not _equal(now, self._seen)):
-            self._seen = now
+            self._seen = now  # values compared: GradScaler's in-place unscale bumps no `_version`
             if now is not None and len(self._tape.grad_changes) < MOST_RECORDED:
                 tape, name = self._tape, getattr(func, "__name__", str(func))
                 tape.grad_changes.append(GradChange(len(tape.passes), len(tape.steps), name, now,

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from math import isclose  # bound at import: a loop that replaces math.isclose changes no verdict
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -19,8 +18,7 @@ if TYPE_CHECKING:
 TOLERANCE = 1e-6  # relative: float64 ratios of the same sums agree to ~1e-12; this leaves room
 
 
-@dataclass(frozen=True)
-class Finding:
+class Finding(NamedTuple):
     """One mistake seen: its name (a key of EVERY_MISTAKE), what was seen, and a fix of the problem's own."""
 
     name: str
@@ -120,8 +118,7 @@ def window_truth(problem: Problem, weight: torch.Tensor, window: range) -> Windo
     return WindowTruth(clip_flat(grad, problem.clip_norm), losses, [n / total for n in items], grad)
 
 
-@dataclass(frozen=True)
-class Outcome:
+class Outcome(NamedTuple):
     """Did each optimizer.step() use the right gradient at its weight? (However the loop built the pile.)"""
 
     exact: bool
@@ -188,8 +185,7 @@ class LogTruth(NamedTuple):
         return cls(mean, sum(losses) / n, losses[-1], (mean / n, mean / K, losses[-1] / n, losses[-1] / K, twice))
 
 
-@dataclass(frozen=True)
-class LogCheck:
+class LogCheck(NamedTuple):
     findings: list[Finding]
     notes: list[str]
     checked: bool  # a returned list of logged losses was compared with the true means
@@ -247,4 +243,4 @@ def _own_means(tape: Tape, structure: Structure, problem: Problem) -> list[list[
         return out
 
     own = truths([sorted(batch_of[k] for k in segment) for segment in structure.segments])
-    return [own] if structure.steps_at_boundaries else [own, truths([list(w) for w in problem.windows])]
+    return [own] if structure.step_after == structure.expected_after else [own, truths([list(w) for w in problem.windows])]

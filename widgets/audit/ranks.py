@@ -1,9 +1,7 @@
 """The loop auditor across ranks: a learner's loop run once per rank, as DistributedDataParallel runs it.
 
-The ranks are threads (a loop defined in a notebook cannot be sent to spawned workers), each with
-its own replica, optimizer and micro-batches; `comm` gives `.rank`, `.world_size` and
-`.all_reduce(tensor)`, and at each `optimizer.step()` the ranks' piles are replaced by their mean.
-"""
+The ranks are threads (a loop defined in a notebook cannot be sent to spawned workers); at each
+`optimizer.step()` their piles are replaced by their mean."""
 from __future__ import annotations
 
 import threading
@@ -25,8 +23,7 @@ class RanksOutOfStep(RuntimeError):
 
 
 class _Exchange:
-    """Where the ranks' threads meet: each posts a tensor for its next meeting and waits for the
-    others' (kept per meeting, so a fast rank never overwrites what a slow one has still to read)."""
+    """Where the ranks' threads meet, each meeting kept apart so a fast rank never overwrites a slow one's."""
 
     def __init__(self, world_size: int, deadline: float):
         self.world_size, self.deadline = world_size, deadline
@@ -99,8 +96,7 @@ class Comm:
 
 
 def rank_problems(setup: AuditSetup) -> tuple[list[Problem], Problem]:
-    """One token Problem per rank (the real-token counts of the ranks differ in every window), and the
-    reference's: the windows of all ranks together, K x world_size micro-batches each."""
+    """One token Problem per rank, their real-token counts unequal in every window, and the reference's of all."""
     K, num_batches, world_size, with_scheduler = setup.K, setup.N, setup.world_size, setup.with_scheduler
     g = torch.Generator().manual_seed(0)
     rank_windows = windows(num_batches, K)
@@ -117,18 +113,14 @@ def rank_problems(setup: AuditSetup) -> tuple[list[Problem], Problem]:
                         micro_items)
                 for r, batches in enumerate(shares)]
     together = [shares[r][j] for window in rank_windows for r in range(world_size) for j in window]
-    whole_windows, start = [], 0
-    for window in rank_windows:
-        whole_windows.append(range(start, start + len(window) * world_size))
-        start += len(window) * world_size
+    whole_windows = [range(w.start * world_size, w.stop * world_size) for w in rank_windows]
     whole = Problem(Tokens, together, whole_windows, K * world_size, b, None, with_scheduler,
                     {batch_key(x): j for j, (x, _) in enumerate(together)})
     return problems, whole
 
 
 def run_ranks(loop, problems: list[Problem], time_limit_s: float) -> tuple[list[Run], set[int], list[int]]:
-    """`loop` once per rank, each in its own thread with its own `comm`: the runs in rank order, the ranks
-    that raised only because another had stopped, and the ranks still running GRACE_S past the time limit."""
+    """`loop` once per rank, in threads: the runs, the ranks that raised only as another stopped, the ranks left."""
     world_size = len(problems)
     deadline = time.monotonic() + time_limit_s
     exchange = _Exchange(world_size, deadline)
