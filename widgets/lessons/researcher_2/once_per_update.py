@@ -29,18 +29,18 @@ def run_once_per_update(accumulation_steps: int = 4, *, weight_decay: float = 0.
                         mistakes: tuple[str, ...] = (), seed: int = 0) -> OncePerUpdateRun:
     """Train with K micro-batches per update; `mistakes` (of MISTAKES) move a step to the wrong place."""
     K = check_int("accumulation_steps", accumulation_steps, 1, 1024)
-    b, num_updates, learning_rate, ema_decay = MICRO_BATCH_SIZE, NUM_UPDATES, LEARNING_RATE, EMA_DECAY
+    b = MICRO_BATCH_SIZE
     check_float("weight_decay", weight_decay, 0.0, 1.0, low_inclusive=True)
     if max_grad_norm is not None:
         check_float("max_grad_norm", max_grad_norm, 0.0, 1e6)
     unknown = sorted(set(mistakes) - set(MISTAKES))
     if unknown:
         raise ValueError(f"mistakes: unknown name(s) {unknown}; allowed: {list(MISTAKES)}")
-    x, y = make_regression_data(K * b * num_updates, seed=seed)
+    x, y = make_regression_data(K * b * NUM_UPDATES, seed=seed)
     model = make_model(seed=seed)
     ema = [p.detach().clone() for p in model.parameters()]
     norms = []
-    for micro_step in range(K * num_updates):
+    for micro_step in range(K * NUM_UPDATES):
         part = slice(micro_step * b, (micro_step + 1) * b)
         loss = torch.nn.functional.mse_loss(model(x[part]), y[part])
         (loss if "loss_not_divided" in mistakes else loss / K).backward()
@@ -51,15 +51,15 @@ def run_once_per_update(accumulation_steps: int = 4, *, weight_decay: float = 0.
                 torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
             with torch.no_grad():  # plain SGD by hand: torch.optim's first step imports seconds of machinery
                 for p in model.parameters():
-                    p.add_(p.grad, alpha=-learning_rate)
+                    p.add_(p.grad, alpha=-LEARNING_RATE)
                     p.grad = None
         with torch.no_grad():
             if boundary or "decay_every_micro_step" in mistakes:
                 for p in model.parameters():
-                    p.mul_(1 - learning_rate * weight_decay)  # decoupled decay, by hand
+                    p.mul_(1 - LEARNING_RATE * weight_decay)  # decoupled decay, by hand
             if boundary or "ema_every_micro_step" in mistakes:
                 for e, p in zip(ema, model.parameters()):
-                    e.mul_(ema_decay).add_(p, alpha=1 - ema_decay)
+                    e.mul_(EMA_DECAY).add_(p, alpha=1 - EMA_DECAY)
     flat = lambda tensors: torch.cat([t.detach().reshape(-1) for t in tensors])  # noqa: E731
     return OncePerUpdateRun(flat(model.parameters()), flat(ema), tuple(norms))
 
