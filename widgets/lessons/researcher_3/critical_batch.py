@@ -3,6 +3,7 @@ McCandlish et al.'s (2018) trade-off (S/S_min - 1)(E/E_min - 1) = 1."""
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -149,11 +150,8 @@ def fit_tradeoff(effective_batches: Sequence[float], steps: Sequence[float]) -> 
     if len(effective_batches) != len(steps) or len(steps) < 2:
         raise ValueError(f"effective_batches and steps must be two lists of the same length >= 2, "
                          f"got {len(effective_batches)} and {len(steps)}")
-    xs = torch.tensor([1 / check_float("effective_batches", B, 0.0, math.inf) for B in effective_batches],
-                      dtype=torch.float64)
-    ys = torch.tensor([check_float("steps", s, 0.0, math.inf) for s in steps], dtype=torch.float64)
-    design = torch.stack([torch.ones_like(xs), xs], 1)
-    s_min, e_min = torch.linalg.lstsq(design, ys.unsqueeze(1)).solution.squeeze(1).tolist()
+    xs = [1 / check_float("effective_batches", B, 0.0, math.inf) for B in effective_batches]
+    e_min, s_min = statistics.linear_regression(xs, [check_float("steps", s, 0.0, math.inf) for s in steps])
     if s_min <= 0 or e_min <= 0:
         raise ValueError(f"the points do not follow S = S_min + E_min / B (fit gave S_min = {s_min:.3g}, "
                          f"E_min = {e_min:.3g}); measure a wider range of effective batches")
