@@ -46,27 +46,35 @@ def token_cross_entropy(logits: torch.Tensor, targets: torch.Tensor, reduction: 
                            ignore_index=IGNORE_INDEX, reduction=reduction)
 
 
-def window_readings(n: int, K: int, items: int, window: int, positions: int, all_positions: int,
-                    per_micro_batch: str, also: dict[str, list[float]] | None = None) -> dict[str | None, list[float]]:
-    """Each mistake's factor c on a micro-batch of `items` (`positions` with the padding) in a window of n
-    micro-batches holding `window` items (`all_positions`), for the token and RL problems; None: 1 / window."""
-    return {
-        None: [1 / window],
-        per_micro_batch: [1 / (n * items), 1 / (K * items)],  # its own count, then / n (or / K)
-        **(also or {}),
-        "loss_not_divided": [1 / items],
-        "padding_counted": [1 / (n * positions), 1 / (K * positions), 1 / positions, 1 / all_positions],
-        "loss_divided_twice": [1 / (n * window), 1 / (K * window), items / window**2],
-        "loss_sum_reduction": [1.0, 1 / n, 1 / K],
-    }
+class CountedWindow:
+    """A task whose right normaliser is the window's count of items, the padding left out (tokens, rl)."""
 
+    own_count: str  # the mistake of dividing by the micro-batch's own count
+    summed: str  # its summed loss, in words
+    group = 0  # rl: the completions per prompt the advantages are normalised over
 
-def describe_window_factors(u: int, factors: list, window_items: dict[int, int], items: str, loss: str) -> str:
-    """What the first micro-batch of update u was divided by, against the window's count of `items`."""
-    j, c = factors[0].batch, factors[0].factor
-    window = sum(window_items.values())
-    return f"micro-batch {j} of update {u} ({window_items[j]} {items}; the window holds {window}) " \
-           f"had its {loss} divided by {1 / c:.4g}, so each of its tokens weighs {c * window:.3g} x its share 1/{window}"
+    @classmethod
+    def readings(cls, targets, window: list, K: int) -> dict[str | None, list[float]]:
+        """Each mistake's factor c on one micro-batch's summed loss in a window of n (None: 1 / the window's items)."""
+        n, items, total = len(window), cls.items(targets), sum(cls.items(t) for t in window)
+        positions, all_positions = targets.numel(), sum(t.numel() for t in window)  # padding included
+        return {
+            None: [1 / total],
+            cls.own_count: [1 / (n * items), 1 / (K * items)],  # its own count, then / n (or / K)
+            **({"divided_by_group_twice": [1 / (total * cls.group)]} if cls.group else {}),
+            "loss_not_divided": [1 / items],
+            "padding_counted": [1 / (n * positions), 1 / (K * positions), 1 / positions, 1 / all_positions],
+            "loss_divided_twice": [1 / (n * total), 1 / (K * total), items / total**2],
+            "loss_sum_reduction": [1.0, 1 / n, 1 / K],
+        }
+
+    @classmethod
+    def describe_factors(cls, u: int, factors: list, window_items: dict[int, int]) -> str:
+        """What the first micro-batch of update u was divided by, against the window's count."""
+        j, c = factors[0].batch, factors[0].factor
+        window = sum(window_items.values())
+        return f"micro-batch {j} of update {u} ({window_items[j]} {cls.counted}; the window holds {window}) had its " \
+               f"{cls.summed} divided by {1 / c:.4g}, so each of its tokens weighs {c * window:.3g} x its share 1/{window}"
 
 
 class Regression:
@@ -113,29 +121,18 @@ class Regression:
                f"shares n_i/n of its {window} examples are {[float(f'{s:.3g}') for s in shares]}"
 
 
-class Tokens:
+class Tokens(CountedWindow):
     """A bigram language model on padded sequences of 1 to MAX_LENGTH real tokens, 3 per micro-batch."""
 
     name, unit, per_item, counted = "tokens", "sequences", "token losses", "real tokens"
+    own_count, summed = "normalised_per_micro_batch", "summed token loss"
 
     @staticmethod
     def new_model() -> torch.nn.Module:
         return torch.nn.utils.skip_init(torch.nn.Embedding, VOCAB, VOCAB, dtype=torch.float64)
 
     loss_fn = staticmethod(token_cross_entropy)
-
     items = staticmethod(real_tokens)  # what the token mean averages over: the targets != IGNORE_INDEX
-
-    @staticmethod
-    def readings(targets: torch.Tensor, window: list[torch.Tensor], K: int) -> dict[str | None, list[float]]:
-        """Each mistake's factor c on one micro-batch's summed token loss in a window (None: the right one)."""
-        n, items, total = len(window), real_tokens(targets), sum(real_tokens(t) for t in window)
-        positions, all_positions = targets.numel(), sum(t.numel() for t in window)  # padding included
-        return window_readings(n, K, items, total, positions, all_positions, "normalised_per_micro_batch")
-
-    @staticmethod
-    def describe_factors(u: int, factors: list, window_items: dict[int, int]) -> str:
-        return describe_window_factors(u, factors, window_items, "real tokens", "summed token loss")
 
 
 # ----------------------------------------------------------------------------- the RL problem: GRPO's advantages
@@ -165,6 +162,9 @@ class Completions:
     def __len__(self) -> int:
         return len(self.tokens)
 
+    def numel(self) -> int:
+        return self.tokens.numel()
+
 
 def completion_tokens(targets: Completions) -> int:
     """The completion tokens of a micro-batch (the padding left out): what DAPO's normaliser counts."""
@@ -187,12 +187,13 @@ def sequence_mean(summed_gradient: torch.Tensor, targets: Completions) -> torch.
     return summed_gradient / targets.mask.sum(1).clamp(min=1).to(summed_gradient.dtype).reshape(-1, 1, 1)
 
 
-class Policy:
+class Policy(CountedWindow):
     """The RL task, read like the token task. The right normaliser is DAPO's (Yu et al. (2025),
     arXiv:2503.14476): the window's completion tokens, so a token weighs the same wherever it sits;
     TRL's per-micro-batch "bnpo" does not."""
 
     name, unit, per_item, counted = "rl", "completions", "-A log p token losses", "completion tokens"
+    own_count, summed, group = "per_micro_batch_normaliser", "summed -A log p", GROUP_SIZE  # bnpo's own count
 
     @staticmethod
     def new_model() -> torch.nn.Module:
@@ -208,18 +209,6 @@ class Policy:
         short, long = min(lengths), max(lengths)
         return f"micro-batch {j} of update {u} averaged each completion over its own tokens ({lengths}): a token " \
                f"of its {short}-token completion weighs {long / short:.3g} x one of its {long}-token completion"
-
-    @staticmethod
-    def readings(targets: Completions, window: list[Completions], K: int) -> dict[str | None, list[float]]:
-        """Each mistake's factor c on one micro-batch's summed loss in a window (None: the right one)."""
-        n, items, total = len(window), completion_tokens(targets), sum(completion_tokens(t) for t in window)
-        positions, all_positions = targets.tokens.numel(), sum(t.tokens.numel() for t in window)
-        return window_readings(n, K, items, total, positions, all_positions, "per_micro_batch_normaliser",  # bnpo
-                               also={"divided_by_group_twice": [1 / (total * GROUP_SIZE)]})
-
-    @staticmethod
-    def describe_factors(u: int, factors: list, window_items: dict[int, int]) -> str:
-        return describe_window_factors(u, factors, window_items, "completion tokens", "summed -A log p")
 
 
 TASKS = {"regression": Regression, "tokens": Tokens, "rl": Policy}
