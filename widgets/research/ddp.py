@@ -190,9 +190,10 @@ class DDPResult:
 def train_single_process(config: DDPConfig) -> list[float]:
     """The reference: one process, one batch of W K b examples per update, same model and order."""
     x, y = make_data(config.examples_per_update * config.num_updates, config.seed)
-    model, n = make_ddp_mlp(config.seed), config.examples_per_update
-    train(model, torch.optim.SGD(model.parameters(), lr=config.learning_rate), torch.nn.functional.mse_loss,
-          zip(x.split(n), y.split(n)), 1, max_norm=None)
+    model = make_ddp_mlp(config.seed)
+    batches = zip(x.split(config.examples_per_update), y.split(config.examples_per_update))
+    train(model, torch.optim.SGD(model.parameters(), lr=config.learning_rate), torch.nn.functional.mse_loss, batches, 1,
+          max_norm=None)
     return flat_weights(model).tolist()
 
 

@@ -10,8 +10,8 @@ from typing import Callable, Sequence
 import torch
 
 from widgets.core.accumulation import flat_weights
-from widgets.core.loops import train
 from widgets.core.config import FLOAT32, check_float, check_int, check_memory, check_time
+from widgets.core.loops import train
 from widgets.research.noise_scale import ExactNoise, estimate_noise_scale, exact_noise_scales, smoothed_b_simple
 
 INPUTS, CLASSES, HIDDEN = 8, 4, 32
