@@ -8,14 +8,10 @@ import torch
 
 from widgets.audit.instruments import UNSCALE_OP, Forward, Tape
 from widgets.audit.outcome import (TOLERANCE, Finding, carried, close, close_norm, first_of_each, is_empty,
-                                   proportion)
+                                   proportion, window_truth)
 from widgets.audit.problems import Problem
-from widgets.core.training import clip_flat
 
 _allclose = torch.allclose  # bound at import: a loop that replaces torch.allclose changes no verdict
-
-
-# ----------------------------------------------------------------------------- structure
 
 
 class Structure(NamedTuple):
@@ -137,9 +133,6 @@ def check_piles(tape: Tape, structure: Structure, problem: Problem) -> list[Find
     if changed:
         findings.append(Finding("grad_modified", f"before micro-steps {changed}"))
     return findings
-
-
-# ----------------------------------------------------------------------------- numbers
 
 
 def check_backward_passes(tape: Tape, problem: Problem) -> list[Finding]:
@@ -282,10 +275,7 @@ def update_ratios(tape: Tape, structure: Structure, problem: Problem) -> list[fl
     if not structure.each_once or structure.step_after != structure.expected_after[: len(structure.step_after)]:
         return []
     ratios = []
-    for u, (step, segment) in enumerate(zip(tape.steps, structure.segments)):
-        right = sum(_pull_back(problem, tape.forwards[k], problem.item_sum_gradient(
-            tape.forwards[k].output, problem.batches[tape.forwards[k].batch][1])) for k in segment) \
-            * problem.right_factor(u)
-        used = torch.zeros_like(right) if step.grad is None else step.grad
-        ratios.append(proportion(used, clip_flat(right, problem.clip_norm)).ratio)
+    for step, window in zip(tape.steps, problem.windows):
+        right = window_truth(problem, step.weight, window).grad
+        ratios.append(proportion(torch.zeros_like(right) if step.grad is None else step.grad, right).ratio)
     return ratios

@@ -23,8 +23,6 @@ _equal = torch.equal  # bound at import: a loop that replaces torch.equal does n
 LEARNING_RATE = 0.05  # of the SGD handed to the audited loop
 MOST_RECORDED = 5000  # forwards, backward passes and .grad changes kept: a right loop makes a few hundred
 
-# ----------------------------------------------------------------------------- what is recorded
-
 
 @dataclass(frozen=True)
 class Forward:
@@ -145,9 +143,6 @@ def flat(grad: torch.Tensor | None) -> torch.Tensor | None:
     return None if grad is None else grad.detach().reshape(-1).clone()
 
 
-# ----------------------------------------------------------------------------- the instruments
-
-
 def watched_model(problem: Problem) -> torch.nn.Module:
     """The task's model with its weight at zero and a tape; its class counts model.zero_grad() too."""
     model = problem.task.new_model()
@@ -262,9 +257,6 @@ def _inside_scaler_step() -> bool:
     """Is GradScaler.step on the call stack? Only the caller tells its own unscale from the loop's unscale_."""
     return any(frame.f_code.co_name == "step" and frame.f_code.co_filename.endswith("grad_scaler.py")
                for frame, _ in traceback.walk_stack(None))
-
-
-# ----------------------------------------------------------------------------- the runs
 
 
 @dataclass

@@ -93,9 +93,6 @@ def carried(tape: Tape, problem: Problem) -> list[Part]:
     return parts
 
 
-# ----------------------------------------------------------------------------- the steps
-
-
 class WindowTruth(NamedTuple):
     """One update of the right loop at a given weight, by plain autograd."""
 
@@ -150,9 +147,6 @@ def _before_clip(tape: Tape, u: int, clip_norm: float) -> torch.Tensor | None:
         if proportional and 0 < factor < 1 and not close(factor, 1) and close_norm(after, clip_norm):
             return before
     return None
-
-
-# ----------------------------------------------------------------------------- scheduler and log
 
 
 def check_scheduler(tape: Tape, reference: Tape) -> list[Finding]:

@@ -135,9 +135,6 @@ class Tokens(CountedWindow):
     items = staticmethod(real_tokens)  # what the token mean averages over: the targets != IGNORE_INDEX
 
 
-# ----------------------------------------------------------------------------- the RL problem: GRPO's advantages
-
-
 FEATURES = 4  # features per position, what the policy reads
 ACTIONS = 5  # the policy's vocabulary
 COMPLETION_LENGTH = 8  # the padded completion length T
