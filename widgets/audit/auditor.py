@@ -113,11 +113,10 @@ def _checked_setup(loop, accumulation_steps, num_batches, with_scheduler, clip_n
     N = 2 * K + max(1, K // 2) if num_batches is None else check_int("num_batches", num_batches, 1, 256)
     if not isinstance(with_scheduler, bool):
         raise TypeError(f"with_scheduler must be True or False, got {with_scheduler!r}")
-    if clip_norm is not None:
-        check_float("clip_norm", clip_norm, 0.0, 1e6)
+    clip = None if clip_norm is None else check_float("clip_norm", clip_norm, 0.0, 1e6)
     if not isinstance(problem, str) or problem not in TASKS:
         raise ValueError(f"problem must be one of {sorted(TASKS)}, got {problem!r}")
-    check_float("time_limit_s", time_limit_s, 0.0, 3600.0)
+    seconds = check_float("time_limit_s", time_limit_s, 0.0, 3600.0)
     if isinstance(world_size, bool) or not isinstance(world_size, int):
         raise TypeError(f"world_size must be an int, one of {list(ranks.WORLD_SIZES)}, got {world_size!r}")
     if world_size not in ranks.WORLD_SIZES:
@@ -140,8 +139,7 @@ def _checked_setup(loop, accumulation_steps, num_batches, with_scheduler, clip_n
         raise TypeError(f"loop must accept ({names}); {_name(loop)}{inspect.signature(loop)} does not") from None
     except ValueError:
         pass  # no signature to inspect (a builtin): the call will tell
-    return AuditSetup(K, N, None if clip_norm is None else float(clip_norm), with_scheduler, problem,
-                      float(time_limit_s), world_size)
+    return AuditSetup(K, N, clip, with_scheduler, problem, seconds, world_size)
 
 
 def _name(loop: Callable) -> str:
@@ -254,9 +252,8 @@ def _judge_safely(run, reference, problem) -> _Verdict:
     try:
         return _judge(run, reference, problem)
     except Exception as error:  # a record no check foresaw: say so rather than raise at the learner
-        weights_match = _allclose(run.weight, reference.weight, rtol=1e-9, atol=1e-12)
-        findings = [] if weights_match else [Finding("differs_from_reference", "the auditor could not read "
-                                                                             "more of this loop")]
+        findings = [] if _allclose(run.weight, reference.weight, rtol=1e-9, atol=1e-12) else [
+            Finding("differs_from_reference", "the auditor could not read more of this loop")]
         return _Verdict(findings, [f"the auditor could not read this loop's record in detail ({type(error).__name__})"])
 
 

@@ -6,7 +6,7 @@ from typing import NamedTuple
 
 import torch
 
-from widgets.audit.instruments import UNSCALE_OP, Forward, Tape
+from widgets.audit.instruments import UNSCALE_OP, Tape
 from widgets.audit.outcome import (TOLERANCE, Finding, carried, close, close_norm, first_of_each, is_empty,
                                    proportion, window_truth)
 from widgets.audit.problems import Problem
@@ -138,17 +138,14 @@ def check_piles(tape: Tape, structure: Structure, problem: Problem) -> list[Find
 def check_backward_passes(tape: Tape, problem: Problem) -> list[Finding]:
     """Each backward pass added to .grad exactly what flows back from the outputs it went through."""
     for k, p in enumerate(tape.passes):
-        explained = sum(_pull_back(problem, tape.forwards[f], g) for f, g in zip(p.forwards, p.output_grads))
+        explained = 0
+        for f, g in zip(p.forwards, p.output_grads):  # plain autograd through the same forward
+            w = tape.forwards[f].weight.clone().requires_grad_(True)
+            explained += torch.autograd.grad(problem.forward(w, tape.forwards[f].inputs), w, g)[0].reshape(-1)
         if not _allclose(p.incoming, explained, rtol=TOLERANCE, atol=1e-12):
             return [Finding("unexpected_gradient", f"backward pass {k} brought the weight more than its "
                                                    "micro-batches' outputs explain: another term in the loss?")]
     return []
-
-
-def _pull_back(problem: Problem, forward: Forward, output_grad: torch.Tensor) -> torch.Tensor:
-    w = forward.weight.clone().requires_grad_(True)
-    (grad,) = torch.autograd.grad(problem.forward(w, forward.inputs), w, output_grad)
-    return grad.reshape(-1)
 
 
 class BoundaryCheck(NamedTuple):

@@ -202,13 +202,12 @@ class AuditScheduler(torch.optim.lr_scheduler.LambdaLR):
     """A linear warmup over `warmup_updates` that records when the loop steps it."""
 
     def __init__(self, optimizer: AuditSGD, warmup_updates: int):
-        self._tape = None  # LambdaLR steps once while it is built: that one is not the loop's
-        super().__init__(optimizer, lambda n: min(1.0, (n + 1) / (warmup_updates + 1)))
         self._tape = optimizer._model.tape
+        super().__init__(optimizer, lambda n: min(1.0, (n + 1) / (warmup_updates + 1)))
+        self._tape.scheduler_calls.clear()  # LambdaLR steps once while it is built: that one is not the loop's
 
     def step(self, *args, **kwargs):
-        if self._tape is not None:
-            self._tape.scheduler_calls.append(len(self._tape.steps))
+        self._tape.scheduler_calls.append(len(self._tape.steps))
         return super().step(*args, **kwargs)
 
 
