@@ -14,6 +14,7 @@ import sys
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from math import isclose as _isclose
 from typing import Callable, Iterator, NamedTuple, Sequence
 
@@ -24,6 +25,7 @@ from widgets.audit.instruments import LEARNING_RATE, UNSCALE_OP, Run, printable,
 from widgets.audit.outcome import Finding
 from widgets.audit.problems import TASKS, AuditSetup, make_problem
 from widgets.core.config import check_float, check_int
+from widgets.core.loops import train_loop
 from widgets.core.time_limit import TIME_LIMIT_S
 from widgets.core.training import known_torch_state
 
@@ -143,10 +145,7 @@ def _checked_setup(loop, accumulation_steps, num_batches, with_scheduler, clip_n
 
 
 def _name(loop: Callable) -> str:
-    try:
-        name = getattr(loop, "__name__", None)
-    except Exception:  # a callable whose attributes raise
-        name = None
+    name = getattr(loop, "__name__", None)
     return name if isinstance(name, str) else type(loop).__name__
 
 
@@ -176,7 +175,8 @@ def audit_training_loop(
         else:
             whole = make_problem(setup)
             problems = [whole]
-        reference = run_loop(whole.reference_loop, whole)
+        # the lab's one correct loop, each mean loss weighted by its share of the window's items
+        reference = run_loop(partial(train_loop, max_grad_norm=whole.clip_norm, items=whole.task.items), whole)
     # the learner's state is given back after, also when the loop changed it; what the loop replaced is
     # put back once all ranks are done, as one rank's put-back could undo another's replacement
     with known_torch_state(), put_back() as replaced, warnings.catch_warnings(record=True) as caught:

@@ -184,9 +184,9 @@ class AuditSGD(torch.optim.SGD):
         time_limit.check()
         tape.count_graphs()
         weight = self._model.weight
-        lr = self.param_groups[0]["lr"]
         if len(tape.steps) < MOST_RECORDED:
-            tape.steps.append(Step(len(tape.passes), flat(weight.grad), lr, weight.detach().clone()))
+            tape.steps.append(Step(len(tape.passes), flat(weight.grad), self.param_groups[0]["lr"],
+                                   weight.detach().clone()))
         if self._comm is not None:  # DDP averages the ranks' piles; here at the step (clipping is not audited)
             weight.grad = self._comm.mean_over_ranks(weight.grad, weight)
         super().step()
@@ -224,8 +224,7 @@ class GradWatch(torch.overrides.TorchFunctionMode):
         if self._tape.inside_module == 0 and isinstance(result, torch.Tensor) and result.requires_grad \
                 and torch.is_grad_enabled():
             self._bypassing_forward(args, kwargs, result)
-        grad = self._weight.grad
-        now = flat(grad)
+        now = flat(self._weight.grad)
         if (now is None) != (self._seen is None) or (now is not None and not _equal(now, self._seen)):
             self._seen = now  # values compared: GradScaler's in-place unscale bumps no `_version`
             if now is not None and len(self._tape.grad_changes) < MOST_RECORDED:
@@ -237,10 +236,9 @@ class GradWatch(torch.overrides.TorchFunctionMode):
     def _bypassing_forward(self, args, kwargs, result: torch.Tensor) -> None:
         """Record `result` as a forward when this call is where data met the weight outside the module."""
         tensors = [t for t in tree_leaves((args, kwargs or {})) if isinstance(t, torch.Tensor)]
-        weights = [t for t in tensors if self._is_weight(t)]
-        others = [t for t in tensors if not self._is_weight(t)]
+        others = [t for t in tensors if not self._is_weight(t)]  # the weight, or a view of it, is among them
         data = [t for t in others if not t.requires_grad and t.dim() >= 1]
-        if weights and data and not any(t.requires_grad for t in others):
+        if len(others) < len(tensors) and data and not any(t.requires_grad for t in others):
             self._tape.count_graphs()
             self._tape.record_forward(data[0], self._weight, result)
 

@@ -237,4 +237,5 @@ def _own_means(tape: Tape, structure: Structure, problem: Problem) -> list[list[
         return out
 
     own = truths([sorted(batch_of[k] for k in segment) for segment in structure.segments])
-    return [own] if structure.step_after == structure.expected_after else [own, truths([list(w) for w in problem.windows])]
+    steps_at_boundaries = structure.step_after == structure.expected_after
+    return [own] if steps_at_boundaries else [own, truths([list(w) for w in problem.windows])]

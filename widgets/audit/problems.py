@@ -12,7 +12,6 @@ import torch
 import torch.nn.functional as F
 
 from widgets.core.accumulation import IGNORE_INDEX, real_tokens, windows
-from widgets.core.loops import train_loop
 from widgets.core.mistakes import EVERY_MISTAKE
 from widgets.core.time_limit import TIME_LIMIT_S
 
@@ -72,9 +71,9 @@ class CountedWindow:
     def describe_factors(cls, u: int, factors: list, window_items: dict[int, int]) -> str:
         """What the first micro-batch of update u was divided by, against the window's count."""
         j, c = factors[0].batch, factors[0].factor
-        window = sum(window_items.values())
-        return f"micro-batch {j} of update {u} ({window_items[j]} {cls.counted}; the window holds {window}) had its " \
-               f"{cls.summed} divided by {1 / c:.4g}, so each of its tokens weighs {c * window:.3g} x its share 1/{window}"
+        w = sum(window_items.values())
+        return f"micro-batch {j} of update {u} ({window_items[j]} {cls.counted}; the window holds {w}) had its " \
+               f"{cls.summed} divided by {1 / c:.4g}, so each of its tokens weighs {c * w:.3g} x its share 1/{w}"
 
 
 class Regression:
@@ -323,11 +322,6 @@ class Problem:
                     return tuple(window) if len(window) > 1 else ()
         return ()
 
-    def reference_loop(self, model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
-        """The lab's one correct loop, `train_loop`, weighting each mean loss by its share of the window's items."""
-        return train_loop(model, optimizer, loss_fn, batches, accumulation_steps, scheduler,
-                          max_grad_norm=self.clip_norm, items=self.task.items)
-
 
 def make_problem(setup: AuditSetup) -> Problem:
     """The seeded problem of `setup`, leaving the global random state alone."""
@@ -343,16 +337,15 @@ def make_problem(setup: AuditSetup) -> Problem:
 def _regression_batches(K, num_batches, clip_norm, g):
     b = K + 1
     sizes = [b] * (num_batches - 1) + [short_size(b)]  # the last micro-batch short, as drop_last=False leaves it
-    starts = [sum(sizes[:j]) for j in range(num_batches)]
     x = torch.randn(sum(sizes), 3, generator=g, dtype=torch.float64)
     y = x @ torch.tensor([[1.5], [-2.0], [0.5]], dtype=torch.float64)
     y = y + 0.5 * torch.randn(y.shape, generator=g, dtype=torch.float64)
     if clip_norm is not None:
         # targets large enough that even a first micro-step's pile exceeds clip_norm, so clipping acts
         # (and shows) wherever the loop puts it; with zero starting weights the gradient scales with y
-        smallest = min(float((2 / m) * (x[i : i + m].T @ y[i : i + m]).norm()) for i, m in zip(starts, sizes))
+        smallest = min(float((2 / len(a)) * (a.T @ t).norm()) for a, t in zip(x.split(sizes), y.split(sizes)))
         y = y * max(1.0, 20 * K * clip_norm / smallest)
-    return [(x[i : i + m], y[i : i + m]) for i, m in zip(starts, sizes)], b
+    return list(zip(x.split(sizes), y.split(sizes))), b
 
 
 def _completion_batches(K, num_batches, clip_norm, g):
