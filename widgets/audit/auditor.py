@@ -75,19 +75,17 @@ class AuditReport:
     def __str__(self) -> str:
         K, N = self.accumulation_steps, self.num_batches
         tail = N % K
-        unit = TASKS[self.problem].unit
         lines = [
             f"Audit of {self.loop_name} with accumulation_steps = {K}"
             + (f" on each of {self.world_size} ranks" if self.world_size > 1 else "")
-            + f": {N} micro-batches of {self.micro_batch_size} "
-            f"{unit}" + (f" (the last of {self.last_micro_batch_size})"
-                         if self.last_micro_batch_size != self.micro_batch_size else "")
+            + f": {N} micro-batches of {self.micro_batch_size} {TASKS[self.problem].unit}"
+            + (f" (the last of {self.last_micro_batch_size})" if self.last_micro_batch_size != self.micro_batch_size
+               else "")
             + (" per rank" if self.world_size > 1 else "")
             + f" -> {-(-N // K)} updates" + (f" (the last of {tail} micro-batches)" if tail else ""),
             f"  {'':22}{'yours':>8}{'reference':>11}",
         ]
-        for name, (yours, ref) in self.counts.items():
-            lines.append(f"  {name:22}{yours:>8}{ref:>11}")
+        lines += [f"  {name:22}{yours:>8}{ref:>11}" for name, (yours, ref) in self.counts.items()]
         if self.update_ratios:
             lines.append("  gradient / reference at each update: " + ", ".join(f"{r:.3g}" for r in self.update_ratios))
         mistakes = ", ".join(sorted(self.mistakes))

@@ -148,24 +148,17 @@ def watched_model(problem: Problem) -> torch.nn.Module:
     model = problem.task.new_model()
     with torch.no_grad():
         model.weight.zero_()
-    model.__class__ = _counting(type(model))  # before the loop sees it: a deepcopy is a counting model of its own
+    cls = type(model)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self.tape.zero_grads += 1
+        cls.zero_grad(self, set_to_none)
+
+    # a class named and printed as the task's, set before the loop sees the model: a deepcopy counts on its own tape
+    model.__class__ = type(cls.__name__, (cls,), {"zero_grad": zero_grad, "__module__": cls.__module__,
+                                                  "__qualname__": cls.__qualname__})
     model.tape = Tape(model, problem)
     return model
-
-
-_COUNTING: dict[type, type] = {}
-
-
-def _counting(cls: type) -> type:
-    """`cls` whose zero_grad() also counts on the model's own tape; named and printed as `cls`."""
-    if cls not in _COUNTING:
-        def zero_grad(self, set_to_none: bool = True) -> None:
-            self.tape.zero_grads += 1
-            cls.zero_grad(self, set_to_none)
-
-        _COUNTING[cls] = type(cls.__name__, (cls,), {"zero_grad": zero_grad, "__module__": cls.__module__,
-                                                      "__qualname__": cls.__qualname__})
-    return _COUNTING[cls]
 
 
 class AuditSGD(torch.optim.SGD):
