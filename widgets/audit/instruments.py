@@ -9,7 +9,7 @@ import time
 import traceback
 import weakref
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import torch
 from torch.utils._pytree import tree_leaves
@@ -24,8 +24,7 @@ LEARNING_RATE = 0.05  # of the SGD handed to the audited loop
 MOST_RECORDED = 5000  # forwards, backward passes and .grad changes kept: a right loop makes a few hundred
 
 
-@dataclass(frozen=True)
-class Forward:
+class Forward(NamedTuple):
     """One forward pass of the model and the micro-batch it saw."""
 
     batch: int | None  # None: inputs that are none of them (or several concatenated, listed in `window`)
@@ -50,8 +49,7 @@ class BackwardPass:
     after: torch.Tensor | None = None  # flat .grad after it
 
 
-@dataclass(frozen=True)
-class Step:
+class Step(NamedTuple):
     """One optimizer.step(): after how many backward passes, with which .grad, learning rate and weight."""
 
     passes_before: int
@@ -60,8 +58,7 @@ class Step:
     weight: torch.Tensor  # the weight it started from
 
 
-@dataclass(frozen=True)
-class GradChange:
+class GradChange(NamedTuple):
     """.grad as a torch operation of the loop left it (a rescale, a clip, an assignment)."""
 
     passes_before: int  # backward passes so far

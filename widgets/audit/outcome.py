@@ -130,23 +130,15 @@ def check_outcome(tape: Tape, problem: Problem) -> Outcome:
     fits = [proportion(s.grad, t.grad) for s, t in zip(tape.steps, truths)]
     exact = all(f.exact and close(f.ratio, 1) for f in fits)
     if exact and problem.clip_norm is not None:  # a clip hides the pile's size: read it before the clip too
-        for u, truth in enumerate(truths):
-            before = _before_clip(tape, u, problem.clip_norm)
-            if before is not None:
-                fit = proportion(before, truth.unclipped)
-                exact = exact and fit.exact and close(fit.ratio, 1)
+        for u, (s, truth) in enumerate(zip(tape.steps, truths)):
+            changes = [c.grad for c in tape.grad_changes if (c.passes_before, c.steps_before) == (s.passes_before, u)]
+            for before, after in reversed(list(zip(changes, changes[1:]))):  # the last shrink to clip_norm
+                factor, proportional = proportion(after, before)
+                if proportional and 0 < factor < 1 and not close(factor, 1) and close_norm(after, problem.clip_norm):
+                    fit = proportion(before, truth.unclipped)
+                    exact = exact and fit.exact and close(fit.ratio, 1)
+                    break
     return Outcome(exact, [f.ratio for f in fits], truths)
-
-
-def _before_clip(tape: Tape, u: int, clip_norm: float) -> torch.Tensor | None:
-    """.grad just before the clip of step u (the last shrink to clip_norm before it), or None."""
-    step = tape.steps[u]
-    changes = [c.grad for c in tape.grad_changes if c.passes_before == step.passes_before and c.steps_before == u]
-    for before, after in reversed(list(zip(changes, changes[1:]))):
-        factor, proportional = proportion(after, before)
-        if proportional and 0 < factor < 1 and not close(factor, 1) and close_norm(after, clip_norm):
-            return before
-    return None
 
 
 def check_scheduler(tape: Tape, reference: Tape) -> list[Finding]:

@@ -4,9 +4,9 @@ The last micro-batch is short, as drop_last=False leaves it."""
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -210,8 +210,7 @@ class Policy(CountedWindow):
 TASKS = {"regression": Regression, "tokens": Tokens, "rl": Policy}
 
 
-@dataclass(frozen=True)
-class AuditSetup:
+class AuditSetup(NamedTuple):
     """The options of one audit, checked where they enter (`audit_training_loop`)."""
 
     K: int
