@@ -2,6 +2,7 @@
 from widgets.audit.auditor import audit_training_loop
 from widgets.audit.problems import completion_tokens
 from widgets.core.accumulation import flat_grad
+from widgets.core.views import Table
 from widgets.draw.stills import still
 from widgets.draw.style import new_figure
 from widgets.lessons.researcher_8.draw import draw_expert_load, draw_token_weights
@@ -11,6 +12,9 @@ from widgets.lessons.researcher_8.moe import (
     train_router,
 )
 from widgets.lessons.researcher_8.off_policy import clipped_token_losses, group_advantages
+from widgets.lessons.researcher_8.packing import (
+    AttentionPolicy, lay_out, pack, packed_gradient, row_token_losses, unpack,
+)
 from widgets.lessons.researcher_8.rl_losses import (
     generation_update_gradients, invariance, LOSS_TYPES, make_completions, partition, TinyPolicy, token_losses,
     token_weights, window_token_mean_gradient,
