@@ -1,6 +1,7 @@
 """The researcher 7 checkers: right answers pass, typical wrong ones fail with their reason, and an
 answer that hard-codes the notebook's example fails."""
 import pytest
+import torch
 
 from tests.exercises.exercise_support import assert_incorrect
 from widgets.lessons.researcher_7 import stages_exercises as from_registry
@@ -13,7 +14,7 @@ EX = stages_exercises()
 
 
 def test_registered():
-    assert len(from_registry()) == 2
+    assert len(from_registry()) == 3
 
 
 def test_bubble_right():
@@ -89,3 +90,47 @@ def test_worked_answers_agree_with_the_references():
     for p, s, n in [(7_000_000_000, s, 8) for s in range(4)] + [(10, 3, 3)]:
         assert bytes_per_rank(p, s, n) == zero_bytes_per_rank(p, s, n)["total"]
     assert bubble_fraction(4, 8) == pytest.approx(3 / 11)
+
+
+def test_window_right_and_each_reported_mistake_named():
+    from widgets.lessons.researcher_7.window import WINDOW_MISTAKES, window_gradient
+    assert EX.window.check(window_gradient).correct
+    words = {"scale at every step": "torchtitan #1733", "scale per stage": "DeepSpeed #8152",
+             "gradients wiped": "Automodel PR #3530"}
+    for name, (loop, _) in WINDOW_MISTAKES.items():
+        assert_incorrect(EX.window.check(loop), words[name])
+
+
+def _window(weight=None, cut=True, wipe=False):
+    """A window loop written independently: `weight(len(x), n, K, m)` scales each micro-batch's loss."""
+    def answer(stage0, stage1, window):
+        n = sum(len(x) for step in window for x, _ in step)
+        for step in window:
+            if wipe:
+                for p in [*stage0.parameters(), *stage1.parameters()]:
+                    p.grad = None
+            for x, y in step:
+                h = stage0(x)
+                received = h.detach().requires_grad_()
+                loss = torch.nn.functional.mse_loss(stage1(received), y)
+                (loss * weight(len(x), n, len(window), len(step))).backward()
+                if cut:
+                    h.backward(received.grad)
+    return answer
+
+
+@pytest.mark.parametrize("answer, words", [
+    (_window(lambda b, n, K, m: 1.0), ["undivided", "#7773"]),
+    (_window(lambda b, n, K, m: 1 / (K * m)), ["equal micro-batches"]),
+    (_window(lambda b, n, K, m: b / n, cut=False), ["h.backward(h_received.grad)"]),
+    (_window(lambda b, n, K, m: b / n, wipe=True), ["Automodel PR #3530"]),
+    (_window(lambda b, n, K, m: 2 * b / n), ["times the unsplit model's"]),
+    (lambda s0, s1, w: 0.0, ["no gradient reached .grad"]),
+])
+def test_window_wrong(answer, words):
+    assert_incorrect(EX.window.check(answer), *words)
+
+
+def test_window_right_written_independently_and_not_filled_in():
+    assert EX.window.check(_window(lambda b, n, K, m: b / n)).correct
+    assert EX.window.check(lambda s0, s1, w: ...).status is Status.NOT_ATTEMPTED

@@ -1,13 +1,17 @@
 """researcher_7, shards and stages: FSDP2 with gradient sync on and off, pipeline schedules."""
 from widgets.core.accumulation import flat_grad, GRAD_ATOL, GRAD_RTOL
+from widgets.core.views import Diff, Table
 from widgets.draw.stills import still
 from widgets.draw.style import new_figure
 from widgets.lessons.researcher_7.controls import make_pipeline_explorer
-from widgets.lessons.researcher_7.draw import draw_held_bytes, draw_in_flight, draw_timeline
-from widgets.lessons.researcher_7.exercises import stages_exercises
+from widgets.lessons.researcher_7.draw import draw_curves, draw_held_bytes, draw_in_flight, draw_timeline
+from widgets.lessons.researcher_7.exercises import check_window_loop, stages_exercises
 from widgets.lessons.researcher_7.fsdp import FSDPConfig, make_fsdp_mlp, MODES, process_bytes, run_fsdp
 from widgets.lessons.researcher_7.pipeline import (
     bubble_formula, make_micro_batches, make_mlp, run_pipeline, simulate, split_model, unsplit_gradient,
+)
+from widgets.lessons.researcher_7.window import (
+    WINDOW_MISTAKES, gradient_ratios, make_windows, train_pipelined, window_diff,
 )
 from widgets.research.ddp import make_data, rank_micro_batch
 from widgets.research.planner import zero_bytes_per_rank

@@ -57,3 +57,15 @@ def draw_held_bytes(held: dict[str, list[int]], full_bytes: int, ax) -> dict:
     ax.set_xticks(range(max(len(v) for v in held.values())))
     legend_below(ax, ncols=2)
     return drawn
+
+
+def draw_curves(curves: dict[str, list[float]], ax, ylabel: str, log: bool = False) -> dict:
+    """One line per run against the update, the first (the correct one) drawn thicker; a log scale if `log`.
+    No legend: several panels share one (`fig.legend`)."""
+    check_ax(ax)
+    drawn = {}
+    for k, (name, values) in enumerate(curves.items()):
+        drawn[name], = ax.plot(range(1, len(values) + 1), values, color=OKABE_ITO[k], linewidth=3 if k == 0 else 1.5,
+                               linestyle="-" if k == 0 else ("--", ":", "-.")[(k - 1) % 3], label=name)
+    ax.set(xlabel="update", ylabel=ylabel, yscale="log" if log else "linear")
+    return drawn

@@ -3,9 +3,12 @@ from __future__ import annotations
 
 from typing import Callable
 
+import torch
+
 from widgets.exercises.toolkit import Exercise, ExerciseSet, Feedback, as_number, close_to, correct, incorrect
 from widgets.exercises.toolkit import is_placeholder, not_attempted
-from widgets.lessons.researcher_7.pipeline import bubble_formula
+from widgets.lessons.researcher_7.pipeline import bubble_formula, make_mlp, split_model
+from widgets.lessons.researcher_7.window import window_gradient
 from widgets.research.planner import zero_bytes_per_rank
 
 BUBBLE_CASES = [(1, 1), (2, 1), (2, 8), (4, 4), (4, 16), (8, 3), (5, 32), (16, 64)]  # (stages p, micro-batches m)
@@ -100,6 +103,81 @@ def bytes_per_rank(parameters: int, stage: int, world_size: int) -> float:
     return weights + grads + optimizer
 
 
+# A window: (K pipeline steps, the micro-batch sizes of each step); the second has uneven micro-batches.
+WINDOW_CASES = [(3, (2, 2)), (2, (3, 1, 2)), (4, (1, 3))]
+
+
+def _window_case(steps: int, sizes: tuple[int, ...], seed: int):
+    """Two stages of a fresh `make_mlp(4, 4)` and a window of `steps` steps with micro-batches of `sizes`."""
+    g = torch.Generator().manual_seed(seed)
+    window = [[(torch.randn(b, 4, generator=g), torch.randn(b, 4, generator=g)) for b in sizes] for _ in range(steps)]
+    return make_mlp(depth=4, width=4, seed=seed), window
+
+
+def _window_mistakes(model: torch.nn.Module, window, cut: int) -> dict[str, torch.Tensor]:
+    """Each mistake's gradient, from each micro-batch's mean-loss gradient on the unsplit model (plain autograd)."""
+    grads = []
+    for step in window:
+        row = []
+        for x, y in step:
+            model.zero_grad(set_to_none=True)
+            torch.nn.functional.mse_loss(model(x), y).backward()
+            row.append(torch.cat([p.grad.reshape(-1) for p in model.parameters()]))
+        grads.append(row)
+    model.zero_grad(set_to_none=True)
+    n = sum(len(x) for step in window for x, _ in step)
+    weights = [[len(x) / n for x, _ in step] for step in window]
+    right = sum(w * g for ws, gs in zip(weights, grads) for w, g in zip(ws, gs))
+    twice = sum(w * w * g for ws, gs in zip(weights, grads) for w, g in zip(ws, gs))
+    moving = torch.zeros_like(right)
+    for gs in grads:  # loss / K, then the whole pile / m after each step
+        moving = (moving + sum(gs) / len(window)) / len(gs)
+    return {
+        "right": right,
+        "stage 1's gradient is right, stage 0's is n_i / n times smaller: the scale was applied again where the "
+        "gradient crossed the cut, once per stage (deepspeedai/DeepSpeed #8152, 1/GAS^2 upstream; PR #8154 scales "
+        "at the last stage only)": torch.cat([twice[:cut], right[cut:]]),
+        "the pile was divided by m after every pipeline step and the loss only by K: each earlier step shrinks by m "
+        "once more, a moving average that keeps mostly the last step (pytorch/torchtitan #1733; PR #1732 turns "
+        "scale_grads off and scales the loss by 1/(K m))": moving,
+        "only the window's last step is in .grad: the gradients were set to None between steps (NVIDIA-NeMo/Automodel "
+        "PR #3530, where the loss looked fine and only the gradient norm gave it away)":
+            sum(w * g for w, g in zip(weights[-1], grads[-1])),
+        "each micro-batch's mean loss reached backward() undivided: K m times the window's mean (the symptom "
+        "deepspeedai/DeepSpeed #7773 reports: the gradient norm grows with the micro-batch count)":
+            sum(g for gs in grads for g in gs),
+        "each micro-batch weighed 1 / (K m): right only for equal micro-batches; weight each loss by its share n_i / n "
+        "of the window's examples": sum(g for gs in grads for g in gs) / sum(len(gs) for gs in grads),
+        "stage 0 has no gradient: hand the gradient stage 1 received back across the cut, "
+        "`h.backward(h_received.grad)`": torch.cat([torch.zeros_like(right[:cut]), right[cut:]]),
+    }
+
+
+def check_window_loop(answer: Callable) -> Feedback:
+    """Judge a window loop `answer(stage0, stage1, window)`: its .grad against the unsplit model's; name a mistake."""
+    for seed, (steps, sizes) in enumerate(WINDOW_CASES):
+        model, window = _window_case(steps, sizes, seed)
+        stage0, stage1 = split_model(model, 2)
+        if is_placeholder(answer(stage0, stage1, window)) and all(p.grad is None for p in model.parameters()):
+            return not_attempted("fill in the body of the window loop, then run the cell again")
+        if all(p.grad is None for p in model.parameters()):
+            return incorrect("no gradient reached .grad: call backward() on each micro-batch's scaled loss")
+        grad = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1).detach().clone()
+                          for p in model.parameters()])
+        expected = _window_mistakes(model, window, sum(p.numel() for p in stage0.parameters()))
+        if torch.allclose(grad, expected.pop("right"), rtol=1e-4, atol=1e-7):
+            continue
+        for message, mistaken in expected.items():
+            if torch.allclose(grad, mistaken, rtol=1e-4, atol=1e-7):
+                return incorrect(f"on K = {steps} steps of micro-batches {list(sizes)}: {message}.")
+        truth = _window_mistakes(model, window, 0)["right"]
+        return incorrect(f"on K = {steps} steps of micro-batches {list(sizes)} the gradient's norm is "
+                         f"{float(grad.norm() / truth.norm()):.3g} times the unsplit model's: every micro-batch's "
+                         "loss needs its share n_i / n of the window, applied once, and .grad kept across the steps")
+    return correct("the unsplit model's gradient on every window tried, uneven micro-batches included: each loss "
+                   "carries n_i / n of the window once, and .grad piles up across all K steps.")
+
+
 def stages_exercises() -> ExerciseSet:
     """The exercises of researcher notebook 7."""
     return ExerciseSet("Shards and stages", [
@@ -126,5 +204,18 @@ def stages_exercises() -> ExerciseSet:
              "Sharded means ceil(P / N) parameters per rank: -(-P // N) in Python."],
             solution=bytes_per_rank,
             explanation="Each stage divides one more term by N; stage 3 reaches 16 P / N.",
+        ),
+        Exercise(
+            name="window", title="A window of pipeline steps",
+            prompt="Write `my_window(stage0, stage1, window)`: one update's gradient into both stages' `.grad`, where "
+            "`window` is K pipeline steps, each a list of (x, y) micro-batches, the loss the MSE. The checker tries "
+            "windows of its own, uneven micro-batches included. `ex.window.check(my_window)`.",
+            checker=check_window_loop,
+            hints=["Start from the two-stage GPipe loop of section 3 and wrap it in `for step in window:`.",
+             "Count the examples n of the whole window first; each micro-batch's loss carries len(x) / n, once.",
+             "The gradient stage 0 receives is already scaled: pass it on as it is, and never empty .grad "
+             "inside the window."],
+            solution=window_gradient,
+            explanation="One scale, applied once, over the whole window; .grad is only emptied after the update.",
         ),
     ])
