@@ -167,7 +167,7 @@ def audit_training_loop(
     """
     setup = _checked_setup(loop, accumulation_steps, num_batches, with_scheduler, clip_norm, problem, time_limit_s,
                            world_size)
-    with known_torch_state():  # tensors of a few dozen numbers: one thread; more only wait on each other
+    with known_torch_state():  # one thread for tensors of a few dozen numbers; the learner's state given back after
         if setup.world_size > 1:
             problems, whole = ranks.rank_problems(setup)
         else:
@@ -175,16 +175,15 @@ def audit_training_loop(
             problems = [whole]
         # the lab's one correct loop, each mean loss weighted by its share of the window's items
         reference = run_loop(partial(train_loop, max_grad_norm=whole.clip_norm, items=whole.task.items), whole)
-    # the learner's state is given back after, also when the loop changed it; what the loop replaced is
-    # put back once all ranks are done, as one rank's put-back could undo another's replacement
-    with known_torch_state(), put_back() as replaced, warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        if setup.world_size > 1:
-            runs, consequences, left = ranks.run_ranks(loop, problems, setup.time_limit_s)
-        else:
-            runs, consequences, left = [run_loop(loop, whole, setup.time_limit_s)], set(), []
-    warned = [printable(w.message).split(". ")[0] for w in caught]  # first sentences
-    with known_torch_state():  # and the judging runs in a known state, whatever the loop left behind
+        # the judging after runs in a known state, whatever the loop left behind; what the loop replaced is
+        # put back once all ranks are done, as one rank's put-back could undo another's replacement
+        with known_torch_state(), put_back() as replaced, warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            if setup.world_size > 1:
+                runs, consequences, left = ranks.run_ranks(loop, problems, setup.time_limit_s)
+            else:
+                runs, consequences, left = [run_loop(loop, whole, setup.time_limit_s)], set(), []
+        warned = [printable(w.message).split(". ")[0] for w in caught]  # first sentences
         findings, notes, verdicts = [], [], []
         for r in sorted(range(setup.world_size), key=lambda r: r in consequences):  # a rank's error before its echoes
             if setup.world_size > 1:

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
+from torch.nn.utils import skip_init
 
 from widgets.core.accumulation import IGNORE_INDEX, real_tokens, windows
 from widgets.core.mistakes import EVERY_MISTAKE
@@ -80,16 +81,9 @@ class Regression:
     """Linear regression on 3 features; b = K + 1, so a summed loss (b x) never reads as an undivided one (K x)."""
 
     name, unit, per_item = "regression", "examples", "squared errors"
-
-    @staticmethod
-    def new_model() -> torch.nn.Module:
-        return torch.nn.utils.skip_init(torch.nn.Linear, 3, 1, bias=False, dtype=torch.float64)  # no random init
-
+    new_model = partial(skip_init, torch.nn.Linear, 3, 1, bias=False, dtype=torch.float64)  # no random init
     loss_fn = staticmethod(torch.nn.MSELoss())  # mean-reduced, as the gallery's loops expect
-
-    @staticmethod
-    def items(targets: torch.Tensor) -> int:
-        return len(targets)
+    items = len  # examples: what the mean squared error averages over
 
     @staticmethod
     def readings(targets: torch.Tensor, window: list[torch.Tensor], K: int) -> dict[str | None, list[float]]:
@@ -125,11 +119,7 @@ class Tokens(CountedWindow):
 
     name, unit, per_item, counted = "tokens", "sequences", "token losses", "real tokens"
     own_count, summed = "normalised_per_micro_batch", "summed token loss"
-
-    @staticmethod
-    def new_model() -> torch.nn.Module:
-        return torch.nn.utils.skip_init(torch.nn.Embedding, VOCAB, VOCAB, dtype=torch.float64)
-
+    new_model = partial(skip_init, torch.nn.Embedding, VOCAB, VOCAB, dtype=torch.float64)
     loss_fn = staticmethod(token_cross_entropy)
     items = staticmethod(real_tokens)  # what the token mean averages over: the targets != IGNORE_INDEX
 
@@ -190,11 +180,7 @@ class Policy(CountedWindow):
 
     name, unit, per_item, counted = "rl", "completions", "-A log p token losses", "completion tokens"
     own_count, summed, group = "per_micro_batch_normaliser", "summed -A log p", GROUP_SIZE  # bnpo's own count
-
-    @staticmethod
-    def new_model() -> torch.nn.Module:
-        return torch.nn.utils.skip_init(torch.nn.Linear, FEATURES, ACTIONS, bias=False, dtype=torch.float64)
-
+    new_model = partial(skip_init, torch.nn.Linear, FEATURES, ACTIONS, bias=False, dtype=torch.float64)
     loss_fn = staticmethod(policy_gradient_loss)
     items = staticmethod(completion_tokens)
     shapes = {"grpo_sequence_mean": sequence_mean}  # the summed loss's gradient -> this shape's
