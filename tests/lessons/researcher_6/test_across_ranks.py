@@ -1,5 +1,6 @@
 """A real two-process gloo run with unequal token counts: the per-rank mean fails allclose against one
-process, both fixes pass, and no worker process is left after a run or a worker's error."""
+process, both fixes pass, on data-parallel ranks and on the context-parallel ranks of one sequence, and no
+worker process is left after a run or a worker's error."""
 import signal
 import tempfile
 import time
@@ -7,6 +8,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+import torch
 
 from tests.processes import still_running
 from widgets.core.config import BudgetError
@@ -28,19 +30,34 @@ def _rendezvous_folders():
 @pytest.fixture(scope="module")
 def run():
     before, folders = {p.pid for p in psutil.Process().children(recursive=True)}, _rendezvous_folders()
-    result = run_across_ranks(RanksConfig(imbalances=(1, 4)), timeout_s=180)
+    result = run_across_ranks(RanksConfig(imbalances=(1, 4), context_targets=(1, 24, 32)), timeout_s=180)
     return result, _new_children(before) + sorted(_rendezvous_folders() - folders)
 
 
 def test_per_rank_mean_fails_with_unequal_counts_and_both_fixes_pass(run):
     result, _ = run
-    assert result.counts == {1: [64, 64], 4: [64, 16]}
+    assert result.counts[1] == [64, 64] and result.counts[4] == [64, 16]
     assert result.against_one_process(1, "per_rank_mean")[0]  # equal counts: the mean of means is the mean
     assert not result.against_one_process(4, "per_rank_mean")[0]
     for x in (1, 4):
         for loop in ("all_reduce_count", "sum_then_scale"):
             assert result.against_one_process(x, loop)[0], (x, loop)
         assert all(result.ranks_agree(x, loop) for loop in ("per_rank_mean", "all_reduce_count", "sum_then_scale"))
+
+
+def test_a_slice_local_count_halves_the_gradient_at_cp_2_and_the_all_ranks_count_passes(run):
+    result, _ = run
+    assert result.counts == {1: [64, 64], 4: [64, 16], "cp1": [4, 0], "cp24": [64, 32], "cp32": [64, 64]}
+    rank_0 = {case: torch.tensor(result.grads[f"{case}:per_rank_mean"][0], dtype=torch.float64) for case in ("cp1", "cp24")}
+    truth = {case: torch.tensor(result.truth[case], dtype=torch.float64) for case in ("cp1", "cp24")}
+    assert torch.allclose(rank_0["cp1"], truth["cp1"] / 2, rtol=1e-9, atol=1e-12)  # the second slice is all padding
+    assert not result.against_one_process("cp24", "per_rank_mean")[0]  # slices of 64 and 32 targets: turned
+    assert result.cosine("cp24", "per_rank_mean") < 0.99
+    assert result.against_one_process("cp32", "per_rank_mean")[0]  # equal slices: the mean of means is the mean
+    for case in ("cp1", "cp24", "cp32"):
+        for loop in ("all_reduce_count", "sum_then_scale"):
+            assert result.against_one_process(case, loop)[0], (case, loop)
+            assert result.ranks_agree(case, loop)
 
 
 def test_nothing_is_left_after_a_run(run):
@@ -74,6 +91,8 @@ def test_bad_input(monkeypatch):
         RanksConfig(imbalances=(3,))
     with pytest.raises(ValueError, match="imbalances"):
         RanksConfig(imbalances=())
+    with pytest.raises(ValueError, match=r"context_targets\[1\]"):
+        RanksConfig(context_targets=(1, 33))
     with pytest.raises(ValueError, match="world_size"):
         RanksConfig(world_size=9)
     with pytest.raises(TypeError, match="config"):

@@ -9,7 +9,8 @@ import torch
 
 from widgets.lessons.researcher_6.invariance import (
     BUGS, all_reduce_count, count_every_label, count_targets, ddp_gradient, grid, holds, invariance_oracle,
-    make_window, one_process_gradient, per_rank_mean, random_window, split_ranks, sum_then_scale, window_and_k,
+    make_window, one_process_gradient, per_rank_mean, random_window, split_context, split_ranks, sum_then_scale,
+    window_and_k,
 )
 from widgets.research.tokens import TinyCausalLM
 
@@ -94,3 +95,50 @@ def test_a_grid_points_cosine_is_the_angle_to_the_truth():
     truth = torch.tensor([2.0, 5.0, -1.0], dtype=torch.float64)
     point = GridPoint(2, 2, 1, *compare(g, truth))
     assert math.isclose(point.cosine, float(g @ truth / (g.norm() * truth.norm())), rel_tol=1e-12)
+
+
+@pytest.mark.parametrize("cp", (1, 2, 3, 4))
+def test_the_context_slices_share_out_every_target_once(cp):
+    window = random_window(8, 16, seed=1)
+    rows = split_ranks(window, 1, 2)[0]
+    ranks = split_context(rows, cp)
+    assert len(ranks) == cp
+    for i, (input_ids, labels) in enumerate(rows):
+        assert all(torch.equal(rank[i][0], input_ids) for rank in ranks)  # every CP rank reads the whole rows here
+        kept = torch.stack([rank[i][1] != -100 for rank in ranks])
+        assert torch.equal(kept.sum(0)[:, 1:] > 0, labels[:, 1:] != -100)  # every target, position 0 never one
+        assert int(kept.sum(0).max()) <= 1  # and each on one rank only
+    assert sum(count_targets(labels) for rank in ranks for _, labels in rank) == count_targets(window.labels)
+
+
+@pytest.mark.parametrize("cp", (2, 4))
+def test_a_slice_local_count_scales_by_one_over_cp_when_one_slice_holds_every_target(cp):
+    window = make_window([4] * 4, seed=2, length=17)  # 3 targets per row, all in the first slice of 16 positions
+    model = TinyCausalLM(vocab_size=12, seed=2)
+    truth = one_process_gradient(model, window)
+    assert torch.allclose(ddp_gradient(model, window, 1, 2, per_rank_mean, context_size=cp), truth / cp,
+                          rtol=1e-9, atol=1e-12)  # Megatron-LM PR #7513: a half at CP = 2, a quarter at CP = 4
+    for fix in (all_reduce_count, sum_then_scale):
+        assert torch.allclose(ddp_gradient(model, window, 1, 2, fix, context_size=cp), truth, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_across_dp_and_cp_the_all_ranks_count_passes_and_the_per_rank_mean_fails(seed):
+    window, model = _setup(seed)
+    truth = one_process_gradient(model, window)
+    for w, k, cp in ((1, 2, 2), (2, 2, 2), (2, 3, 4), (3, 2, 3)):
+        for fix in (all_reduce_count, sum_then_scale):
+            assert torch.allclose(ddp_gradient(model, window, w, k, fix, context_size=cp), truth, rtol=1e-9, atol=1e-12)
+        wrong = ddp_gradient(model, window, w, k, per_rank_mean, context_size=cp)
+        assert not torch.allclose(wrong, truth, rtol=1e-7, atol=1e-10), (w, k, cp)
+
+
+def test_the_oracle_has_a_context_parallel_axis():
+    window, model = _setup(0)
+    points = invariance_oracle(per_rank_mean, window=window, model=model, context_sizes=(1, 2))
+    assert {p.context_size for p in points} == {1, 2} and len(points) == 2 * len(grid(24))
+    assert all(p.allclose == (p.world_size == 1 and p.context_size == 1) for p in points)  # one rank: the window mean
+    with pytest.raises(ValueError, match=r"context_sizes\[1\]"):
+        invariance_oracle(per_rank_mean, window=window, model=model, context_sizes=(2, 16))
+    with pytest.raises(ValueError, match="length"):
+        make_window([5, 9], length=8)

@@ -3,7 +3,9 @@ from widgets.audit.auditor import audit_training_loop
 from widgets.core.accumulation import below
 from widgets.draw.stills import still
 from widgets.draw.style import new_figure
-from widgets.lessons.researcher_6.across_ranks import LOOPS, RanksConfig, run_across_ranks, token_weights
+from widgets.lessons.researcher_6.across_ranks import (
+    CONTEXT_LENGTH, LOOPS, RanksConfig, run_across_ranks, token_weights,
+)
 from widgets.lessons.researcher_6.draw import draw_imbalance_gap
 from widgets.lessons.researcher_6.exercises import ranks_exercises
 from widgets.lessons.researcher_6.invariance import (

@@ -1,5 +1,6 @@
-"""The invariance oracle: one window of padded sequences over W ranks x K micro-batches of b, DDP-averaged, must
-give one process's gradient at every (W, K, b). Float64: a failed allclose is the division, not rounding."""
+"""The invariance oracle: one window of padded sequences over W ranks x K micro-batches of b, each sequence split
+over CP more ranks, DDP-averaged, must give one process's gradient at every (W, CP, K, b). Float64: a failed
+allclose is the division, not rounding."""
 from __future__ import annotations
 
 import math
@@ -29,11 +30,13 @@ class Window:
         return self.input_ids.shape[0]
 
 
-def make_window(lengths: Sequence[int], seed: int = 0) -> Window:
-    """Random tokens, row i `lengths[i]` long (>= 2, so that it has a target), right-padded to the longest."""
-    check_memory(f"make_window({len(lengths)} sequences)", 3 * len(lengths) * max(lengths) * 8)
+def make_window(lengths: Sequence[int], seed: int = 0, length: int | None = None) -> Window:
+    """Random tokens, row i `lengths[i]` long (>= 2, so that it has a target), right-padded to `length` (default:
+    the longest row; a fixed length, as Megatron pads, leaves whole context shards of padding)."""
+    length = max(lengths) if length is None else check_int("length", length, max(lengths), 4096)
+    check_memory(f"make_window({len(lengths)} sequences)", 3 * len(lengths) * length * 8)
     g = torch.Generator().manual_seed(seed)
-    input_ids = torch.randint(VOCAB, (len(lengths), max(lengths)), generator=g)
+    input_ids = torch.randint(VOCAB, (len(lengths), length), generator=g)
     labels = input_ids.clone()
     for i, n in enumerate(lengths):
         input_ids[i, n:] = 0  # the pad token: the model reads it, the loss never does
@@ -87,7 +90,7 @@ def per_rank_mean(model, micro_batches, world_size, all_ranks_count) -> None:
     """BUG: each rank normalises by its own count; DDP's mean then weighs ranks, not tokens."""
     rank_count = sum(count_targets(labels) for _, labels in micro_batches)  # this rank's targets only
     for input_ids, labels in micro_batches:
-        loss = token_loss_sum(model, input_ids, labels) / rank_count  # BUG: 1 / (W n_r) per token after DDP
+        loss = token_loss_sum(model, input_ids, labels) / max(rank_count, 1)  # BUG: 1 / (W n_r) per token after DDP
         loss.backward()
 
 
@@ -163,15 +166,35 @@ def split_ranks(window: Window, world_size: int, accumulation_steps: int) -> lis
     return [[(window.input_ids[s], window.labels[s]) for s in rows[r * K:(r + 1) * K]] for r in range(W)]
 
 
+def split_context(micro_batches: list, context_size: int) -> list[list[tuple[torch.Tensor, torch.Tensor]]]:
+    """The CP ranks' copies of one rank's micro-batches: the same rows, each rank keeping the labels of its
+    contiguous slice of target positions 1..T-1 (the rest IGNORE_INDEX), so a row's end padding falls in the last slices."""
+    if context_size == 1:
+        return [micro_batches]
+    ranks = []
+    for positions in torch.arange(1, micro_batches[0][1].shape[1]).tensor_split(context_size):
+        shards = []
+        for input_ids, labels in micro_batches:
+            shard = torch.full_like(labels, IGNORE_INDEX)
+            shard[:, positions] = labels[:, positions]
+            shards.append((input_ids, shard))
+        ranks.append(shards)
+    return ranks
+
+
 def ddp_gradient(model: torch.nn.Module, window: Window, world_size: int, accumulation_steps: int, loop: Loop,
-                 count: Count = count_targets) -> torch.Tensor:
-    """The final gradient (P,) of W simulated ranks, each running `loop`, averaged as DDP averages them."""
-    ranks = split_ranks(window, world_size, accumulation_steps)
+                 count: Count = count_targets, context_size: int = 1) -> torch.Tensor:
+    """The final gradient (P,) of W x CP simulated ranks, each running `loop`, averaged as DDP averages them.
+
+    A CP rank here runs the forward on whole rows and back-propagates its slice's loss; a real one holds only its
+    slice and exchanges keys and values, and the gradient summed over the CP ranks is the same."""
+    ranks = [cp_rank for rank in split_ranks(window, world_size, accumulation_steps)
+             for cp_rank in split_context(rank, context_size)]
     all_ranks_count = sum(count(labels) for rank in ranks for _, labels in rank)  # what the all-reduce returns
     grads = []
     for micro_batches in ranks:
         model.zero_grad(set_to_none=True)
-        loop(model, micro_batches, world_size, all_ranks_count)
+        loop(model, micro_batches, len(ranks), all_ranks_count)  # DDP averages over all W x CP ranks
         grads.append(flat_grad(model))
     model.zero_grad(set_to_none=True)
     return torch.stack(grads).mean(dim=0)  # DDP's all-reduce: the mean of the W ranks' gradients
@@ -195,7 +218,8 @@ def grid(num_sequences: int, sizes: Sequence[int] = (1, 2, 3, 4)) -> list[tuple[
 
 @dataclass(frozen=True)
 class GridPoint:
-    """One (W, K, b) against the truth: allclose, the size along the truth, and the relative error."""
+    """One (W, K, b), each sequence over `context_size` ranks, against the truth: allclose, the size along the
+    truth, and the relative error."""
 
     world_size: int
     accumulation_steps: int
@@ -203,6 +227,7 @@ class GridPoint:
     allclose: bool
     ratio: float  # <g, truth> / <truth, truth>: 0.25 is a quarter-size update
     rel_error: float  # |g - truth| / |truth|
+    context_size: int = 1  # CP: the ranks one sequence is split over, besides the W data-parallel ones
 
     @property
     def cosine(self) -> float:
@@ -218,19 +243,24 @@ def compare(grad: torch.Tensor, truth: torch.Tensor) -> tuple[bool, float, float
 
 
 def invariance_oracle(loop: Loop, count: Count = count_targets, window: Window | None = None,
-                      model: torch.nn.Module | None = None) -> list[GridPoint]:
-    """Run `loop` at every (W, K, b) of the grid, W and K up to 4, on the same window; each point against one process."""
+                      model: torch.nn.Module | None = None, context_sizes: Sequence[int] = (1,)) -> list[GridPoint]:
+    """Run `loop` at every (W, K, b) of the grid, W and K up to 4, at each CP of `context_sizes`, on the same window;
+    each point against one process."""
     window = window if window is not None else random_window()
     model = model if model is not None else TinyCausalLM(vocab_size=VOCAB)
     for name, value in (("loop", loop), ("count", count)):
         if not callable(value):
             raise TypeError(f"{name} must be a function (see widgets.lessons.researcher_6.invariance), got {type(value).__name__}")
+    positions = window.labels.shape[1] - 1  # the target positions a sequence is split over
+    for i, cp in enumerate(context_sizes):
+        check_int(f"context_sizes[{i}]", cp, 1, positions)
     points = []
     with one_thread():  # a tiny model: a second thread only waits, and on a busy machine for seconds
         truth = one_process_gradient(model, window)
-        for w, k, b in grid(window.num_sequences):
-            ok, ratio, err = compare(ddp_gradient(model, window, w, k, loop, count), truth)
-            points.append(GridPoint(w, k, b, ok, ratio, err))
+        for cp in context_sizes:
+            for w, k, b in grid(window.num_sequences):
+                ok, ratio, err = compare(ddp_gradient(model, window, w, k, loop, count, cp), truth)
+                points.append(GridPoint(w, k, b, ok, ratio, err, cp))
     return points
 
 
