@@ -21,7 +21,7 @@ from typing import Callable, Iterator, NamedTuple, Sequence
 import torch
 
 from widgets.audit import diagnosis, outcome, ranks
-from widgets.audit.instruments import LEARNING_RATE, UNSCALE_OP, Run, printable, run_loop
+from widgets.audit.instruments import UNSCALE_OP, Run, printable, run_loop
 from widgets.audit.outcome import Finding
 from widgets.audit.problems import TASKS, AuditSetup, make_problem
 from widgets.core.config import check_float, check_int
@@ -31,7 +31,6 @@ from widgets.core.training import known_torch_state
 
 _allclose = torch.allclose  # bound at import: a loop that replaces torch.allclose changes no verdict
 
-__all__ = ["LEARNING_RATE", "AuditReport", "audit_training_loop"]
 # PyTorch's own error messages, each explained in one sentence about an accumulation loop
 TORCH_ERRORS: dict[str, str] = {  # a piece of the message -> what it means here
     "backward through the graph a second time": "a backward() ran through a graph an earlier backward() had already "
@@ -315,10 +314,8 @@ def _judge(run, reference, problem) -> _Verdict:
 
 def _learning_rate(tape, reference, problem, findings: list[Finding], scale: list[Finding]) -> list[Finding]:
     """The learning rate each step ran at, against the reference's step for step."""
-    if len(tape.steps) != len(reference.steps):
-        return findings
     rates = [s.lr / r.lr for s, r in zip(tape.steps, reference.steps)]
-    if all(outcome.close(rate, 1) for rate in rates):
+    if len(tape.steps) != len(reference.steps) or all(outcome.close(rate, 1) for rate in rates):
         return findings
     seen = f"steps ran at learning rates {[float(f'{s.lr:.3g}') for s in tape.steps[:4]]}, the reference's at " \
            f"{[float(f'{s.lr:.3g}') for s in reference.steps[:4]]}"
@@ -338,8 +335,7 @@ def _how_it_piled(tape, problem) -> list[str]:
     if any(c.op == UNSCALE_OP for c in tape.grad_changes):
         return ["your loop scales the loss with a GradScaler and unscales .grad before the step; the updates "
                 "come out right"]
-    boundaries = diagnosis.check_boundaries(tape, problem)
-    if any(not outcome.close(r, 1) for r in boundaries.rescale):
+    if any(not outcome.close(r, 1) for r in diagnosis.check_boundaries(tape, problem).rescale):
         return ["your loop rescales .grad instead of the loss; the updates come out right"]
     return []
 

@@ -93,8 +93,8 @@ def check_steps(tape: Tape, structure: Structure, problem: Problem) -> list[Find
     befores = [s.passes_before for s in tape.steps]
     doubled = [u for u in range(1, len(befores)) if befores[u] == befores[u - 1] and befores[u]]
     if doubled and sorted(set(positions)) == expected:
-        amp = any(c.op == UNSCALE_OP for c in tape.grad_changes)  # the loop runs a GradScaler
-        return [Finding("amp_step_twice" if amp else "step_twice",
+        gradscaler = any(c.op == UNSCALE_OP for c in tape.grad_changes)
+        return [Finding("amp_step_twice" if gradscaler else "step_twice",
                         f"{seen}: steps {doubled} came right after another step, with no backward() between")]
     if [s.passes_before for s in tape.steps] == list(range(1, len(tape.passes) + 1)) and len(positions) > len(expected):
         return [Finding("step_every_micro_step", f"{seen}, one per update of K = {problem.K} micro-batches")]

@@ -93,12 +93,26 @@ def carried(tape: Tape, problem: Problem) -> list[Part]:
     return parts
 
 
+class LogTruth(NamedTuple):
+    """What one update may log: its mean loss (micro-batch means weighted n_i/n), and the usual wrong logs."""
+
+    mean: float
+    plain: float
+    last: float
+    divided: tuple[float, ...]
+
+    @classmethod
+    def of(cls, losses: list[float], shares: list[float], K: int) -> "LogTruth":
+        mean, n = sum(l * s for l, s in zip(losses, shares)), len(losses)
+        twice = sum(l * s * s for l, s in zip(losses, shares))  # each part of the mean divided again by n/n_i
+        return cls(mean, sum(losses) / n, losses[-1], (mean / n, mean / K, losses[-1] / n, losses[-1] / K, twice))
+
+
 class WindowTruth(NamedTuple):
     """One update of the right loop at a given weight, by plain autograd."""
 
     grad: torch.Tensor  # flat: what its step must use, clipped like clip_grad_norm_
-    micro_losses: list[float]  # each micro-batch's mean loss, in order
-    shares: list[float]  # each micro-batch's share n_i/n of the update's items
+    log: LogTruth  # what its log may read
     unclipped: torch.Tensor  # flat: the gradient before clipping
 
 
@@ -107,12 +121,10 @@ def window_truth(problem: Problem, weight: torch.Tensor, window: range) -> Windo
     means = [problem.task.loss_fn(problem.forward(w, problem.batches[j][0]), problem.batches[j][1])
              for j in window]
     items = [problem.items(j) for j in window]
-    total = sum(items)
     summed = sum(m * n for m, n in zip(means, items))  # the summed per-item loss of the window
-    (grad,) = torch.autograd.grad(summed * problem.right_factor(window.start // problem.K), w)  # / n (ranks: x W / N)
-    grad = grad.reshape(-1)
-    losses = [float(m.detach()) for m in means]
-    return WindowTruth(clip_flat(grad, problem.clip_norm), losses, [n / total for n in items], grad)
+    grad = torch.autograd.grad(summed * problem.right_factor(window.start // problem.K), w)[0].reshape(-1)
+    log = LogTruth.of([float(m.detach()) for m in means], [n / sum(items) for n in items], problem.K)
+    return WindowTruth(clip_flat(grad, problem.clip_norm), log, grad)
 
 
 class Outcome(NamedTuple):
@@ -156,21 +168,6 @@ def check_scheduler(tape: Tape, reference: Tape) -> list[Finding]:
     return []
 
 
-class LogTruth(NamedTuple):
-    """What one update may log: its mean loss (micro-batch means weighted n_i/n), and the usual wrong logs."""
-
-    mean: float
-    plain: float
-    last: float
-    divided: tuple[float, ...]
-
-    @classmethod
-    def of(cls, losses: list[float], shares: list[float], K: int) -> "LogTruth":
-        mean, n = sum(l * s for l, s in zip(losses, shares)), len(losses)
-        twice = sum(l * s * s for l, s in zip(losses, shares))  # each part of the mean divided again by n/n_i
-        return cls(mean, sum(losses) / n, losses[-1], (mean / n, mean / K, losses[-1] / n, losses[-1] / K, twice))
-
-
 class LogCheck(NamedTuple):
     findings: list[Finding]
     notes: list[str]
@@ -185,7 +182,7 @@ def check_log(log: list[float] | None, log_problem: str | None, tape: Tape, stru
     if log is None:
         return LogCheck([], ["logging not checked: the loop returned no list of logged losses"], False)
     if outcome.exact:
-        readings = [[LogTruth.of(t.micro_losses, t.shares, problem.K) for t in outcome.truths]]
+        readings = [[t.log for t in outcome.truths]]
     elif structure is None or not structure.each_once:
         return LogCheck([], ["logging not checked: not every micro-batch went through backward() once"], False)
     else:
@@ -214,7 +211,6 @@ def check_log(log: list[float] | None, log_problem: str | None, tape: Tape, stru
 
 def _own_means(tape: Tape, structure: Structure, problem: Problem) -> list[list[LogTruth]]:
     """The log readings of the loop's own updates, and of the right loop's when the steps fall elsewhere."""
-    task = problem.task
     output_of = {part.batch: part.output for part in carried(tape, problem)}
     batch_of = [f.batch for f in tape.forwards]
 
@@ -224,7 +220,7 @@ def _own_means(tape: Tape, structure: Structure, problem: Problem) -> list[list[
             if not batches:
                 continue  # a step with nothing newly piled (a second step in a row) logs no update of its own
             items = [problem.items(j) for j in batches]
-            losses = [float(task.loss_fn(output_of[j], problem.batches[j][1])) for j in batches]
+            losses = [float(problem.task.loss_fn(output_of[j], problem.batches[j][1])) for j in batches]
             out.append(LogTruth.of(losses, [n / sum(items) for n in items], problem.K))
         return out
 

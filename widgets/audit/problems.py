@@ -163,8 +163,7 @@ def policy_gradient_loss(logits: torch.Tensor, targets: Completions, reduction: 
     if reduction not in ("mean", "sum"):
         raise ValueError(f"reduction must be 'mean' or 'sum', got {reduction!r}")
     logp = logits.log_softmax(-1).gather(-1, targets.tokens.clamp(min=0).unsqueeze(-1)).squeeze(-1)
-    per_token = -targets.advantages.unsqueeze(1) * logp * targets.mask
-    total = per_token.sum()
+    total = (-targets.advantages.unsqueeze(1) * logp * targets.mask).sum()  # over the completion tokens
     return total / completion_tokens(targets) if reduction == "mean" else total
 
 
@@ -340,8 +339,7 @@ def _completion_batches(K, num_batches, clip_norm, g):
     total = sum(rows)
     behaviour = torch.randn(ACTIONS, FEATURES, generator=g, dtype=torch.float64)  # the policy that sampled them
     generated = math.ceil(total / GROUP_SIZE) * GROUP_SIZE  # whole groups; the loop sees the first `total`
-    rewards = torch.randn(generated, generator=g, dtype=torch.float64)
-    grouped = rewards.reshape(-1, GROUP_SIZE)
+    grouped = torch.randn(generated, generator=g, dtype=torch.float64).reshape(-1, GROUP_SIZE)  # the rewards
     advantages = ((grouped - grouped.mean(1, keepdim=True)) / (grouped.std(1, keepdim=True) + 1e-4)).reshape(-1)
     batches, start = [], 0
     for j, m in enumerate(rows):

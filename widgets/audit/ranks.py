@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass, field
 
 import torch
 
@@ -65,11 +66,13 @@ class _Exchange:
             self._cond.notify_all()
 
 
+@dataclass
 class Comm:
     """One rank's handle on the others: `rank`, `world_size`, and `all_reduce(tensor)` (a sum, in place)."""
 
-    def __init__(self, rank: int, exchange: _Exchange):
-        self.rank, self.world_size, self._exchange = rank, exchange.world_size, exchange
+    rank: int
+    world_size: int
+    _exchange: _Exchange = field(repr=False)
 
     def all_reduce(self, tensor: torch.Tensor, op=None) -> torch.Tensor:
         """Sum `tensor` over the ranks, in place, and return it (torch.distributed.all_reduce, SUM)."""
@@ -90,9 +93,6 @@ class Comm:
         pile = torch.zeros_like(weight) if grad is None else grad.detach().clone()
         parts = self._exchange.meet(self.rank, "optimizer.step()", pile)
         return sum(parts[1:], parts[0]) / self.world_size
-
-    def __repr__(self) -> str:
-        return f"Comm(rank={self.rank}, world_size={self.world_size})"
 
 
 def rank_problems(setup: AuditSetup) -> tuple[list[Problem], Problem]:
@@ -129,7 +129,7 @@ def run_ranks(loop, problems: list[Problem], time_limit_s: float) -> tuple[list[
     def rank_main(r: int) -> None:
         try:
             with torch.enable_grad():  # grad mode is per thread
-                runs[r] = run_loop(loop, problems[r], time_limit_s, Comm(r, exchange))
+                runs[r] = run_loop(loop, problems[r], time_limit_s, Comm(r, world_size, exchange))
         finally:
             run = runs[r]
             exchange.end(r, "ended" if run is None or run.error is None else "raised")
