@@ -29,8 +29,6 @@ SLOW = (
     "tests/lessons/beginner_2/test_controls_lifecycle.py::test_re_running_the_cell_30_times",  # 30 explorers built
     "tests/test_reliability.py::test_100_slider_changes",  # 100 redraws and a memory reading
     "tests/lab/test_instructor.py::",  # runs make_plans twice
-    "tests/lab/test_doctor.py::test_a_kernel_from_another_environment",  # a new venv, a doctor subprocess
-    "tests/lab/test_doctor.py::test_an_ipywidgets_of_the_wrong_generation",
     "tests/lessons/researcher_6/test_across_ranks.py::test_per_rank_mean_fails",  # these three: gloo runs
     "tests/lessons/researcher_6/test_across_ranks.py::test_nothing_is_left_after_a_run",
     "tests/lessons/researcher_6/test_across_ranks.py::test_an_error_in_a_worker_stops_every_worker",

@@ -26,9 +26,9 @@ from widgets.lessons.beginner_2 import controls as explorer  # noqa: E402
 from widgets.core import accumulation, config, training  # noqa: E402
 from widgets.core.config import AccumulationConfig  # noqa: E402
 from widgets.research.ddp import DDPConfig  # noqa: E402
-from widgets.research import noise_scale, tokens  # noqa: E402
+from widgets.research import noise_scale  # noqa: E402
 from widgets.lessons.researcher_1 import precision  # noqa: E402
-from widgets.lessons.researcher_2 import batchnorm, contrastive, dropout, once_per_update  # noqa: E402
+from widgets.lessons.researcher_2 import contrastive  # noqa: E402
 from widgets.lessons.researcher_3 import critical_batch, critical_race  # noqa: E402
 from widgets.research.memory import TinyGPT, measure_memory_terms  # noqa: E402
 
@@ -103,9 +103,6 @@ CASES["budget"] = [
     Case("a seq 4096 x b 4096 micro-step", lambda: measure_memory_terms(TinyGPT(seq_len=4096), 4096), ValueError,
          "micro_batch_size=4096"),
     Case("DDP data of ~1.5 GB per process", lambda: DDPConfig(3, 64, 1024, 100), ValueError, "each of its 4 processes"),
-    Case("norm data of ~6 GB", lambda: batchnorm.make_norm_data(100_000, 4096), ValueError, "features=4096"),
-    Case("dropout data of ~3 GB", lambda: dropout.make_dropout_data(100_000, 4096), ValueError, "features=4096"),
-    Case("DropoutMLP of ~1.5 GB", lambda: dropout.DropoutMLP(4096, 4096, dropout_layers=8), ValueError, "hidden=4096"),
     Case("pairs of ~15 GB", lambda: contrastive.make_pairs(100_000, 4096), ValueError, "num_pairs=100000"),
     Case("20,000 x 20,000 InfoNCE scores", lambda: contrastive.full_batch_contrastive(
         contrastive.make_encoders(1, 1, 1), torch.ones(20_000, 1, dtype=torch.float64),
@@ -126,9 +123,6 @@ CASES["budget"] = [
          ValueError, "60 runs"),
     Case("1000 updates of 1024 micro-steps", lambda: critical_batch.same_update_any_split(
         critical_batch.make_teacher_problem(512), 1024, [1], num_updates=1000), ValueError, "LAB_TIME_LIMIT_S"),
-    Case("once-per-update data of ~78 GB", lambda: once_per_update.run_once_per_update(1024, 1024, 1000), ValueError,
-         "num_updates=1000"),
-    Case("TinyCausalLM of ~2.4 GB", lambda: tokens.TinyCausalLM(100_000, 1024), ValueError, "vocab_size=100000"),
 ]
 
 

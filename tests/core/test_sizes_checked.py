@@ -52,6 +52,7 @@ LISTED = {
     "widgets.lessons.researcher_7.fsdp.make_fsdp_mlp",
     "widgets.lessons.researcher_7.pipeline.make_micro_batches",
     "widgets.lessons.researcher_7.pipeline.make_mlp",
+    "widgets.lessons.researcher_7.window.make_windows",
     "widgets.lessons.researcher_8.moe.TinyMoE",
     "widgets.lessons.researcher_8.moe.make_domain_tokens",
     "widgets.lessons.researcher_8.rl_losses.TinyPolicy",

@@ -50,8 +50,8 @@ def test_cite_numbers_the_works_in_order_as_text_and_as_links():
         "[1] Ioffe and Szegedy (2015), Batch Normalization: Accelerating Deep Network Training by Reducing "
         "Internal Covariate Shift, arXiv:1502.03167.\n"
         "[2] Thakur, Rabenseifner and Gropp (2005), Optimization of Collective Communication Operations in MPICH, "
-        "International Journal of High Performance Computing Applications 19(1) (the alpha-beta cost model of "
-        "ring all-reduce: 2(N-1) latency steps).")
+        "International Journal of High Performance Computing Applications 19(1) (the alpha-beta cost model; "
+        "recursive doubling and Rabenseifner's all-reduce).")
     assert repr(cite("gao2021")) == str(cite("gao2021"))
     assert cite("radford2021", "transformers_34242")._repr_markdown_() == (
         "1. Radford et al. (2021), Learning Transferable Visual Models From Natural Language Supervision (CLIP), "

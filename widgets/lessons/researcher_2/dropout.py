@@ -68,6 +68,7 @@ class DropoutMLP(torch.nn.Module):
 
 def make_dropout_data(num_examples: int = 32, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """x (n, 4), y (n, 1): a noisy linear target, float64."""
+    check_int("num_examples", num_examples, 2, 100_000)
     g = torch.Generator().manual_seed(check_int("seed", seed, 0, 2**31 - 1))
     x = torch.randn(num_examples, FEATURES, generator=g, dtype=DTYPE)
     return x, x.sum(dim=1, keepdim=True) + 0.1 * torch.randn(num_examples, 1, generator=g, dtype=DTYPE)
