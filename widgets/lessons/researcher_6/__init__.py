@@ -6,6 +6,7 @@ import importlib
 
 from widgets.audit.auditor import audit_training_loop
 from widgets.core.accumulation import below
+from widgets.exercises.verdicts import verdict
 from widgets.lessons.researcher_6.across_ranks import (
     CONTEXT_LENGTH, LOOPS, RanksConfig, run_across_ranks, token_weights,
 )
