@@ -137,3 +137,51 @@ def test_bad_clip_norm_names_the_parameter(factory):
 def test_bad_exact_names_the_parameter():
     with pytest.raises(TypeError, match="exact"):
         lightning_loop(exact="yes")
+
+
+# (epoch_batches, num_batches) at K = 4: two epochs of 3 micro-batches, fewer than K; one epoch of 10, a tail of 2
+EPOCHS = {"shorter_than_k": (3, 6), "short_tail": (10, 10)}
+
+
+@pytest.mark.parametrize("framework", sorted(DOCUMENTED))
+def test_an_epoch_shorter_than_k_steps_at_each_epoch_end_unwarned(framework):
+    """Lightning #21808, Accelerate #1847: each epoch's last batch forces the step, so no update holds K
+    micro-batches; each still weighs 1/K. If an upgrade warns or stops stepping there, this fails: re-execute the
+    notebook."""
+    report = audit_training_loop(DOCUMENTED[framework](epoch_batches=3), 4, num_batches=6)
+    assert report.mistakes == {"wrong_step_positions", "tail_divided_by_k", "log_last_micro_batch"}
+    assert any("steps after micro-batches [2, 5], the reference after [3, 5]" in f for f in report.findings)
+    assert report.counts["optimizer.step()"] == (2, 2)
+    assert report.notes == []  # Lightning 2.6.6 does not warn (PR #21811's warning would land here)
+
+
+@pytest.mark.parametrize("framework", sorted(DOCUMENTED))
+def test_an_epochs_short_tail_is_divided_by_k(framework):
+    """Lightning #19987: the epoch's last window of 2 micro-batches is applied, each weighing 1/K."""
+    report = audit_training_loop(DOCUMENTED[framework](epoch_batches=10), 4, num_batches=10)
+    _assert_clean(report, 4, 10)
+    assert report.mistakes == {"tail_divided_by_k", "log_last_micro_batch"}
+    assert report.update_ratios[:2] == pytest.approx([1.0, 1.0], rel=1e-9)
+
+
+def test_epochs_read_the_micro_batches_once_each_in_order():
+    import torch
+
+    from widgets.lessons.developer_4.frameworks import epochs_of
+
+    batches = [(torch.full((3 if i < 5 else 1, 1), float(i)), torch.zeros(3 if i < 5 else 1, 1)) for i in range(6)]
+    loader = loader_of(batches, epoch_batches=2)
+    seen = []
+    for epoch in range(epochs_of(batches, 2)):
+        loader.batch_sampler.sampler.set_epoch(epoch)
+        assert len(loader) == 2
+        seen += [x[:, 0].tolist() for x, _ in loader]
+    assert seen == [[float(i)] * (3 if i < 5 else 1) for i in range(6)]
+    with pytest.raises(ValueError, match="epoch_batches must divide the 6"):
+        epochs_of(batches, 4)
+
+
+@pytest.mark.parametrize("factory", [accelerate_loop, lightning_loop])
+def test_bad_epoch_batches_names_the_parameter(factory):
+    with pytest.raises(ValueError, match="epoch_batches"):
+        factory(epoch_batches=0)

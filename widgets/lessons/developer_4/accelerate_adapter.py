@@ -9,16 +9,16 @@ from typing import Callable
 import torch
 from accelerate import Accelerator
 
-from widgets.lessons.developer_4.frameworks import count_items, loader_of
+from widgets.lessons.developer_4.frameworks import checked_epoch_batches, count_items, epochs_of, loader_of
 from widgets.core.config import check_float
 
 Loop = Callable[..., list]
 
 
-def _prepared(model, optimizer, batches, accumulation_steps: int, scheduler):
+def _prepared(model, optimizer, batches, accumulation_steps: int, scheduler, epoch_batches=None):
     """An Accelerator for K, and the auditor's objects prepared by it over a loader of the same micro-batches."""
     accelerator = Accelerator(gradient_accumulation_steps=accumulation_steps, cpu=True)
-    objects = [model, optimizer, loader_of(batches)] + ([scheduler] if scheduler is not None else [])
+    objects = [model, optimizer, loader_of(batches, epoch_batches)] + ([scheduler] if scheduler is not None else [])
     prepared = accelerator.prepare(*objects)
     return accelerator, *prepared[:3], (prepared[3] if scheduler is not None else None)
 
@@ -27,30 +27,34 @@ def _checked_clip_norm(clip_norm: float | None) -> float | None:
     return None if clip_norm is None else check_float("clip_norm", clip_norm, 0.0, 1e6)
 
 
-def accelerate_loop(clip_norm: float | None = None, clip_on_sync_only: bool = True) -> Loop:
+def accelerate_loop(clip_norm: float | None = None, clip_on_sync_only: bool = True,
+                    epoch_batches: int | None = None) -> Loop:
     """The documented `accelerator.accumulate(model)` recipe; `clip_norm` clips as documented, under
-    `if accelerator.sync_gradients:`; `clip_on_sync_only=False` drops that `if` (a common slip)."""
-    clip_norm = _checked_clip_norm(clip_norm)
+    `if accelerator.sync_gradients:`; `clip_on_sync_only=False` drops that `if` (a common slip);
+    `epoch_batches` reads the micro-batches in epochs of that many (one epoch of all of them for None)."""
+    clip_norm, epoch_batches = _checked_clip_norm(clip_norm), checked_epoch_batches(epoch_batches)
     if not isinstance(clip_on_sync_only, bool):
         raise TypeError(f"clip_on_sync_only must be True or False, got {clip_on_sync_only!r}")
 
     def accelerate_accumulate(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+        batches = list(batches)
         accelerator, model, optimizer, loader, scheduler = _prepared(
-            model, optimizer, batches, accumulation_steps, scheduler)
+            model, optimizer, batches, accumulation_steps, scheduler, epoch_batches)
         logged = []
         try:
-            for x, y in loader:
-                with accelerator.accumulate(model):  # sets accelerator.sync_gradients: the one flag
-                    loss = loss_fn(model(x), y)
-                    accelerator.backward(loss)  # divides the loss by gradient_accumulation_steps
-                    if clip_norm is not None and (accelerator.sync_gradients or not clip_on_sync_only):
-                        accelerator.clip_grad_norm_(model.parameters(), clip_norm)
-                    optimizer.step()  # skipped by the prepared optimizer until sync_gradients
-                    if scheduler is not None:
-                        scheduler.step()
-                    optimizer.zero_grad()
-                    if accelerator.sync_gradients:
-                        logged.append(loss.item())
+            for _epoch in range(epochs_of(batches, epoch_batches)):
+                for x, y in loader:
+                    with accelerator.accumulate(model):  # sets accelerator.sync_gradients: the one flag
+                        loss = loss_fn(model(x), y)
+                        accelerator.backward(loss)  # divides the loss by gradient_accumulation_steps
+                        if clip_norm is not None and (accelerator.sync_gradients or not clip_on_sync_only):
+                            accelerator.clip_grad_norm_(model.parameters(), clip_norm)
+                        optimizer.step()  # skipped by the prepared optimizer until sync_gradients
+                        if scheduler is not None:
+                            scheduler.step()
+                        optimizer.zero_grad()
+                        if accelerator.sync_gradients:
+                            logged.append(loss.item())
         finally:
             accelerator.free_memory()
         return logged

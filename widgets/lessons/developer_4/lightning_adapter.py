@@ -10,7 +10,7 @@ import warnings
 from types import SimpleNamespace
 from typing import Callable
 
-from widgets.lessons.developer_4.frameworks import count_items, loader_of
+from widgets.lessons.developer_4.frameworks import checked_epoch_batches, count_items, epochs_of, loader_of
 from widgets.core.accumulation import windows
 from widgets.core.config import check_float
 
@@ -98,7 +98,8 @@ def _quiet():
     log.setLevel(logging.ERROR)
     try:
         with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", category=PossibleUserWarning)
+            # only the workers warning: one that names accumulate_grad_batches must reach the auditor
+            warnings.filterwarnings("ignore", message=".*does not have many workers", category=PossibleUserWarning)
             # Lightning's use of a torch pytree class torch deprecates: nothing about accumulation
             warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)`", category=FutureWarning)
             yield
@@ -106,19 +107,22 @@ def _quiet():
         log.setLevel(level)
 
 
-def lightning_loop(clip_norm: float | None = None, exact: bool = False) -> Loop:
+def lightning_loop(clip_norm: float | None = None, exact: bool = False, epoch_batches: int | None = None) -> Loop:
     """`Trainer(accumulate_grad_batches=K, gradient_clip_val=clip_norm)` on a LightningModule, as a loop;
-    `exact=True` normalises each loss by its window's item count."""
+    `exact=True` normalises each loss by its window's item count; `epoch_batches` fits epochs of that many
+    micro-batches (one epoch of all of them for None)."""
     clip_norm = None if clip_norm is None else check_float("clip_norm", clip_norm, 0.0, 1e6)
     if not isinstance(exact, bool):
         raise TypeError(f"exact must be True or False, got {exact!r}")
+    epoch_batches = checked_epoch_batches(epoch_batches)
 
     def loop(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
-        L = lightning_classes()
-        loader, logger = loader_of(batches), L.ListLogger()
+        L, batches = lightning_classes(), list(batches)
+        loader, logger = loader_of(batches, epoch_batches), L.ListLogger()
         with _quiet():
             trainer = L.pl.Trainer(
-                accelerator="cpu", devices=1, max_epochs=1, accumulate_grad_batches=accumulation_steps,
+                accelerator="cpu", devices=1, max_epochs=epochs_of(batches, epoch_batches),
+                accumulate_grad_batches=accumulation_steps,
                 gradient_clip_val=clip_norm, gradient_clip_algorithm="norm", plugins=[L.StepAfterClosure()],
                 logger=logger, log_every_n_steps=1, enable_checkpointing=False, enable_progress_bar=False,
                 enable_model_summary=False, num_sanity_val_steps=0,
