@@ -31,6 +31,7 @@ LISTED = {
     "widgets.lessons.beginner_2.exercises.pile_over_big_batch",
     "widgets.lessons.beginner_2.trade.kept_for_backward",
     "widgets.lessons.beginner_2.trade.memory_share",
+    "widgets.lessons.researcher_1.fp16.fp16_problem",
     "widgets.lessons.researcher_1.precision.make_precision_problem",
     "widgets.lessons.researcher_2.batchnorm.GhostBatchNorm1d",
     "widgets.lessons.researcher_2.batchnorm.make_norm_data",
