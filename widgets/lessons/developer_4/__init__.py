@@ -5,3 +5,4 @@ from widgets.exercises.verdicts import verdict
 from widgets.lessons.developer_4.accelerate_adapter import accelerate_items_loop, accelerate_loop
 from widgets.lessons.developer_4.frameworks import framework_versions
 from widgets.lessons.developer_4.lightning_adapter import lightning_classes, lightning_loop
+from widgets.research.references import cite, read_bib
