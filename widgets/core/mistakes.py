@@ -237,7 +237,12 @@ def mistake_diff(name: str, context: int = 3) -> str:
     loops = importlib.import_module("widgets.core.loops")
     if name not in (*MISTAKES, *loops.VARIANTS):
         raise ValueError(f"mistake_diff needs a mistake's name, one of {[*MISTAKES, *loops.VARIANTS]}, got {name!r}")
-    diff = difflib.unified_diff(_body(loops.train), _body(getattr(loops, name)), "train", name, n=context, lineterm="")
+    return loop_diff(loops.train, getattr(loops, name), context)
+
+
+def loop_diff(correct: Callable, loop: Callable, context: int = 3) -> str:
+    """`loop`'s body against `correct`'s, as a unified diff without headers (lines '+', '-', ' ')."""
+    diff = difflib.unified_diff(_body(correct), _body(loop), n=context, lineterm="")
     return "\n".join(line for line in diff if not line.startswith(("---", "+++", "@@")))
 
 

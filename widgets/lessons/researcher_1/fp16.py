@@ -2,13 +2,10 @@
 pile once, skips the whole update when any micro-step overflowed, and the schedule counts only updates taken."""
 from __future__ import annotations
 
-import difflib
-import inspect
-import textwrap
-
 import torch
 
 from widgets.core.config import FLOAT32, check_int, check_memory
+from widgets.core.mistakes import loop_diff
 
 IN_FEATURES, OUT_FEATURES = 32, 256
 OUTPUT_SIZE = 0.01  # outputs and targets of this size: the gradients fall towards float16's smallest numbers
@@ -93,7 +90,4 @@ def train_fp16_schedule_always(model, optimizer, scheduler, scaler, windows, max
 
 def fp16_diff() -> str:
     """`train_fp16_schedule_always`'s body against `train_fp16`'s, the whole loop, as a unified diff without headers."""
-    def body(function) -> list[str]:  # the lines past the signature and the docstring
-        return textwrap.dedent(inspect.getsource(function)).splitlines()[2:]
-    diff = difflib.unified_diff(body(train_fp16), body(train_fp16_schedule_always), n=100, lineterm="")
-    return "\n".join(line for line in diff if not line.startswith(("---", "+++", "@@")))
+    return loop_diff(train_fp16, train_fp16_schedule_always, context=100)

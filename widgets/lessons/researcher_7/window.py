@@ -2,16 +2,14 @@
 in 2025-26, each a whole window loop, and a short Adam run that logs the loss and the gradient norm per update."""
 from __future__ import annotations
 
-import difflib
-import inspect
 import math
-import textwrap
 from typing import Callable, NamedTuple
 
 import torch
 
 from widgets.core.accumulation import GRAD_ATOL, GRAD_RTOL, flat_grad
 from widgets.core.config import FLOAT32, check_float, check_int, check_memory
+from widgets.core.mistakes import loop_diff
 from widgets.lessons.researcher_7.pipeline import make_mlp, split_model, unsplit_gradient
 
 Window = list[list[tuple[torch.Tensor, torch.Tensor]]]  # K pipeline steps, each m micro-batches (x, y)
@@ -107,11 +105,7 @@ WINDOW_MISTAKES: dict[str, tuple[Callable[..., float], str]] = {
 
 def window_diff(loop: Callable) -> str:
     """`loop`'s whole body against `window_gradient`'s, as a unified diff without headers (lines '+', '-', ' ')."""
-    def body(function: Callable) -> list[str]:  # the lines past the signature and the docstring
-        lines = textwrap.dedent(inspect.getsource(function)).splitlines()
-        return lines[next(i for i, line in enumerate(lines) if line.lstrip().startswith('"""')) + 1:]
-    diff = difflib.unified_diff(body(window_gradient), body(loop), n=100, lineterm="")  # the whole loop
-    return "\n".join(line for line in diff if not line.startswith(("---", "+++", "@@")))
+    return loop_diff(window_gradient, loop, context=100)  # the whole loop
 
 
 def make_windows(updates: int, accumulation_steps: int, micro_batches: int, micro_batch_size: int, width: int = 8,
