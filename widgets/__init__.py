@@ -16,10 +16,16 @@ _PUBLIC = {
 __all__ = sorted(_PUBLIC)
 
 
-def __getattr__(name: str):
-    if name in _PUBLIC:
-        return getattr(importlib.import_module(_PUBLIC[name]), name)
-    raise AttributeError(f"module 'widgets' has no attribute {name!r}")
+def on_first_use(module: str, names: dict[str, str]):
+    """A module `__getattr__` that imports each of `names` from its module (name -> module) when first asked for."""
+    def __getattr__(name: str):
+        if name in names:
+            return getattr(importlib.import_module(names[name]), name)
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    return __getattr__
+
+
+__getattr__ = on_first_use(__name__, _PUBLIC)
 
 
 def __dir__() -> list[str]:

@@ -2,8 +2,7 @@
 
 The drawing loads on first use: the gloo workers import this package to reach `across_ranks.py`, and matplotlib
 would add about 30 MB to each of them, enough to take the notebook over its memory budget."""
-import importlib
-
+from widgets import on_first_use
 from widgets.audit.auditor import audit_training_loop
 from widgets.core.accumulation import below
 from widgets.exercises.verdicts import verdict
@@ -23,8 +22,4 @@ _ON_FIRST_USE = {
     "draw_imbalance_gap": "widgets.lessons.researcher_6.draw",
 }
 
-
-def __getattr__(name: str):
-    if name in _ON_FIRST_USE:
-        return getattr(importlib.import_module(_ON_FIRST_USE[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = on_first_use(__name__, _ON_FIRST_USE)

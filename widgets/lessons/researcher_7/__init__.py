@@ -2,8 +2,7 @@
 
 The drawing and the explorer load on first use: the FSDP workers import this package to reach `fsdp.py`, and
 matplotlib with ipywidgets would add about 40 MB to each of them, enough to take the notebook over its memory budget."""
-import importlib
-
+from widgets import on_first_use
 from widgets.core.accumulation import flat_grad, GRAD_ATOL, GRAD_RTOL
 from widgets.core.views import Diff, Table
 from widgets.lessons.researcher_7.exercises import check_window_loop, stages_exercises
@@ -26,8 +25,4 @@ _ON_FIRST_USE = {
                     "widgets.lessons.researcher_7.draw"),
 }
 
-
-def __getattr__(name: str):
-    if name in _ON_FIRST_USE:
-        return getattr(importlib.import_module(_ON_FIRST_USE[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = on_first_use(__name__, _ON_FIRST_USE)
