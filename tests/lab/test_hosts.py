@@ -25,8 +25,10 @@ def names_in(command: list[str]) -> set[str]:
 
 
 def cell_pip_line(source: str) -> list[str]:
+    """The %pip line's words as IPython runs it, with `{lab}` put in as IPython does."""
     (line,) = [ln.strip() for ln in source.splitlines() if ln.strip().startswith("%pip")]
-    return shlex.split(line[1:])
+    (lab,) = [ln.split("=", 1)[1].strip().strip('"') for ln in source.splitlines() if ln.strip().startswith("lab =")]
+    return shlex.split(line[1:].replace("{lab}", lab))
 
 
 def test_the_install_cell_installs_the_lab_at_a_tag_with_no_deps_and_nothing_of_the_runtimes():
@@ -38,7 +40,7 @@ def test_the_install_cell_installs_the_lab_at_a_tag_with_no_deps_and_nothing_of_
     assert "install_missing()" in source
     # the default: the placeholder the Binder badge uses too, at this lab's version
     binder = (ROOT / "README.md").read_text().split("mybinder.org/v2/gh/")[1].split("/HEAD")[0]
-    assert f"github.com/{binder}@v{metadata.version(hosts.DISTRIBUTION)}" in hosts.cell_source()
+    assert f"github.com/{binder}@v{metadata.version(hosts.DISTRIBUTION)}" in " ".join(cell_pip_line(hosts.cell_source()))
 
 
 @pytest.mark.parametrize("repository, tag", [
@@ -53,9 +55,12 @@ def run_cell(source: str, environ: dict, monkeypatch) -> tuple[list[str], list[s
     """Run the cell as IPython would (magics included), with `%pip` and install_missing recorded."""
     magics, calls = [], []
     monkeypatch.setattr(hosts, "install_missing", lambda: calls.append("install_missing"))
-    shell = types.SimpleNamespace(run_line_magic=lambda name, line: magics.append(f"%{name} {line}"))
+    namespace = {}
+    # IPython formats a magic's line with the cell's variables before the magic sees it
+    shell = types.SimpleNamespace(run_line_magic=lambda name, line: magics.append(f"%{name} {line.format(**namespace)}"))
+    namespace["get_ipython"] = lambda: shell
     monkeypatch.setattr("os.environ", environ)
-    exec(TransformerManager().transform_cell(source), {"get_ipython": lambda: shell})
+    exec(TransformerManager().transform_cell(source), namespace)
     return magics, calls
 
 

@@ -82,12 +82,14 @@ def install_missing(run: Callable = subprocess.run, installed: Callable[[str], s
 
 
 # The first code cell of every notebook; elsewhere than Colab and Kaggle the lab is installed already.
+# Every line fits 100 characters: IPython puts `{{lab}}` into the %pip line, so no line scrolls sideways.
 CELL = '''\
-# On Colab or Kaggle, this installs the lab beside their own torch and widgets (Kaggle: Internet on).
+# On Colab or Kaggle this installs the lab beside their own torch and widgets (Kaggle: Internet on).
 # Anywhere else the lab is installed already, and this cell only says so.
 import os
 if os.environ.keys() & {hosted}:
-    %pip install --no-deps "{requirement}"
+    lab = "{source}"
+    %pip install --no-deps "{distribution} @ git+https://github.com/{{lab}}"
     from widgets.lab.hosts import install_missing; install_missing()
 else:
     print("Not on Colab or Kaggle: nothing to install.")'''
@@ -96,7 +98,8 @@ else:
 def cell_source(repository: str = REPOSITORY, tag: str | None = None) -> str:
     """The install cell's source, installing the lab from `repository` at `tag`."""
     hosted = "{" + ", ".join(repr(v) for v in HOSTED) + "}"
-    return CELL.format(hosted=hosted, requirement=lab_requirement(repository, tag))
+    source = lab_requirement(repository, tag).split("github.com/", 1)[1]  # checks both: OWNER/NAME@TAG
+    return CELL.format(hosted=hosted, source=source, distribution=DISTRIBUTION)
 
 
 # The badge row above every notebook, at the tag the install cell installs (notebook and package of one release).
@@ -110,6 +113,11 @@ BADGES = (
 )
 
 
+# The one advice on how to run, under every notebook's badges (the lessons' own prose never gives another).
+HOW_TO_RUN = ("Run the cells in order with **Shift + Enter**, or all at once with *Run → Run All Cells*; "
+              "where a cell asks for your guess, its answer waits until you commit one.")
+
+
 def badge_source(name: str, repository: str = REPOSITORY, tag: str | None = None) -> str:
     """The badge row (markdown) of the notebook `notebooks/<name>`, opening it from `repository` at `tag`."""
     if not re.fullmatch(r"[A-Za-z0-9_.\-]+\.ipynb", name):
@@ -117,4 +125,4 @@ def badge_source(name: str, repository: str = REPOSITORY, tag: str | None = None
     requirement = lab_requirement(repository, tag)  # checks both
     tag = requirement.rsplit("@", 1)[1]
     return " ".join(f"[![{alt}]({image})]({link.format(repository=repository, tag=tag, name=name)})"
-                    for alt, image, link in BADGES)
+                    for alt, image, link in BADGES) + "\n\n" + HOW_TO_RUN
