@@ -229,20 +229,20 @@ def test_a_rank_that_fails_is_reported_and_no_rank_is_left_waiting(loop, options
 
 
 def test_bad_arguments_name_the_parameter():
-    def no_comm(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    def no_steps(model, optimizer, loss_fn, batches, comm=None):
         pass
 
-    with pytest.raises(TypeError, match="must accept .*comm=.*no_comm"):
-        audit_training_loop(no_comm, 2, problem="tokens", world_size=2)
+    with pytest.raises(TypeError, match="must accept .*comm=.*no_steps"):
+        audit_training_loop(no_steps, 2, problem="tokens", world_size=2)
     for value in (0, 5):
         with pytest.raises(ValueError, match=r"world_size must be one of \[1, 2, 3, 4\], got"):
             audit_training_loop(global_count, 2, problem="tokens", world_size=value)
     for value in (2.0, True, "2"):
         with pytest.raises(TypeError, match=r"world_size must be an int, one of \[1, 2, 3, 4\], got"):
             audit_training_loop(global_count, 2, problem="tokens", world_size=value)
-    with pytest.raises(ValueError, match="problem must be 'tokens' when world_size > 1"):
+    with pytest.raises(ValueError, match="problem must be 'tokens' for a loop taking comm"):
         audit_training_loop(global_count, 2, world_size=2)
-    with pytest.raises(ValueError, match="clip_norm must be None when world_size > 1"):
+    with pytest.raises(ValueError, match="clip_norm must be None for a loop taking comm"):
         audit_training_loop(global_count, 2, problem="tokens", world_size=2, clip_norm=1.0)
 
 

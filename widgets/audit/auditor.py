@@ -120,25 +120,28 @@ def _checked_setup(loop, accumulation_steps, num_batches, with_scheduler, clip_n
         raise TypeError(f"world_size must be an int, one of {list(ranks.WORLD_SIZES)}, got {world_size!r}")
     if world_size not in ranks.WORLD_SIZES:
         raise ValueError(f"world_size must be one of {list(ranks.WORLD_SIZES)}, got {world_size!r}")
-    if world_size > 1 and problem != "tokens":
-        raise ValueError(f"problem must be 'tokens' when world_size > 1 (ranks with unequal token counts), "
-                         f"got {problem!r}")
-    if world_size > 1 and clip_norm is not None:
-        raise ValueError("clip_norm must be None when world_size > 1: the ranks' piles are averaged at "
-                         "optimizer.step(), after any clip, so a clip could not be judged")
     names = "model, optimizer, loss_fn, batches, accumulation_steps" + (", scheduler" if with_scheduler else "")
-    keywords = {"comm": None} if world_size > 1 else {}
     try:
-        inspect.signature(loop).bind(*names.split(", "), **keywords)
-    except TypeError:
-        if keywords:
-            raise TypeError(f"with world_size > 1 the loop must accept ({names}, comm=...): comm gives .rank, "
-                            f".world_size and .all_reduce(tensor); {_name(loop)}{inspect.signature(loop)} does "
-                            "not take comm") from None
-        raise TypeError(f"loop must accept ({names}); {_name(loop)}{inspect.signature(loop)} does not") from None
+        signature = inspect.signature(loop)
     except ValueError:
-        pass  # no signature to inspect (a builtin): the call will tell
-    return AuditSetup(K, N, clip, with_scheduler, problem, seconds, world_size)
+        signature = None  # no signature to inspect (a builtin): the call will tell
+    ddp = world_size > 1 and (signature is None or "comm" not in signature.parameters)
+    if world_size > 1 and not ddp and problem != "tokens":
+        raise ValueError(f"problem must be 'tokens' for a loop taking comm (ranks with unequal token counts), "
+                         f"got {problem!r}")
+    if world_size > 1 and not ddp and clip_norm is not None:
+        raise ValueError("clip_norm must be None for a loop taking comm: the ranks' piles are averaged at "
+                         "optimizer.step(), after any clip, so a clip could not be judged")
+    if ddp and problem not in ("regression", "tokens"):
+        raise ValueError(f"problem must be 'regression' or 'tokens' when world_size > 1, got {problem!r}")
+    keywords = {"comm": None} if world_size > 1 and not ddp else {}
+    try:
+        if signature is not None:
+            signature.bind(*names.split(", "), **keywords)
+    except TypeError:
+        raise TypeError(f"loop must accept ({names}" + (", comm=...)" if keywords else ")")
+                        + f"; {_name(loop)}{signature} does not") from None
+    return AuditSetup(K, N, clip, with_scheduler, problem, seconds, world_size, ddp)
 
 
 def _name(loop: Callable) -> str:
@@ -160,9 +163,19 @@ def audit_training_loop(
     """Run `loop(model, optimizer, loss_fn, batches, accumulation_steps[, scheduler])` on a tiny seeded problem
     beside the correct loop, and report in words what differs.
 
-    `problem` is "regression", "tokens" or "rl"; with `world_size` > 1 (tokens) the loop runs once per rank, in
-    threads, with a keyword `comm`. Bad arguments raise naming the parameter; nothing the loop does makes the
-    auditor raise or hang (it is stopped past `time_limit_s`).
+    What it checks: the updates the model receives (the gradient each `optimizer.step()` uses, at the weights
+    it steps from, however the loop built it), the scheduler's steps and the losses the loop returns as its log.
+    What it does not: anything the loop does with the weights beside the optimizer's updates, such as an EMA
+    of the weights updated every micro-batch, or metrics it keeps for itself.
+
+    `problem` is "regression", "tokens" or "rl". With `world_size` > 1 the loop runs once per rank, in threads,
+    each rank with micro-batches of its own, in one of two forms. A loop taking a keyword `comm` (tokens only,
+    no clip_norm) gets `.rank`, `.world_size` and `.all_reduce(tensor)`, and the ranks' piles are averaged at
+    `optimizer.step()`. A loop written for DDP (no `comm`; regression or tokens, clipping allowed) gets a model
+    with DDP's `no_sync()`: a backward() outside it averages the rank's whole pile over the ranks, as DDP's
+    all-reduce does, and one inside only adds to it. Syncing at every micro-step is right but costs K
+    all-reduces (a note); never leaving no_sync() is a mistake. Bad arguments raise naming the parameter;
+    nothing the loop does makes the auditor raise or hang (it is stopped past `time_limit_s`).
     """
     setup = _checked_setup(loop, accumulation_steps, num_batches, with_scheduler, clip_norm, problem, time_limit_s,
                            world_size)
@@ -179,7 +192,7 @@ def audit_training_loop(
         with known_torch_state(), put_back() as replaced, warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             if setup.world_size > 1:
-                runs, consequences, left = ranks.run_ranks(loop, problems, setup.time_limit_s)
+                runs, consequences, left = ranks.run_ranks(loop, problems, setup.time_limit_s, setup.ddp)
             else:
                 runs, consequences, left = [run_loop(loop, whole, setup.time_limit_s)], set(), []
         warned = [printable(w.message).split(". ")[0] for w in caught]  # first sentences
@@ -211,7 +224,7 @@ def audit_training_loop(
         return AuditReport(
             loop_name=_name(loop), accumulation_steps=setup.K, num_batches=setup.N, micro_batch_size=whole.b,
             mistakes=frozenset(f.name for f in findings), findings=[f.sentence() for f in findings], counts=counts,
-            update_ratios=list(verdicts[0].ratios) if W == 1 else _averaged_ratios(runs, problems),
+            update_ratios=list(verdicts[0].ratios) if W == 1 or setup.ddp else _averaged_ratios(runs, problems),
             log_checked=W == 1 and verdicts[0].log_checked, problem=setup.problem, world_size=W,
             notes=list(dict.fromkeys(notes)) + [f"torch warned: {w}" for w in list(dict.fromkeys(warned))[:3]],
             last_micro_batch_size=len(problems[0].batches[-1][0]),
@@ -271,7 +284,7 @@ def _judge(run, reference, problem) -> _Verdict:
                                          f"after each forward keeps at most 1 (K = {problem.K})")] \
         if tape.graphs_alive >= 2 or (result.exact and any(len(set(p.forwards)) > 1 for p in tape.passes)) else []
     kept += diagnosis.check_windows(tape, problem)
-    notes: list[str] = []
+    unsynced, notes = diagnosis.check_syncs(tape) if problem.synced is not None else ([], [])
     structure, scale = None, []
     if result.exact:
         findings = list(kept)
@@ -289,7 +302,7 @@ def _judge(run, reference, problem) -> _Verdict:
             return _Verdict(coverage)
         amp = diagnosis.check_amp(tape, problem)
         steps = diagnosis.check_steps(tape, structure, problem)
-        findings = coverage + steps + kept
+        findings = unsynced + coverage + steps + kept
         if amp or any(f.name in ("step_twice", "amp_step_twice") for f in steps):
             findings += amp
         else:

@@ -83,6 +83,23 @@ def check_windows(tape: Tape, problem: Problem) -> list[Finding]:
     return []
 
 
+def check_syncs(tape: Tape) -> tuple[list[Finding], list[str]]:
+    """DDP form: was each update's pile averaged over the ranks (a backward() outside no_sync()), and once?"""
+    syncs, start = [], 0
+    for s in tape.steps:
+        if s.passes_before > start:  # a step with backward passes of its own since the last one
+            syncs.append(sum(start <= k < s.passes_before for k in tape.synced_passes))
+        start = max(start, s.passes_before)
+    never = [u for u, n in enumerate(syncs) if n == 0]
+    if never:
+        return [Finding("no_sync_every_micro_step", f"update {never[0]} stepped with this rank's own pile: every "
+                                                    "backward() of its window ran inside no_sync()")], []
+    most = max(syncs, default=1)
+    return [], [f"{most} all-reduces in an update where 1 does: each backward() outside no_sync() averages the "
+                "pile over the ranks; wrap every micro-step but the window's last in model.no_sync()"] \
+        if most > 1 else []
+
+
 def check_steps(tape: Tape, structure: Structure, problem: Problem) -> list[Finding]:
     """Do the steps fall right after the last micro-batch of each update?"""
     positions, expected = structure.step_after, structure.expected_after

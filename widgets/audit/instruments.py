@@ -8,6 +8,7 @@ import math
 import time
 import traceback
 import weakref
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, NamedTuple
 
@@ -74,7 +75,7 @@ UNSCALE_OP = "_amp_foreach_non_finite_check_and_unscale_"  # how GradScaler divi
 class Tape:
     """Everything observed during one run of a loop, in order."""
 
-    def __init__(self, model: torch.nn.Module, problem: Problem):
+    def __init__(self, model: torch.nn.Module, problem: Problem, comm=None):
         self.forwards: list[Forward] = []
         self.passes: list[BackwardPass] = []
         self.steps: list[Step] = []
@@ -83,6 +84,9 @@ class Tape:
         self.scheduler_calls: list[int] = []  # optimizer steps so far at each scheduler.step()
         self.graphs_alive = 0  # the most earlier micro-batches' graphs seen alive at a forward or a step
         self.inside_module = 0  # > 0 while the module's own forward runs: its hooks record it
+        self.synced_passes: list[int] = []  # DDP form: the backward passes that averaged the pile over the ranks
+        self.syncing = comm is not None  # False inside model.no_sync()
+        self._comm = comm
         self._problem = problem
         self._reached: list[tuple[int, torch.Tensor]] = []  # outputs reached by the running backward pass
         self._outputs: list[tuple[int, weakref.ref]] = []  # (forward index, its output), while it lives
@@ -131,6 +135,10 @@ class Tape:
                                             grad.detach().reshape(-1).clone(), flat(weight.grad)))
 
     def _after_backward(self, weight) -> None:
+        if self.syncing:  # DDP's all-reduce: the rank's whole pile, this pass and those under no_sync(), averaged
+            self.synced_passes.append(len(self.passes) - 1)
+            with torch.no_grad():
+                weight.grad.copy_(self._comm.mean_over_ranks(weight.grad, weight, "backward() outside no_sync()"))
         if self.passes and self.passes[-1].after is None:  # else MOST_RECORDED passes are recorded, no more
             self.passes[-1].after = flat(weight.grad)
 
@@ -140,8 +148,20 @@ def flat(grad: torch.Tensor | None) -> torch.Tensor | None:
     return None if grad is None else grad.detach().reshape(-1).clone()
 
 
-def watched_model(problem: Problem) -> torch.nn.Module:
-    """The task's model with its weight at zero and a tape; its class counts model.zero_grad() too."""
+@contextmanager
+def _no_sync(self):
+    """DDP's no_sync(): a backward() inside only adds to this rank's pile; the next one outside averages it."""
+    tape, before = self.tape, self.tape.syncing
+    tape.syncing = False
+    try:
+        yield
+    finally:
+        tape.syncing = before
+
+
+def watched_model(problem: Problem, comm=None) -> torch.nn.Module:
+    """The task's model with its weight at zero and a tape; its class counts model.zero_grad() too.
+    With `comm` it is a rank's DDP model: `no_sync()`, and each backward() outside it averages the pile."""
     model = problem.task.new_model()
     with torch.no_grad():
         model.weight.zero_()
@@ -152,9 +172,9 @@ def watched_model(problem: Problem) -> torch.nn.Module:
         cls.zero_grad(self, set_to_none)
 
     # a class named and printed as the task's, set before the loop sees the model: a deepcopy counts on its own tape
-    model.__class__ = type(cls.__name__, (cls,), {"zero_grad": zero_grad, "__module__": cls.__module__,
-                                                  "__qualname__": cls.__qualname__})
-    model.tape = Tape(model, problem)
+    methods = {"zero_grad": zero_grad, "__module__": cls.__module__, "__qualname__": cls.__qualname__}
+    model.__class__ = type(cls.__name__, (cls,), methods | ({"no_sync": _no_sync} if comm is not None else {}))
+    model.tape = Tape(model, problem, comm)
     return model
 
 
@@ -259,16 +279,17 @@ class Run:
     error_message: str = ""  # the exception's own message, for explaining it
 
 
-def run_loop(loop: Callable, problem: Problem, time_limit_s: float = math.inf, comm=None) -> Run:
-    """Run `loop` with fresh instruments under the time limit; never raises for what the loop does."""
-    model = watched_model(problem)
-    optimizer = AuditSGD(model, comm)
+def run_loop(loop: Callable, problem: Problem, time_limit_s: float = math.inf, comm=None, ddp: bool = False) -> Run:
+    """Run `loop` with fresh instruments under the time limit; never raises for what the loop does.
+    With `comm`, as one rank: passed as `comm=`, or with `ddp` a model that syncs as DDP's does."""
+    model = watched_model(problem, comm if ddp else None)
+    optimizer = AuditSGD(model, None if ddp else comm)
     batches = [(x.clone(), y.clone()) for x, y in problem.batches]
     args = [model, optimizer, problem.task.loss_fn, batches, problem.K]
     if problem.with_scheduler:
         args.append(AuditScheduler(optimizer, len(problem.windows)))
     run = Run(model.tape, model.weight)
-    keywords = {} if comm is None else {"comm": comm}
+    keywords = {} if comm is None or ddp else {"comm": comm}
 
     def watched() -> tuple:
         with GradWatch(model):

@@ -117,6 +117,8 @@ class WindowTruth(NamedTuple):
 
 
 def window_truth(problem: Problem, weight: torch.Tensor, window: range) -> WindowTruth:
+    if problem.synced is not None:  # a DDP rank steps with the ranks' mean: the window of every rank together
+        return window_truth(problem.synced, weight, problem.synced.windows[window.start // problem.K])
     w = weight.detach().clone().requires_grad_(True)
     means = [problem.task.loss_fn(problem.forward(w, problem.batches[j][0]), problem.batches[j][1])
              for j in window]

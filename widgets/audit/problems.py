@@ -205,6 +205,7 @@ class AuditSetup(NamedTuple):
     problem: str = "regression"  # a key of TASKS
     time_limit_s: float = TIME_LIMIT_S
     world_size: int = 1
+    ddp: bool = False  # world_size > 1 and the loop takes no comm: it is written for DDP (no_sync)
 
 
 @dataclass(frozen=True)
@@ -223,6 +224,7 @@ class Problem:
     rank: int = 0
     global_items: tuple[int, ...] = ()  # per update: the items of its window on every rank (world_size > 1)
     global_micro_items: tuple[int, ...] = ()  # per micro-batch j: the items of micro-batch j on every rank
+    synced: "Problem | None" = field(default=None, repr=False)  # DDP form: all ranks' problem, whose mean is the truth
 
     def items(self, j: int) -> int:
         return self.task.items(self.batches[j][1])
@@ -252,7 +254,7 @@ class Problem:
         """Each mistake's factor c on micro-batch j's summed loss (None: the right one), across ranks too."""
         u = j // self.K
         readings = self.task.readings(self.batches[j][1], [self.batches[i][1] for i in self.windows[u]], self.K)
-        if self.world_size == 1:
+        if self.world_size == 1 or self.task is Regression:  # equal ranks: a rank's own share is its global one
             return readings
         own, n, W, every = readings.pop(None), len(self.windows[u]), self.world_size, self.global_micro_items[j]
         return {None: [self.right_factor(u)], "per_rank_normaliser": own,
@@ -262,7 +264,7 @@ class Problem:
     @property
     def share_fix(self) -> str:
         """The fix for a loss weighted wrong, in this problem's terms (tokens, ranks, examples)."""
-        if self.world_size > 1:
+        if self.world_size > 1 and self.task is not Regression:
             return "all-reduce the window's real-token count once, before the first backward(), and multiply " \
                    "each rank's token sum by world_size / that count"
         if self.task is Regression:
@@ -272,7 +274,7 @@ class Problem:
 
     def fix_for(self, name: str) -> str | None:
         """The fix of a loss-scale finding where this problem words it its own way, else None."""
-        if self.world_size > 1 and name not in ("per_rank_normaliser", "ranks_divided_twice",
+        if self.world_size > 1 and self.task is not Regression and name not in ("per_rank_normaliser", "ranks_divided_twice",
                                                 "count_all_reduced_per_micro_batch"):
             return self.share_fix
         if self.task is not Regression and name in ("wrong_loss_scale", "loss_not_divided"):
@@ -281,7 +283,7 @@ class Problem:
 
     def describe(self, u: int, factors: list, window_items: dict[int, int]) -> str:
         """The factors on update u's losses in words, against the right ones."""
-        if self.world_size == 1:
+        if self.world_size == 1 or self.task is Regression:
             return self.task.describe_factors(u, factors, window_items)
         j, c, every = factors[0].batch, factors[0].factor, self.global_items[u]
         return f"on rank {self.rank}, micro-batch {j} of update {u} ({window_items[j]} real tokens; " \

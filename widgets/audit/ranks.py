@@ -1,7 +1,9 @@
 """The loop auditor across ranks: a learner's loop run once per rank, as DistributedDataParallel runs it.
 
-The ranks are threads (a loop defined in a notebook cannot be sent to spawned workers); at each
-`optimizer.step()` their piles are replaced by their mean."""
+The ranks are threads (a loop defined in a notebook cannot be sent to spawned workers). A loop written with
+`comm` has its ranks' piles replaced by their mean at each `optimizer.step()`; a loop written for DDP gets
+a model with `no_sync()`, and each backward() outside it replaces the rank's whole pile by the ranks' mean,
+as DDP's all-reduce does."""
 from __future__ import annotations
 
 import threading
@@ -11,7 +13,7 @@ from dataclasses import dataclass, field
 import torch
 
 from widgets.audit.instruments import Run, run_loop, watched_model
-from widgets.audit.problems import AuditSetup, Problem, Tokens, _token_batches, batch_key
+from widgets.audit.problems import AuditSetup, Problem, Regression, Tokens, _regression_batches, _token_batches, batch_key
 from widgets.core.accumulation import windows
 from widgets.core.time_limit import TimeLimit
 
@@ -88,39 +90,45 @@ class Comm:
             tensor.copy_(sum(parts[1:], parts[0]))  # the same order on every rank: the same sum
         return tensor
 
-    def mean_over_ranks(self, grad: torch.Tensor | None, weight: torch.Tensor) -> torch.Tensor:
+    def mean_over_ranks(self, grad: torch.Tensor | None, weight: torch.Tensor, call: str = "optimizer.step()"
+                        ) -> torch.Tensor:
         """The mean of the ranks' piles (a rank with none counts zeros): what DDP's all-reduce leaves."""
         pile = torch.zeros_like(weight) if grad is None else grad.detach().clone()
-        parts = self._exchange.meet(self.rank, "optimizer.step()", pile)
+        parts = self._exchange.meet(self.rank, call, pile)
         return sum(parts[1:], parts[0]) / self.world_size
 
 
 def rank_problems(setup: AuditSetup) -> tuple[list[Problem], Problem]:
-    """One token Problem per rank, their real-token counts unequal in every window, and the reference's of all."""
-    K, num_batches, world_size, with_scheduler = setup.K, setup.N, setup.world_size, setup.with_scheduler
+    """One Problem per rank and the reference's of all: tokens with real-token counts unequal in every window,
+    or regression with equal micro-batches on every rank. DDP form: each rank's truth is the ranks' mean."""
+    K, num_batches, world_size, clip = setup.K, setup.N, setup.world_size, setup.clip_norm
+    task = Tokens if setup.problem == "tokens" else Regression
     g = torch.Generator().manual_seed(0)
     rank_windows = windows(num_batches, K)
-    while True:  # seeded, so the same draws each time; redraw the rare set where two ranks' counts agree
-        shares = [_token_batches(K, num_batches, None, g)[0] for _ in range(world_size)]
-        counts = [[sum(Tokens.items(batches[j][1]) for j in window) for batches in shares] for window in rank_windows]
-        if all(len(set(c)) == world_size for c in counts):
+    while True:  # seeded, so the same draws each time; redraw the rare set where two ranks' token counts agree
+        shares = [(_token_batches if task is Tokens else _regression_batches)(K, num_batches, clip, g)[0]
+                  for _ in range(world_size)]
+        counts = [[sum(task.items(batches[j][1]) for j in window) for batches in shares] for window in rank_windows]
+        if task is Regression or all(len(set(c)) == world_size for c in counts):
             break
     global_items = tuple(sum(c) for c in counts)
-    micro_items = tuple(sum(Tokens.items(batches[j][1]) for batches in shares) for j in range(num_batches))
+    micro_items = tuple(sum(task.items(batches[j][1]) for batches in shares) for j in range(num_batches))
     b = len(shares[0][0][0])
-    problems = [Problem(Tokens, batches, rank_windows, K, b, None, with_scheduler,
-                        {batch_key(x): j for j, (x, _) in enumerate(batches)}, world_size, r, global_items,
-                        micro_items)
-                for r, batches in enumerate(shares)]
     together = [shares[r][j] for window in rank_windows for r in range(world_size) for j in window]
     whole_windows = [range(w.start * world_size, w.stop * world_size) for w in rank_windows]
-    whole = Problem(Tokens, together, whole_windows, K * world_size, b, None, with_scheduler,
+    whole = Problem(task, together, whole_windows, K * world_size, b, clip, setup.with_scheduler,
                     {batch_key(x): j for j, (x, _) in enumerate(together)})
+    problems = [Problem(task, batches, rank_windows, K, b, clip, setup.with_scheduler,
+                        {batch_key(x): j for j, (x, _) in enumerate(batches)}, world_size, r, global_items,
+                        micro_items, whole if setup.ddp else None)
+                for r, batches in enumerate(shares)]
     return problems, whole
 
 
-def run_ranks(loop, problems: list[Problem], time_limit_s: float) -> tuple[list[Run], set[int], list[int]]:
-    """`loop` once per rank, in threads: the runs, the ranks that raised only as another stopped, the ranks left."""
+def run_ranks(loop, problems: list[Problem], time_limit_s: float, ddp: bool = False
+              ) -> tuple[list[Run], set[int], list[int]]:
+    """`loop` once per rank, in threads: the runs, the ranks that raised only as another stopped, the ranks left.
+    `ddp`: the loop takes no comm; its model syncs at each backward() outside `no_sync()`, as DDP's does."""
     world_size = len(problems)
     deadline = time.monotonic() + time_limit_s
     exchange = _Exchange(world_size, deadline)
@@ -129,7 +137,7 @@ def run_ranks(loop, problems: list[Problem], time_limit_s: float) -> tuple[list[
     def rank_main(r: int) -> None:
         try:
             with torch.enable_grad():  # grad mode is per thread
-                runs[r] = run_loop(loop, problems[r], time_limit_s, Comm(r, world_size, exchange))
+                runs[r] = run_loop(loop, problems[r], time_limit_s, Comm(r, world_size, exchange), ddp)
         finally:
             run = runs[r]
             exchange.end(r, "ended" if run is None or run.error is None else "raised")

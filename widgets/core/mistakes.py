@@ -135,6 +135,9 @@ EVERY_MISTAKE: dict[str, Mistake] = {m.name: m for m in (
     Mistake("ranks_divided_twice", "each rank divides by the global token count, and DDP's mean over ranks divides "
             "again by world_size: every update is world_size x too small",
             "multiply each rank's token sum by world_size / the global count, not 1 / the global count"),
+    Mistake("no_sync_every_micro_step", "every backward() runs inside DDP's no_sync(): the ranks' piles are never "
+            "averaged, so each rank steps with its own gradient and the replicas drift apart",
+            "leave the window's last backward() outside model.no_sync(), so DDP all-reduces the pile once per update"),
     Mistake("padding_counted", "the padding positions are counted in the normaliser: every token weighs too little",
             "count only the real tokens (targets != ignore_index) of the window"),
     Mistake("tail_dropped", "the uneven final window never goes through backward(): its examples never count",
