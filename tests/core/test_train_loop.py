@@ -1,12 +1,14 @@
-"""`train_loop`, the lab's general loop: against plain big-batch autograd it is exact (a short last
-window, K, optimizer, clip, schedule, tokens, a global count, a GradScaler). The classic mistakes
-are their own loops (tests/core/test_loops.py)."""
+"""`train_loop`, the lab's general loop, and the loops a learner copies (`train`, the GPU recipe
+`train_amp`): against plain big-batch autograd each is exact (a short last window, K, optimizer, clip,
+schedule; tokens and a global count for `train_loop`), and each reads its batches as a stream. The
+classic mistakes are their own loops (tests/core/test_loops.py)."""
 import copy
 
 import pytest
 import torch
 
 from widgets.core.accumulation import IGNORE_INDEX, make_model, real_tokens
+from widgets.core import loops
 from widgets.core.loops import train_loop
 
 from tests.core.loop_support import X, Y, mse
@@ -22,12 +24,16 @@ OPTIMIZERS = {"sgd": lambda p: torch.optim.SGD(p, lr=0.1), "adamw": lambda p: to
 
 
 def _trained(kind, optimizer_name, *, K=1, n=60, b=8, clip=None, warmup=0, **options):
-    """`train_loop` (kind 'loop') or a plain big-batch loop written out (kind 'big') on the first n examples."""
+    """`train_loop` (kind 'loop'), a loop of widgets.core.loops by name ('train', 'train_amp') or a plain
+    big-batch loop written out (kind 'big') on the first n examples."""
     model = make_model(seed=2)
     optimizer = OPTIMIZERS[optimizer_name](model.parameters())
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda u: min(1.0, (u + 1) / (warmup + 1)))
     if kind == "loop":
         logged = train_loop(model, optimizer, mse, _micro_batches(n, b), K, scheduler, max_grad_norm=clip, **options)
+        return _weights(model), logged
+    if kind != "big":
+        logged = getattr(loops, kind)(model, optimizer, mse, _micro_batches(n, b), K, scheduler, max_norm=clip)
         return _weights(model), logged
     logged = []
     for start in range(0, n, K * b):  # one pass and one step per K*b examples; the last batch may be short
@@ -42,12 +48,13 @@ def _trained(kind, optimizer_name, *, K=1, n=60, b=8, clip=None, warmup=0, **opt
     return _weights(model), logged
 
 
+@pytest.mark.parametrize("kind", ["loop", "train", "train_amp"])
 @pytest.mark.parametrize("optimizer_name", ["sgd", "adamw"])
 @pytest.mark.parametrize("K", [3, 4])
 @pytest.mark.parametrize("clip, warmup", [(None, 0), (0.3, 3)])
-def test_train_loop_is_the_big_batch_run(optimizer_name, K, clip, warmup):
+def test_each_loop_is_the_big_batch_run(kind, optimizer_name, K, clip, warmup):
     # 60 examples in micro-batches of 8: the last micro-batch holds 4, the last window is short
-    weights, logged = _trained("loop", optimizer_name, K=K, clip=clip, warmup=warmup)
+    weights, logged = _trained(kind, optimizer_name, K=K, clip=clip, warmup=warmup)
     big_weights, big_logged = _trained("big", optimizer_name, K=K, clip=clip, warmup=warmup)
     assert torch.allclose(weights, big_weights, rtol=1e-5, atol=1e-6)
     assert logged == pytest.approx(big_logged, rel=1e-5)
@@ -106,9 +113,23 @@ def test_window_items_as_a_global_count_makes_two_ranks_one_big_batch():
     assert torch.allclose(piles[0] + piles[1], grad, rtol=1e-5, atol=1e-7)
 
 
-def test_a_grad_scaler_on_cpu_gives_the_same_updates_as_none():
-    plain, logged = _trained("loop", "sgd", K=4, clip=0.3)
-    scaler = torch.amp.GradScaler("cpu", enabled=True, init_scale=2.0**10)
-    scaled, scaled_logged = _trained("loop", "sgd", K=4, clip=0.3, scaler=scaler)
-    assert torch.allclose(plain, scaled, rtol=1e-6, atol=1e-7) and scaled_logged == pytest.approx(logged, rel=1e-6)
-    assert scaler.get_scale() == 2.0**10  # updated once per update, never halved
+@pytest.mark.parametrize("name", ["train", "train_amp", "train_loop", "forget_final_step"])
+@pytest.mark.parametrize("K", [3, 4])
+def test_a_loop_reads_one_window_ahead_of_its_updates_never_the_whole_stream(name, K):
+    """Each loop takes its windows from an iterator: when update u is made it has read u+1 windows (K
+    micro-batches each, the tail fewer), never the rest of the stream, as list(batches) would."""
+    batches, read = _micro_batches(60, 8), []  # 8 micro-batches: at K = 3 the last window holds 2
+
+    def stream():
+        for batch in batches:
+            read.append(batch)
+            yield batch
+
+    model = make_model(seed=2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    at_step = []
+    optimizer.register_step_pre_hook(lambda opt, args, kwargs: at_step.append(len(read)))
+    getattr(loops, name)(model, optimizer, mse, stream(), K)
+    full = len(batches) // K
+    expected = [min((u + 1) * K, len(batches)) for u in range(-(-len(batches) // K))]
+    assert at_step == (expected[:full] if name == "forget_final_step" else expected)
