@@ -1,7 +1,7 @@
 """The correct loop and the classic mistakes (widgets.core.loops, listed by widgets.core.mistakes).
 
-- `train` is what a learner copies: at most 20 lines of ordinary PyTorch, nothing imported but torch,
-  no switch in it; the auditor passes it with an uneven last window, a scheduler and clipping.
+- `train` is what a learner copies: at most 20 lines of ordinary PyTorch, nothing imported but torch
+  and the standard library, no switch in it; the auditor passes it with an uneven last window, a scheduler and clipping.
 - each mistake's loop is `train` with only its `# BUG` lines changed, and the auditor names it as
   exactly that mistake (at K = 3 and 4, under the options its registry entry gives).
 """
@@ -27,7 +27,8 @@ def test_the_correct_loop_is_short_plain_pytorch():
     names = {node.id for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Name)}
     module_imports = [node for node in ast.parse(inspect.getsource(loops)).body
                       if isinstance(node, (ast.Import, ast.ImportFrom))]
-    assert {alias.name for node in module_imports for alias in node.names} == {"annotations", "torch"}
+    assert {alias.name for node in module_imports for alias in node.names} == {"annotations", "contextlib", "itertools",
+                                                                               "torch"}
     assert "bugs" not in names and " in bugs" not in source
 
 
@@ -46,7 +47,7 @@ def test_a_variant_is_the_correct_loop_with_its_own_lines_and_nothing_else_chang
     ours = inspect.getsource(getattr(loops, name)).splitlines()[2:]  # after its signature and docstring
     theirs = inspect.getsource(loops.train).splitlines()[2:]
     changed = [line for line in difflib.ndiff(theirs, ours) if line[:1] in "+-"]
-    assert 0 < len(changed) <= 8, changed
+    assert 0 < len(changed) <= 30, changed  # the GPU recipe: autocast, a GradScaler, no_sync, their comments
     assert all(len(line) <= 100 for line in inspect.getsource(getattr(loops, name)).splitlines())
 
 
