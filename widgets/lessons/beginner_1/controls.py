@@ -34,7 +34,7 @@ class BricksWidget(Displayed, W.VBox):
                                 "Play the trips one by one, from the first; press again to stop")
         self._playing: asyncio.Task | None = None  # the running play, held so that it is not garbage-collected
         self.controls["divided"] = W.Checkbox(
-            value=not state.divided, description="forget to divide the pile by K (the classic bug)", indent=False,
+            value=not state.divided, description="forget to divide by K", indent=False,
         )
         self.readout = W.HTML()
         self.errors = W.Output()
