@@ -6,6 +6,12 @@ import pytest
 from widgets.controls.prediction import PredictionWidget, make_prediction
 
 
+def press_commit(widget):
+    """What a click on Commit does in the browser: the button goes down and the browser's link locks the entry."""
+    widget.button.value = True
+    widget.entry.disabled = True
+
+
 def number_widget(**kwargs):
     return make_prediction("How many trips carry 24 bricks, 6 at a time?", answer=4, **kwargs)
 
@@ -20,25 +26,25 @@ def choice_widget(answer="no wall yet"):
 def test_builder_returns_a_widget_that_reveals_nothing_before_a_guess():
     widget = number_widget()
     assert isinstance(widget, PredictionWidget)
-    assert widget.guess is None and widget.correct is None and widget.reveal.value == ""
+    assert widget.guess is None and widget.correct is None and widget.verdict.value == ""
     assert not widget.entry.disabled and not widget.button.disabled
 
 
 def test_a_right_number_is_locked_in_and_the_reveal_says_right():
     widget = number_widget(explanation="24 / 6 = 4.")
     widget.entry.value = " 4 "
-    widget.button.click()  # the learner's path: type, then press the button
+    press_commit(widget)  # the learner's path: type, then press the button
     assert widget.guess == 4.0 and widget.correct is True and widget.answer_shown == 4.0
-    assert "Right." in widget.reveal.value and "the answer is <b>4</b>" in widget.reveal.value
-    assert "24 / 6 = 4." in widget.reveal.value
+    assert "Right." in widget.verdict.value and "the answer is <b>4</b>" in widget.verdict.value
+    assert "24 / 6 = 4." in widget.verdict.value
     assert widget.entry.disabled and widget.button.disabled
 
 
 def test_a_wrong_number_is_told_so_and_cannot_be_changed_after_the_reveal():
     widget = number_widget(wrong_guesses={144: "144 = 24 x 6: divide instead."})
     assert widget.commit("144")
-    assert widget.correct is False and "Not this time." in widget.reveal.value
-    assert "You guessed <b>144</b>" in widget.reveal.value and "divide instead" in widget.reveal.value
+    assert widget.correct is False and "Not this time." in widget.verdict.value
+    assert "You guessed <b>144</b>" in widget.verdict.value and "divide instead" in widget.verdict.value
     assert widget.commit("4") is False and widget.guess == 144.0  # locked: no second guess after peeking
     assert "already locked in" in widget.message.value
 
@@ -53,11 +59,11 @@ def test_a_wrong_number_is_told_so_and_cannot_be_changed_after_the_reveal():
 def test_bad_input_names_what_is_allowed_and_the_widget_keeps_working(typed, words):
     widget = number_widget()
     widget.entry.value = typed
-    widget.button.click()
+    press_commit(widget)
     assert words in widget.message.value and "plain number" in widget.message.value
-    assert widget.guess is None and widget.reveal.value == "" and not widget.button.disabled
+    assert widget.guess is None and widget.verdict.value == "" and not widget.button.disabled
     widget.entry.value = "−4"  # a typographic minus is read as a minus
-    widget.button.click()
+    press_commit(widget)
     assert widget.message.value == "" and widget.guess == -4.0 and widget.correct is False
 
 
@@ -75,8 +81,8 @@ def test_choices_need_one_picked_and_the_verdict_explains_a_typical_wrong_pick()
     assert widget.commit("a whole wall") is False and "not one of the choices" in widget.message.value
     widget.entry.value = "half the wall"
     assert widget.commit()
-    assert widget.correct is False and "in the pile" in widget.reveal.value
-    assert "The wall waits for the last trip." in widget.reveal.value
+    assert widget.correct is False and "in the pile" in widget.verdict.value
+    assert "The wall waits for the last trip." in widget.verdict.value
 
 
 def test_an_answer_function_is_called_only_at_the_reveal_and_a_failure_leaves_the_guess_open():
@@ -149,15 +155,28 @@ def test_an_answer_function_that_returns_something_outside_the_choices_is_report
     assert widget.commit("a") is False and "not one of the choices" in widget.errors.outputs[0]["text"]
 
 
-def test_a_guess_typed_and_committed_without_enter_is_the_one_locked_in():
-    # The front end syncs a Text's value on Enter only when continuous_update is off; clicking Commit
-    # straight after typing then committed the old value. Each keystroke syncs, as here, then the click.
+def test_a_click_commits_what_the_entry_holds_when_its_lock_arrives():
+    # A browser holds the entry's last keystrokes while an earlier one is unanswered, and sends a click at once;
+    # so the click only locks the entry, in the browser, and the lock travels after the keystrokes in one message.
     widget = number_widget()
-    assert widget.entry.continuous_update
-    for typed in ("1", "14", "1", "", "4"):  # typed, corrected, retyped
-        widget.entry.value = typed
-    widget.button.click()
-    assert widget.guess == 4.0 and widget.correct is True
+    link = widget._click_locks_entry
+    assert (link.source, link.target) == ((widget.button, "value"), (widget.entry, "disabled"))
+    widget.entry.value = "1"  # the first keystroke, sent at once
+    widget.button.value = True  # the click, sent at once: no commit from the button itself
+    assert widget.guess is None
+    widget.entry.set_state({"value": "4", "disabled": True})  # the held keystrokes with the lock, as one message
+    assert widget.guess == 4.0 and widget.correct is True and widget.button.disabled
+
+
+def test_a_click_without_a_number_unlocks_the_box_and_says_why():
+    widget = number_widget()
+    widget.entry.value = "ten"
+    press_commit(widget)
+    assert widget.guess is None and "'ten' is not a number" in widget.message.value
+    assert not widget.entry.disabled and not widget.button.value and not widget.button.disabled
+    widget.entry.value = "0"  # corrected, then a click alone
+    press_commit(widget)
+    assert widget.guess == 0.0 and widget.correct is False and widget.message.value == ""
 
 
 def test_the_beginner_predictions_build_and_reveal():
@@ -168,4 +187,4 @@ def test_the_beginner_predictions_build_and_reveal():
         assert widget.commit(str(widget.answer())) and widget.correct, name
         wrong = make_prediction(**kwargs)
         guess, why = next(iter(kwargs["wrong_guesses"].items()))
-        assert wrong.commit(guess) and wrong.correct is False and why.split(":")[0] in wrong.reveal.value, name
+        assert wrong.commit(guess) and wrong.correct is False and why.split(":")[0] in wrong.verdict.value, name

@@ -1,14 +1,16 @@
-"""Guess, then see: the learner commits to a prediction, locked once committed, before the computed answer shows.
+"""Guess, then see: the learner commits to a prediction, locked once committed, before the computed answer shows;
+`with guess.reveal():` holds a later cell's output until then (widgets/controls/reveal.py).
 Without a kernel the saved output shows the question and the answer folded away; `text/plain` is one line for nbval."""
 from __future__ import annotations
 
 import html
 import math
-from typing import Callable, Mapping, Sequence
+from typing import Callable, ContextManager, Mapping, Sequence
 
 import ipywidgets as W
 
 from widgets.controls.compat import Displayed, set_tooltip
+from widgets.controls.reveal import held_until
 from widgets.draw.style import RIGHT_TEXT, WRONG_TEXT, errors_shown_in
 
 
@@ -33,21 +35,34 @@ class PredictionWidget(Displayed, W.VBox):
         self.guess: object = None
         self.correct: bool | None = None
         self.answer_shown: object = None
+        self._on_commit: list[Callable[[], None]] = []  # each held reveal's release
         self.question = W.HTML(f"<b>Predict first.</b> {_escape(question)}")
         if self.choices:
             self.entry = W.RadioButtons(options=self.choices, value=None, layout=W.Layout(width="auto"))
         else:
-            # The description labels the box for a screen reader. Every keystroke syncs: a value synced
-            # only on Enter is lost when the learner types and clicks Commit at once.
+            # The description labels the box for a screen reader.
             self.entry = W.Text(description="your guess", placeholder="e.g. 12", continuous_update=True,
                                 style={"description_width": "80px"}, layout=W.Layout(width="240px"))
-        self.button = set_tooltip(W.Button(description="Commit my guess", button_style="primary"),
+        self.button = set_tooltip(W.ToggleButton(description="Commit my guess", button_style="primary"),
                                   "Lock in your guess; then the answer is shown")
-        self.button.on_click(lambda _: self.commit())
+        # The click locks the entry in the browser (a link the browser runs) and the kernel commits when the entry's
+        # own model says it is locked. A browser holds a model's changes while its last one is unanswered and sends
+        # them together after, but sends a button's click at once: a click read by the kernel could overtake the
+        # last keystrokes (2 in 9 corrected guesses lost). Sent by the entry's model, the lock comes after them.
+        self._click_locks_entry = W.jsdlink((self.button, "value"), (self.entry, "disabled"))
+        self.entry.observe(self._locked_by_click, "disabled")
         self.message = W.HTML()
-        self.reveal = W.HTML()
+        self.verdict = W.HTML()
         self.errors = W.Output()
-        super().__init__([self.question, W.HBox([self.entry, self.button]), self.message, self.reveal, self.errors])
+        super().__init__([self.question, W.HBox([self.entry, self.button]), self.message, self.verdict, self.errors])
+
+    def _locked_by_click(self, change) -> None:
+        if change["new"] and self.guess is None and not self.commit():
+            self.entry.disabled = self.button.value = False  # not a guess yet: the message says why; try again
+
+    def reveal(self) -> ContextManager[None]:
+        """`with guess.reveal():` runs a cell's body now and holds its output until a guess is committed."""
+        return held_until(self.guess is not None, self._on_commit.append)
 
     def answer(self) -> object:
         """The answer, computed now if it was given as a function."""
@@ -102,9 +117,11 @@ class PredictionWidget(Displayed, W.VBox):
             return False
         right = self._same(value, answer)
         self.guess, self.correct, self.answer_shown = value, right, answer
-        self.entry.disabled = self.button.disabled = True
+        self.button.disabled = self.button.value = self.entry.disabled = True
         self.button.description = "Guess locked in"
-        self.reveal.value = self._reveal_html(value, answer, right)
+        self.verdict.value = self._reveal_html(value, answer, right)
+        for release in self._on_commit:
+            release()
         return True
 
     def _reveal_html(self, value: object, answer: object, right: bool) -> str:
