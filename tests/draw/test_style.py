@@ -68,7 +68,7 @@ def test_verdicts_prompts_and_captions_are_in_text_colours():
     for guess in ("4", "5"):
         widget = prediction.make_prediction("How many?", answer=4)
         widget.commit(guess)
-        assert all(contrast(c) >= 4.5 for c in re.findall(r"color:(#[0-9A-Fa-f]{6})", widget.reveal.value))
+        assert all(contrast(c) >= 4.5 for c in re.findall(r"color:(#[0-9A-Fa-f]{6})", widget.verdict.value))
     shown = "".join(Feedback(status, "m")._repr_markdown_() for status in Status)
     assert all(contrast(c) >= 4.5 for c in re.findall(r"color:(#[0-9A-Fa-f]{6})", shown))
     html = style.verdict_list_html(["allclose: True", "allclose: False"], ("allclose",))
