@@ -37,9 +37,12 @@ endif
 	$(PIP) -r requirements.txt
 	touch $@
 
-$(VENV)/.installed-test: requirements-test.txt $(VENV)/.installed
+$(VENV)/.installed-test: requirements-test.txt site/package-lock.json $(VENV)/.installed
 	@$(PYTHON) tools/install_notice.py test
 	$(PIP) -r requirements-test.txt
+	@# KaTeX for the book site's math test, from site/package-lock.json; without npm that test is skipped
+	if command -v npm >/dev/null 2>&1; then npm ci --no-audit --no-fund --prefix site; \
+	else echo "npm not found: tests/site/test_math.py will be skipped (apt-get install nodejs npm)"; fi
 	touch $@
 
 install: $(VENV)/.installed
@@ -106,6 +109,16 @@ quick: install-test
 	$(RUFF)
 	$(IMPORTS)
 	$(BIN)/python tools/quick.py
+
+# The book site, built offline from the committed notebooks (never re-executed) into build/site/html: Sphinx with
+# MyST-NB and sphinx-book-theme (site/build.py says what it changes for a page without a kernel). Binder and Colab
+# launch buttons; make site HUB=https://hub.example.org adds a JupyterHub one (nbgitpuller). HUB reaches
+# site/build.py as its text ($(value ...) expands nothing), which checks it is an address.
+.PHONY: site
+unexport HUB
+site: export LAB_SITE_HUB := $(value HUB)
+site: install-test
+	$(BIN)/python site/build.py
 
 # Re-execute every notebook in place (after changing one) and write the plans again (they cite cell
 # numbers); then re-run the benchmark.

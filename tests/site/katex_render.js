@@ -1,0 +1,16 @@
+// Renders each formula given on stdin (a JSON list of [tex, displayMode]) with KaTeX, as VS Code's notebooks and
+// MyST sites do; prints a JSON list of [index, message] for each that KaTeX rejects.
+const katex = require(process.argv[2]);
+let input = "";
+process.stdin.on("data", (chunk) => { input += chunk; });
+process.stdin.on("end", () => {
+  const errors = [];
+  JSON.parse(input).forEach(([tex, displayMode], index) => {
+    try {
+      katex.renderToString(tex, { displayMode, throwOnError: true, strict: "error" });
+    } catch (error) {
+      errors.push([index, error.message]);
+    }
+  });
+  process.stdout.write(JSON.stringify(errors));
+});

@@ -1,0 +1,41 @@
+"""What the site tests read from a built page: its ids, its links, and the pictures in its cells' outputs."""
+from __future__ import annotations
+
+from html.parser import HTMLParser
+from pathlib import Path
+
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+
+
+class Page(HTMLParser):
+    """One built HTML page: `ids` (id and name attributes), `links` (href and src), `output_alts` (the alt of each
+    <img> inside a cell's output, or anywhere if `outputs`: the HTML is an output; None where it has none), `widget_scripts` (widget-view <script> tags)."""
+
+    def __init__(self, html: str, outputs: bool = False):
+        super().__init__(convert_charrefs=True)
+        self.ids: set[str] = set()
+        self.links: list[str] = []
+        self.output_alts: list[str | None] = []
+        self.widget_scripts = 0
+        self._divs: list[bool] = [outputs]  # for each open <div>: is it a cell's output?
+        self.feed(html)
+        self.close()
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        self.ids.update(v for k, v in attrs.items() if k in ("id", "name") and v)
+        self.links += [v for k, v in attrs.items() if k in ("href", "src") and v]
+        if tag == "div":
+            self._divs.append("cell_output" in (attrs.get("class") or "").split())
+        elif tag == "img" and any(self._divs):
+            self.output_alts.append(attrs.get("alt"))
+        elif tag == "script" and attrs.get("type") == WIDGET_MIME:
+            self.widget_scripts += 1
+
+    @classmethod
+    def read(cls, path: Path) -> Page:
+        return cls(path.read_text(encoding="utf-8"))
+
+    def handle_endtag(self, tag):
+        if tag == "div" and len(self._divs) > 1:
+            self._divs.pop()
