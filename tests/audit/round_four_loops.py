@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Callable, NamedTuple
 
 import torch
-from torch.func import functional_call, grad
+from torch.func import functional_call, grad, vmap
 
 IGNORE_INDEX = -100  # the padding target, as widgets.core.accumulation has it
 
@@ -60,6 +60,7 @@ class Case:
     clip_norm: float | None = None  # the audit's clip_norm, and the big batch's clip
     shows: str = WEIGHTS  # a wrong loop only: what makes it wrong
     rtol: float = 1e-10  # how close a right loop's final weights come to the big batch's
+    never_says: tuple[str, ...] = ()  # phrases (lower case) a report on this loop must not contain: false here
 
 
 def share_of(batches, i, K):
@@ -117,7 +118,8 @@ def hook_registered_every_micro_step(model, optimizer, loss_fn, batches, accumul
     n = len(batches)
     for i, (x, y) in enumerate(batches):
         for p in model.parameters():
-            p.register_hook(lambda g: g * share_of(batches, i, accumulation_steps))  # noqa: B023 - never removed: they pile up
+            # never removed: the hooks pile up, and each multiplies by the current share
+            p.register_hook(lambda g: g * share_of(batches, i, accumulation_steps))  # noqa: B023
         loss_fn(model(x), y).backward()
         if (i + 1) % accumulation_steps == 0 or i + 1 == n:
             optimizer.step()
@@ -138,6 +140,33 @@ def hook_and_loss_both_weigh(model, optimizer, loss_fn, batches, accumulation_st
             optimizer.zero_grad()
 
 
+def hook_across_ranks(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None, *, comm):
+    scale = [1.0]
+    for p in model.parameters():
+        p.register_hook(lambda g: g * scale[0])
+    for start in range(0, len(batches), accumulation_steps):
+        window = batches[start : start + accumulation_steps]
+        tokens = comm.all_reduce(sum(real_tokens(y) for _, y in window))  # every rank's, before any backward
+        scale[0] = comm.world_size / tokens.item()  # x world_size: DDP's mean over ranks divides by it
+        for x, y in window:
+            loss_fn(model(x), y, reduction="sum").backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+def hook_per_rank_count(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None, *, comm):
+    scale = [1.0]
+    for p in model.parameters():
+        p.register_hook(lambda g: g * scale[0])
+    for start in range(0, len(batches), accumulation_steps):
+        window = batches[start : start + accumulation_steps]
+        scale[0] = comm.world_size / sum(real_tokens(y) for _, y in window).item()  # this rank's tokens only
+        for x, y in window:
+            loss_fn(model(x), y, reduction="sum").backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+
 # ----------------------------------------------------------------------------- torch.func.grad
 
 
@@ -156,6 +185,24 @@ def func_grad_pile(model, optimizer, loss_fn, batches, accumulation_steps, sched
             optimizer.step()
             optimizer.zero_grad()
             pile = {}
+
+
+def func_grad_per_example(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    def loss_of_one(params, x, y):
+        return loss_fn(functional_call(model, params, (x.unsqueeze(0),)), y.unsqueeze(0))
+
+    per_example = vmap(grad(loss_of_one), in_dims=(None, 0, 0))  # Opacus-shaped: one gradient per example
+    for start in range(0, len(batches), accumulation_steps):
+        window = batches[start : start + accumulation_steps]
+        examples, pile = sum(len(y) for _, y in window), {}
+        for x, y in window:
+            params = {k: v.detach() for k, v in model.named_parameters()}
+            for k, g in per_example(params, x, y).items():
+                pile[k] = pile.get(k, 0) + g.sum(0) / examples  # every example of the window weighs 1/examples
+        for k, p in model.named_parameters():
+            p.grad = pile[k]
+        optimizer.step()
+        optimizer.zero_grad()
 
 
 def func_grad_undivided(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
@@ -644,15 +691,25 @@ LOOPS: list[Case] = [
          "a hook per micro-step, removed after its backward, weighs that micro-batch by its share"),
     Case("hook_divides_by_k", "weight_hook", hook_divides_by_k, False,
          frozenset({"tail_divided_by_k", "normalised_per_micro_batch"}),
-         "the hook divides every micro-batch's gradient by K, so the short last micro-batch weighs as a full one"),
+         "the hook divides every micro-batch's gradient by K, so the short last micro-batch weighs as a full one",
+         never_says=("x the reference",)),
     Case("hook_registered_every_micro_step", "weight_hook", hook_registered_every_micro_step, False, None,
-         "a new hook each micro-step is never removed, so micro-batch i's gradient is multiplied by its share i + 1 times"),
+         "a new hook each micro-step is never removed, so micro-batch i's gradient is multiplied by its share "
+         "i + 1 times"),
     Case("hook_and_loss_both_weigh", "weight_hook", hook_and_loss_both_weigh, False,
          frozenset({"loss_divided_twice"}),
          "the hook and the loss both multiply by the share, so each gradient is weighed by its share squared"),
+    Case("hook_across_ranks", "weight_hook", hook_across_ranks, True, frozenset(),
+         "the hook scales each rank's summed token loss by world_size / every rank's tokens, counted before backward",
+         settings=ACROSS_RANKS, problem="tokens"),
+    Case("hook_per_rank_count", "weight_hook", hook_per_rank_count, False, frozenset({"per_rank_normaliser"}),
+         "the hook divides by this rank's tokens only, so a token on a rank with few weighs more",
+         settings=ACROSS_RANKS, problem="tokens"),
     # torch.func.grad
     Case("func_grad_pile", "func_grad", func_grad_pile, True, frozenset(),
          "torch.func.grad's gradients, each weighed by its share, are piled and put in .grad before the step"),
+    Case("func_grad_per_example", "func_grad", func_grad_per_example, True, frozenset(),
+         "vmap(grad) gives one gradient per example; each is divided by the window's examples and summed"),
     Case("func_grad_undivided", "func_grad", func_grad_undivided, False, frozenset({"loss_not_divided"}),
          "the mean losses' gradients are summed undivided, so an update of n micro-batches is about n x too big"),
     Case("func_grad_mean_of_means", "func_grad", func_grad_mean_of_means, False,
@@ -674,7 +731,8 @@ LOOPS: list[Case] = [
     Case("buffer_reset_after_step", "own_buffer", buffer_reset_after_step, True, frozenset(),
          "the loop piles .grad into its own buffer, puts it back for the step, and empties it after"),
     Case("buffer_never_reset", "own_buffer", buffer_never_reset, False, frozenset({"zero_grad_missing"}),
-         "the buffer is never emptied, so each update adds every earlier update's gradient"),
+         "the buffer is never emptied, so each update adds every earlier update's gradient",
+         never_says=("call zero_grad()",)),
     # a right buffer with a wrong tail
     Case("buffer_steps_on_full_windows", "buffer_tail", buffer_steps_on_full_windows, False,
          frozenset({"forget_final_step"}),
@@ -696,7 +754,7 @@ LOOPS: list[Case] = [
     Case("running_mean_by_micro_batches", "running_mean", running_mean_by_micro_batches, False,
          frozenset({"normalised_per_micro_batch", "tail_divided_by_k"}),
          "the running mean counts micro-batches, not examples, so the short last micro-batch weighs as a full one; "
-         "nothing is clipped", settings=MIXED_LAST_WINDOW),
+         "nothing is clipped", settings=MIXED_LAST_WINDOW, never_says=("clip",)),
     Case("running_mean_by_micro_batches_alone", "running_mean", running_mean_by_micro_batches, True, frozenset(),
          "where the short micro-batch is alone in its window, the mean over micro-batches is the mean over examples",
          settings=ALONE_LAST),
@@ -711,13 +769,13 @@ LOOPS: list[Case] = [
     # a float32 scale factor
     Case("torchtune_scale_grads", "float32_factor", torchtune_scale_grads, True, frozenset(),
          "the summed token losses divided by the window's real tokens, the factor 1/num_tokens rounded to float32",
-         problem="tokens", rtol=1e-6),
+         problem="tokens", rtol=1e-6, never_says=("differs",)),
     Case("torchtune_counts_padding", "float32_factor", torchtune_counts_padding, False,
          frozenset({"padding_counted"}), "the window's positions, padding included, divide the summed token losses",
          problem="tokens"),
     Case("torchtune_across_ranks", "float32_factor", torchtune_across_ranks, True, frozenset(),
          "every rank's tokens all-reduced, each rank's sum scaled by world_size / them, DDP's mean over ranks after",
-         settings=ACROSS_RANKS, problem="tokens", rtol=1e-6),
+         settings=ACROSS_RANKS, problem="tokens", rtol=1e-6, never_says=("differs",)),
     Case("torchtune_ranks_divide_twice", "float32_factor", torchtune_ranks_divide_twice, False,
          frozenset({"ranks_divided_twice"}),
          "scaled by 1 / all ranks' tokens, then DDP's mean divides by world_size again",
@@ -729,12 +787,14 @@ LOOPS: list[Case] = [
     # two forwards, one backward
     Case("rdrop_halved", "rdrop", rdrop_halved, True, frozenset(),
          "two forwards of one micro-batch, their losses halved (the consistency term has no gradient when they agree); "
-         "one backward each: memory does not grow with K"),
+         "one backward each: memory does not grow with K",
+         never_says=("memory grows with k",)),
     Case("rdrop_summed", "rdrop", rdrop_summed, False, frozenset({"wrong_loss_scale"}),
          "the two forwards' losses are summed, not halved, so every update is 2 x too big"),
     # graphs and outputs
     Case("keeps_outputs_for_a_metric", "graphs", keeps_outputs_for_a_metric, True, frozenset(),
-         "outputs kept after their backward for a metric hold no saved tensors: memory does not grow with K"),
+         "outputs kept after their backward for a metric hold no saved tensors: memory does not grow with K",
+         never_says=("memory grows with k",)),
     Case("sums_the_window_then_backward", "graphs", sums_the_window_then_backward, False,
          frozenset({"graphs_kept_alive"}),
          "the window's losses are summed and backpropagated once: the updates are right, but K graphs are alive",
@@ -745,25 +805,27 @@ LOOPS: list[Case] = [
     Case("logs_every_micro_batch", "reports", logs_every_micro_batch, False, frozenset({"log_wrong"}),
          "it returns one value per micro-batch (N values for ceil(N/K) updates); the updates are right", shows=LOG),
     Case("nanogpt_whole_windows", "reports", nanogpt_whole_windows, False, frozenset({"tail_dropped"}),
-         "it makes 2 updates where the big batch makes 3: the short last window is never read", settings=WITH_TAIL),
+         "it makes 2 updates where the big batch makes 3: the short last window is never read", settings=WITH_TAIL,
+         never_says=("update 2",)),
     Case("nanogpt_whole_windows_no_tail", "reports", nanogpt_whole_windows, True, frozenset(),
          "without an uneven tail every window is whole, each weighed by its examples", settings=NO_TAIL),
     Case("steps_again_on_an_emptied_pile", "reports", steps_again_on_an_emptied_pile, False,
          frozenset({"step_twice"}),
          "a second step on a pile emptied to zeros moves nothing under plain SGD; with momentum or Adam it moves again",
-         shows=MOMENTUM),
+         shows=MOMENTUM, never_says=("applies the update again",)),
     Case("loss_rebuilt_from_item", "reports", loss_rebuilt_from_item, False, frozenset({"never_calls_backward"}),
-         "backward() runs on a tensor rebuilt from .item(), so no gradient reaches the weights"),
+         "backward() runs on a tensor rebuilt from .item(), so no gradient reaches the weights",
+         never_says=("call loss.backward()",)),
     Case("clips_the_norm_once", "reports", clips_the_norm_once, True, frozenset(),
          "clip_grad_norm_ once per update, before the step, at the audit's clip_norm", clip_norm=1.0),
     Case("clips_by_value", "reports", clips_by_value, False, None,
          "clip_grad_value_ clips each entry, not the norm: the fix is clip_grad_norm_ once before the step",
-         clip_norm=1.0),
+         clip_norm=1.0, never_says=("leave .grad alone",)),
     Case("producer_thread_until_sentinel", "reports", producer_thread_until_sentinel, True, frozenset(),
          "a producer thread feeds the micro-batches through a queue and ends it with None"),
     Case("producer_thread_k_per_window", "reports", producer_thread_k_per_window, False, frozenset({"time_limit"}),
          "it asks for K micro-batches in the short last window, so its q.get() waits for ever", settings=WITH_TAIL,
-         shows=HANGS),
+         shows=HANGS, never_says=("threading.py",)),
     Case("producer_thread_k_per_window_no_tail", "reports", producer_thread_k_per_window, True, frozenset(),
          "without an uneven tail every window holds K micro-batches", settings=NO_TAIL),
     Case("probes_the_gradient_norm", "reports", probes_the_gradient_norm, True, frozenset(),

@@ -207,7 +207,17 @@ def test_each_loop_against_the_big_batch(case: Case, setting: Setting):
             for optimizer in ("momentum", "adam"):
                 assert far(run(case, setting, kind, optimizer)[0], big_batch(case, setting, kind, optimizer)[0])
         if case.shows == LOG:
-            assert returned is not None and len(returned) != len(means), "one value per micro-batch"
+            assert returned is not None and len(returned) == setting.num_batches != len(means), "one per micro-batch"
+
+
+def test_the_whole_windows_loop_makes_two_updates_where_the_big_batch_makes_three():
+    case = next(c for c in LOOPS if c.name == "nanogpt_whole_windows")
+    for setting in case.settings:
+        model, steps = new_model(case, "linear", 0), []
+        optimizer = OPTIMIZERS["sgd"](model.parameters())
+        optimizer.register_step_post_hook(lambda *_, steps=steps: steps.append(1))
+        case.loop(model, optimizer, torch.nn.MSELoss(), regression_batches(setting, 0, None), setting.K)
+        assert (len(steps), -(-setting.num_batches // setting.K)) == (2, 3)
 
 
 def test_every_family_has_a_right_and_a_wrong_form_and_known_names():
