@@ -454,6 +454,16 @@ def torchtune_scale_grads(model, optimizer, loss_fn, batches, accumulation_steps
             num_tokens = 0
 
 
+def share_as_a_float32_tensor(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    n = len(batches)
+    for i, (x, y) in enumerate(batches):
+        share = torch.tensor(share_of(batches, i, accumulation_steps))  # the default dtype: float32
+        (loss_fn(model(x), y) * share).backward()  # a float64 loss times the share rounded to float32
+        if (i + 1) % accumulation_steps == 0 or i + 1 == n:
+            optimizer.step()
+            optimizer.zero_grad()
+
+
 def torchtune_counts_padding(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
     n, num_tokens = len(batches), 0
     for i, (x, labels) in enumerate(batches):
@@ -516,6 +526,17 @@ def rdrop_halved(model, optimizer, loss_fn, batches, accumulation_steps, schedul
         out1, out2 = model(x), model(x)  # two forwards of one micro-batch (dropout would make them differ)
         loss = (loss_fn(out1, y) + loss_fn(out2, y)) / 2 + 0.5 * (out1 - out2).pow(2).mean()  # halved: one loss
         (loss * share_of(batches, i, accumulation_steps)).backward()
+        if (i + 1) % accumulation_steps == 0 or i + 1 == n:
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def rdrop_two_backwards(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    n = len(batches)
+    for i, (x, y) in enumerate(batches):
+        share = share_of(batches, i, accumulation_steps)
+        for _ in range(2):  # two forwards, each half the micro-batch's weight, each with its own backward
+            (loss_fn(model(x), y) * share / 2).backward()
         if (i + 1) % accumulation_steps == 0 or i + 1 == n:
             optimizer.step()
             optimizer.zero_grad()
@@ -770,6 +791,9 @@ LOOPS: list[Case] = [
     Case("torchtune_scale_grads", "float32_factor", torchtune_scale_grads, True, frozenset(),
          "the summed token losses divided by the window's real tokens, the factor 1/num_tokens rounded to float32",
          problem="tokens", rtol=1e-6, never_says=("differs",)),
+    Case("share_as_a_float32_tensor", "float32_factor", share_as_a_float32_tensor, True, frozenset(),
+         "each loss weighed by its share, the share a float32 tensor: right to float32's rounding", rtol=1e-6,
+         never_says=("differs",)),
     Case("torchtune_counts_padding", "float32_factor", torchtune_counts_padding, False,
          frozenset({"padding_counted"}), "the window's positions, padding included, divide the summed token losses",
          problem="tokens"),
@@ -789,6 +813,9 @@ LOOPS: list[Case] = [
          "two forwards of one micro-batch, their losses halved (the consistency term has no gradient when they agree); "
          "one backward each: memory does not grow with K",
          never_says=("memory grows with k",)),
+    Case("rdrop_two_backwards", "rdrop", rdrop_two_backwards, True, frozenset(),
+         "two forwards of one micro-batch, each half its weight and backpropagated on its own: 2 backward passes "
+         "a micro-batch, the same pile"),
     Case("rdrop_summed", "rdrop", rdrop_summed, False, frozenset({"wrong_loss_scale"}),
          "the two forwards' losses are summed, not halved, so every update is 2 x too big"),
     # graphs and outputs
