@@ -217,6 +217,10 @@ class ExerciseSet:
         self._exercises = {e.name: e for e in exercises}
         for exercise in self._exercises.values():
             exercise.set_title = title
+        letters = frozenset(letter for e in self for letter in getattr(e._checker, "letters", ()))
+        shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
+        if letters and shell is not None:  # in a notebook: `answer = B` is told to quote the letter
+            shell.set_custom_exc((NameError,), _tell_to_quote(letters))
         progress.note_exercises(title, [(e.name, e.title) for e in self._exercises.values()])  # best effort
 
     def __getattr__(self, name: str) -> Exercise:
@@ -253,11 +257,17 @@ class ExerciseSet:
 
 
 def as_number(value: object, name: str = "answer") -> float:
-    """A learner's number as a float; anything with `.item()` (a one-element tensor) works too."""
+    """A learner's number as a float: a one-element tensor (`.item()`) and a number typed in quotes ('4') too;
+    anything else is Wrong, saying a number is needed."""
     if hasattr(value, "item") and callable(value.item) and getattr(value, "numel", lambda: 1)() == 1:
         value = value.item()
+    if isinstance(value, str):
+        try:
+            return float(value.strip().replace("−", "-"))  # '4': the number meant, quotes or not
+        except ValueError:
+            raise Wrong(f"{name} must be a number, typed without quotes (such as 4 or 0.25), got {value!r}") from None
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
+        raise Wrong(f"{name} must be a number, got {value!r} ({type(value).__name__})")
     return float(value)
 
 
@@ -307,12 +317,45 @@ def number_checker(target: float, typical: dict[float, str], fallback: str, righ
 
 
 def choice_checker(right: str, wrong: dict[str, str], right_message: str):
-    """A checker for one letter: Correct for `right`, else the misconception behind that letter."""
+    """A checker for one letter: Correct for `right`, else the misconception behind that letter. Its `letters` tell
+    an `ExerciseSet` that a bare `B` typed for an answer should be told to take quotes."""
     letters = sorted({right, *wrong})
 
     def check(answer: object) -> Feedback:
         letter = answer.strip().upper() if isinstance(answer, str) else None
         if letter not in letters:
-            return incorrect(f"answer with one of the letters {', '.join(repr(x) for x in letters)}, got {answer!r}")
+            return incorrect(f"answer with one of the letters {', '.join(repr(x) for x in letters)}, in quotes; "
+                             f"got {answer!r}")
         return correct(right_message) if letter == right else incorrect(wrong[letter])
+    check.letters = letters
     return check
+
+
+@dataclass(frozen=True)
+class QuotesNote:
+    """Shown under the NameError of an answer typed as a bare letter (`answer = B`): the letter needs quotes."""
+
+    letter: str
+
+    def _text(self) -> str:
+        return (f"Without quotes, {self.letter} is a name Python looks up, and nothing is called {self.letter}. "
+                f"The answer is a letter: put it in quotes, answer = '{self.letter}', then run the cell again.")
+
+    def __repr__(self) -> str:
+        return self._text()
+
+    def _repr_html_(self) -> str:
+        # as a paragraph of its own, never inside the traceback's <pre>, which breaks lines mid-word
+        return (f'<p style="white-space: normal; word-break: normal; overflow-wrap: break-word">'
+                f"{html.escape(self._text(), quote=False)}</p>")
+
+
+def _tell_to_quote(letters: frozenset[str]):
+    """IPython's handler for a cell's NameError: the traceback as always, then, for a bare answer letter, `QuotesNote`."""
+    def handler(shell, etype, value, tb, tb_offset=None):
+        shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
+        name = getattr(value, "name", None)
+        if isinstance(name, str) and name.upper() in letters and len(name) == 1:
+            from IPython.display import display
+            display(QuotesNote(name))
+    return handler
