@@ -1,10 +1,12 @@
 """Developer notebook 1's checkers: the right answer passes, each typical wrong answer fails with its message."""
+import contextlib
+
 import pytest
 import torch
 
 from tests.exercises.exercise_support import assert_incorrect
 from widgets.exercises.toolkit import Status
-from widgets.lessons.developer_1.exercises import proof_exercises
+from widgets.lessons.developer_1.exercises import proof_exercises, sync_context
 
 PROOF = proof_exercises()
 mse = torch.nn.functional.mse_loss
@@ -240,3 +242,59 @@ def test_an_answer_that_never_returns_is_stopped_and_hostile_answers_are_reporte
             raise RuntimeError("no")
     for answer in (Hostile(), "123", [1, 2]):
         assert PROOF.impersonate_16.check(answer).status is Status.INCORRECT
+
+
+# --- no_sync -------------------------------------------------------------------------------
+
+def _context(sync_when):
+    """A `sync_context` answer that runs outside no_sync exactly where `sync_when(micro_step, window_size)` holds."""
+    def sync_context(model, micro_step, window_size):
+        return contextlib.nullcontext() if sync_when(micro_step, window_size) else model.no_sync()
+    return sync_context
+
+
+def _the_other_way_round(model, micro_step, window_size):
+    return model.no_sync() if micro_step < window_size - 1 else contextlib.ExitStack()
+
+
+def _by_getattr(model, micro_step, window_size):
+    skip = window_size - micro_step > 1
+    return getattr(model, "no_sync", contextlib.nullcontext)() if skip else contextlib.suppress(KeyError)
+
+
+@pytest.mark.parametrize("answer", [_context(lambda i, n: i == n - 1), _context(lambda i, n: i + 1 == n),
+                                    _context(lambda i, n: not i < n - 1), _the_other_way_round, _by_getattr])
+def test_no_sync_correct_in_unusual_forms(answer):
+    assert PROOF.no_sync.check(answer).correct
+
+
+def _uncalled(model, micro_step, window_size):
+    return contextlib.nullcontext() if micro_step == window_size - 1 else model.no_sync
+
+
+def _entered_inside(model, micro_step, window_size):
+    if micro_step < window_size - 1:
+        with model.no_sync():
+            pass
+
+
+@pytest.mark.parametrize("answer, words", [
+    (_context(lambda i, n: i % 4 == 3), ["short last window of 2", "not with K"]),  # K hard-coded
+    (_context(lambda i, n: i == 3), ["short last window of 2"]),
+    (_context(lambda i, n: i == n), ["never all-reduce"]),  # off by one: never syncs
+    (_context(lambda i, n: False), ["never all-reduce"]),
+    (_context(lambda i, n: True), ["micro-step ran under no_sync", "4 times per update"]),
+    (_context(lambda i, n: i == 0), ["synced micro-steps are [0]", "never reach the other ranks"]),
+    (_context(lambda i, n: i != n - 1), ["[0, 1, 2]", "never reach the other ranks"]),  # upside down
+    (_context(lambda i, n: i >= n - 2), ["[2, 3]", "only on the last one"]),
+    (_uncalled, ["call it", "model.no_sync()"]),
+    (lambda model, i, n: i == n - 1, ["returned bool", "contextlib.nullcontext()"]),
+    (_entered_inside, ["returned None", "with"]),
+])
+def test_no_sync_wrong_answers_say_what_is_wrong(answer, words):
+    assert_incorrect(PROOF.no_sync.check(answer), *words)
+
+
+def test_no_sync_blank_is_not_attempted_and_the_solution_passes():
+    assert PROOF.no_sync.check(lambda model, i, n: ...).status is Status.NOT_ATTEMPTED
+    assert PROOF.no_sync.check(sync_context).correct

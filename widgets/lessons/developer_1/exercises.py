@@ -1,6 +1,8 @@
-"""Developer notebook 1's exercises (`proof_exercises`): checkers on problems of their own, compared with one real big batch."""
+"""Developer notebook 1's exercises (`proof_exercises`): checkers on problems of their own, compared with one real big batch;
+`no_sync` runs the learner's context on a stand-in that marks which micro-steps DDP would all-reduce."""
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 
@@ -130,6 +132,77 @@ def accumulate_16(model: torch.nn.Module, data: torch.Tensor, target: torch.Tens
         (loss * share).backward()  # adds this micro-batch's share of the batch gradient to .grad
 
 
+class _DDPStandIn:
+    """What `no_sync`'s checker passes as `model`: DDP's `no_sync()`, a context inside which backward() would
+    not all-reduce; `syncing` says which side of it a micro-step ran on."""
+
+    def __init__(self):
+        self.syncing = True
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        self.syncing = False
+        try:
+            yield
+        finally:
+            self.syncing = True
+
+
+# windows of K = 4 micro-steps, then a short last one of 2 and one of 1 (a stream that ends in a tail)
+_WINDOWS = (4, 2, 1)
+
+
+def _check_no_sync(answer: object) -> Feedback:
+    synced = {}  # window size -> the micro-steps whose backward would all-reduce
+    for size in _WINDOWS:
+        model = _DDPStandIn()
+        synced[size] = []
+        for micro_step in range(size):
+            context = answer(model, micro_step, size)
+            if context is Ellipsis:
+                return not_attempted("your function returns `...`: return the context for this micro-step")
+            if callable(context) and not hasattr(context, "__enter__"):  # model.no_sync without the call
+                return incorrect("your function returned a function, not a context: call it, `model.no_sync()` "
+                                 "(with the parentheses)")
+            if context is None:
+                return incorrect("your function returned None: return the context itself, `return model.no_sync()` "
+                                 "(the loop enters it with `with`)")
+            if not (hasattr(context, "__enter__") and hasattr(context, "__exit__")):
+                return incorrect(f"your function returned {type(context).__name__} {context!r:.40}: return a context "
+                                 "for `with`, `model.no_sync()` or `contextlib.nullcontext()`")
+            with context:
+                if model.syncing:
+                    synced[size].append(micro_step)
+    full = synced[_WINDOWS[0]]
+    if all(not steps for steps in synced.values()):
+        return incorrect("every micro-step ran under no_sync: the ranks never all-reduce, so each steps with its own "
+                         "gradient and the copies of the model drift apart")
+    if all(steps == list(range(size)) for size, steps in synced.items()):
+        return incorrect("no micro-step ran under no_sync: DDP all-reduces the whole gradient after every backward(), "
+                         f"{_WINDOWS[0]} times per update of {_WINDOWS[0]} micro-steps where once does")
+    if full == [_WINDOWS[0] - 1]:
+        for size in _WINDOWS[1:]:
+            if synced[size] != [size - 1]:
+                return incorrect(f"a window of {_WINDOWS[0]} is right, but in a short last window of {size} the "
+                                 f"synced micro-steps are {synced[size]}: compare `micro_step` with `window_size`, "
+                                 "the length of this window, not with K")
+        return correct("every micro-step but the window's last runs under no_sync, in a short window too: DDP "
+                       "all-reduces the whole pile once per update, on its last backward(), and every rank steps with "
+                       "the same gradient.")
+    if full and full[-1] != _WINDOWS[0] - 1:
+        return incorrect(f"in a window of {_WINDOWS[0]} the synced micro-steps are {full}: the gradients added after "
+                         "the last all-reduce never reach the other ranks. Sync on the window's last micro-step, "
+                         "`micro_step == window_size - 1`")
+    return incorrect(f"in a window of {_WINDOWS[0]} the synced micro-steps are {full}: sync only on the last one "
+                     f"(micro-step {_WINDOWS[0] - 1}); each earlier all-reduce sends the whole gradient for nothing")
+
+
+def sync_context(model, micro_step, window_size):
+    """Worked answer: the context for one micro-step's forward and backward in a window of `window_size`."""
+    last = micro_step == window_size - 1  # only the window's last backward all-reduces the whole pile
+    return contextlib.nullcontext() if last else model.no_sync()
+
+
 def proof_exercises() -> ExerciseSet:
     """The exercises of developer notebook 1 (proving the equivalence)."""
     return ExerciseSet("Proving the equivalence", [
@@ -170,6 +243,22 @@ def proof_exercises() -> ExerciseSet:
             solution=accumulate_16,
             explanation="Sixteen examples in micro-batches of 2: each loss is weighted by its share 2/16 = 1/8 of the batch, "
             "which for equal micro-batches is dividing by their number, K = 8.",
+            kind="code",
+        ),
+        Exercise(
+            name="no_sync", title="One all-reduce per update",
+            prompt="Write `sync_context(model, micro_step, window_size)`: it returns the context that one micro-step's "
+            "forward and backward run in, `model.no_sync()` on every micro-step of the window but its last, "
+            "`contextlib.nullcontext()` there. The checker passes a stand-in for a DDP model and windows of 4, 2 and "
+            "1 micro-steps: `ex.no_sync.check(sync_context)`.",
+            checker=_check_no_sync,
+            hints=["Inside `with model.no_sync():` a backward() only adds to this rank's .grad; the first backward() "
+                   "outside it all-reduces the whole pile.",
+                   "Which micro-step's backward must all-reduce? The one after which the pile is complete.",
+                   "`return contextlib.nullcontext() if micro_step == window_size - 1 else model.no_sync()`"],
+            solution=sync_context,
+            explanation="The last micro-step's backward all-reduces the whole pile, so one sync per window gives every "
+            "rank the same averaged gradient; a short last window ends at its own last micro-step.",
             kind="code",
         ),
     ])
