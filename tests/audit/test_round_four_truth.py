@@ -8,8 +8,10 @@ a small MLP; a wrong one shows what its record says (`shows`) by a margin far ab
 """
 from __future__ import annotations
 
+import linecache
 import sys
 import threading
+import time
 import weakref
 
 import pytest
@@ -273,14 +275,21 @@ def test_a_loop_that_waits_for_ever_does_not_end(case: Case, setting: Setting):
     thread = threading.Thread(target=case.loop, args=(model, OPTIMIZERS["sgd"](model.parameters()),
                                                       torch.nn.MSELoss(), batches, setting.K), daemon=True)
     thread.start()
-    thread.join(timeout=1.0)
-    assert thread.is_alive(), "it ended: nothing made it wait"
-    # let it end: hand its own queue the micro-batches it waits for
-    frame = sys._current_frames()[thread.ident]
-    while frame is not None and frame.f_code is not case.loop.__code__:
-        frame = frame.f_back
-    assert frame is not None, "it waits inside the loop itself"
-    waiting = frame.f_locals["q"]
+    deadline = time.monotonic() + 20  # it may be slow to get there on a loaded machine; waiting is what is proved
+    while True:
+        thread.join(timeout=0.5)
+        assert thread.is_alive(), "it ended: nothing made it wait"
+        frame = sys._current_frames()[thread.ident]
+        while frame is not None and frame.f_code is not case.loop.__code__:
+            frame = frame.f_back
+        line = linecache.getline(frame.f_code.co_filename, frame.f_lineno) if frame is not None else ""
+        if "q.get()" in line and frame.f_locals["q"].empty() or time.monotonic() > deadline:
+            break
+    at = frame.f_lineno if frame is not None else None
+    thread.join(timeout=0.5)
+    waits = thread.is_alive() and frame.f_lineno == at and frame.f_locals["q"].empty()  # still there, still empty
+    # let it end: hand its own queue the micro-batch it waits for, until it has had enough
     while thread.is_alive():
-        waiting.put((len(batches) - 1, batches[-1]))
+        frame.f_locals["q"].put((len(batches) - 1, batches[-1]))
         thread.join(timeout=0.1)
+    assert "q.get()" in line and waits, f"it waits at its own q.get(), with nothing left to get: {line.strip()!r}"
