@@ -7,7 +7,8 @@ Each notebook is copied for the page, changed only where a page without a kernel
   replaces that cell's widget output; the block's files go to out_dir = <source>/_static/interactive/, which the
   site serves at the URL prefix `_static/interactive/` from its root;
 - an HTML anchor `<a id="name"></a>` (JupyterLab follows it) becomes a MyST target `(name)=` that Sphinx resolves,
-  and a link `notebook.ipynb#name` to it a link to that target.
+  and a link `notebook.ipynb#name` to it a link to that target; a link to a heading by JupyterLab's id (its text,
+  spaces as '-', the case kept) links to MyST's id of that heading (GitHub's slug: lower case, no punctuation).
 Then Sphinx (MyST-NB, sphinx-book-theme) writes the pages to build/site/html with warnings as errors.
 """
 from __future__ import annotations
@@ -23,6 +24,9 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import nbformat
+from markdown_it import MarkdownIt
+from mdit_py_plugins.dollarmath import dollarmath_plugin
+from myst_parser.slugs import github_slugify, unique_slug
 from sphinx.cmd.build import build_main
 
 from widgets.research.references import REFERENCES
@@ -34,7 +38,8 @@ OUT = ROOT / "build" / "site"
 WIDGET = "application/vnd.jupyter.widget-view+json"
 PROGRESS_BAR = re.compile(r"\d+%\|")  # tqdm's text: "  0%|          | 0/5 [00:00<?, ?it/s]"
 ANCHOR = re.compile(r'^<a id="([\w-]+)"></a>\s*$', re.M)
-LINK_TO_ANCHOR = re.compile(r"\]\((?:[\w-]+\.ipynb)?#([\w-]+)\)")
+LINK_TO_ANCHOR = re.compile(r"\]\(([\w-]+\.ipynb)?#([^)\s]+)\)")
+MARKDOWN = MarkdownIt("commonmark").use(dollarmath_plugin)  # as MyST reads a heading: its maths is no text
 INTERACTIVE_DIR = Path("_static", "interactive")
 
 
@@ -54,30 +59,51 @@ def page_outputs(outputs: list, snippet: str | None) -> list:
     return kept
 
 
-def with_targets(markdown: str, targets: set[str]) -> str:
-    """`markdown` with each HTML anchor a MyST target, and each link to one of `targets` a link MyST resolves."""
-    markdown = ANCHOR.sub(r"(\1)=", markdown)
-    return LINK_TO_ANCHOR.sub(lambda m: f"](#{m[1]})" if m[1] in targets else m[0], markdown)
+def with_targets(markdown: str, stem: str, anchors: set[str], headings: dict[str, dict[str, str]]) -> str:
+    """`markdown` of notebook `stem` with each HTML anchor a MyST target, and each link to one of `anchors` or to a
+    heading by its JupyterLab id (`headings`: notebook stem -> JupyterLab id -> MyST id) a link MyST resolves."""
+
+    def resolved(link: re.Match) -> str:
+        notebook, name = link[1], link[2]
+        if name in anchors:
+            return f"](#{name})"
+        slug = headings[Path(notebook).stem if notebook else stem].get(name)
+        return f"]({notebook or ''}#{slug})" if slug else link[0]
+
+    return LINK_TO_ANCHOR.sub(resolved, ANCHOR.sub(r"(\1)=", markdown))
 
 
-def anchors(notebooks: list) -> set[str]:
+def html_anchors(notebooks: dict) -> set[str]:
     """The names of the HTML anchors in the notebooks' markdown cells (Sphinx's labels are global)."""
-    return {name for nb in notebooks for cell in nb.cells if cell.cell_type == "markdown"
+    return {name for nb in notebooks.values() for cell in nb.cells if cell.cell_type == "markdown"
             for name in ANCHOR.findall(cell.source)}
 
 
-def for_the_page(nb, stem: str, snippets: dict, targets: set[str]):
+def heading_ids(nb) -> dict[str, str]:
+    """JupyterLab's id of each heading of `nb` (its text, spaces as '-') -> MyST's (myst_heading_anchors)."""
+    ids, slugs = {}, set()
+    for cell in nb.cells:
+        tokens = MARKDOWN.parse(cell.source) if cell.cell_type == "markdown" else []
+        for opening, inline in zip(tokens, tokens[1:]):
+            if opening.type == "heading_open":
+                title = "".join(t.content for t in inline.children or [] if t.type in ("text", "code_inline"))
+                slugs.add(slug := unique_slug(github_slugify(title), slugs))
+                ids.setdefault(title.replace(" ", "-"), slug)
+    return ids
+
+
+def for_the_page(nb, stem: str, snippets: dict, anchors: set[str], headings: dict[str, dict[str, str]]):
     """A copy of notebook `nb` (file stem `stem`) as its page shows it."""
     nb = nbformat.from_dict(nb)
     nb.metadata.pop("widgets", None)
     for cell in nb.cells:
         if cell.cell_type == "markdown":
-            cell.source = with_targets(cell.source, targets)
+            cell.source = with_targets(cell.source, stem, anchors, headings)
         elif cell.cell_type == "code":
             cell.outputs = page_outputs(cell.outputs, snippets.get((stem, cell.get("id"))))
             for output in cell.outputs:  # a markdown output (developer_3's table) links to the targets too
                 if "text/markdown" in output.get("data", {}):
-                    output.data["text/markdown"] = with_targets(output.data["text/markdown"], targets)
+                    output.data["text/markdown"] = with_targets(output.data["text/markdown"], stem, anchors, headings)
     return nb
 
 
@@ -116,10 +142,10 @@ def build(out: Path = OUT, hub: str = "") -> Path:
         shutil.copy(HERE / name, source / name)
     (source / "references.md").write_text(references_page(), encoding="utf-8")
     notebooks = {path.stem: nbformat.read(path, as_version=4) for path in NOTEBOOKS}
-    targets = anchors(list(notebooks.values()))
+    anchors, headings = html_anchors(notebooks), {stem: heading_ids(nb) for stem, nb in notebooks.items()}
     snippets = interactive_snippets(source / INTERACTIVE_DIR)
     for stem, nb in notebooks.items():
-        nbformat.write(for_the_page(nb, stem, snippets, targets), source / f"{stem}.ipynb")
+        nbformat.write(for_the_page(nb, stem, snippets, anchors, headings), source / f"{stem}.ipynb")
     os.environ["LAB_SITE_HUB"] = check_hub(hub) if hub else ""
     status = build_main(["-W", "-n", "--keep-going", "-q", "-b", "html", "-d", str(out / "doctrees"),
                          str(source), str(html)])

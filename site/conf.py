@@ -17,7 +17,8 @@ exclude_patterns = ["_build"]
 # nbval proves the committed outputs; the site shows exactly those.
 nb_execution_mode = "off"
 myst_enable_extensions = ["dollarmath"]
-# The mistakes table of developer_3 is a markdown output whose links point at targets (build.py)
+myst_heading_anchors = 6  # the ids build.py points a link to a heading at
+# The mistakes tables (developer_1, developer_3) are markdown outputs whose links point at targets (build.py)
 nb_render_markdown_format = "myst"
 
 html_theme = "sphinx_book_theme"

@@ -1,8 +1,10 @@
-"""What the site tests read from a built page: its ids, its links, and the pictures in its cells' outputs."""
+"""What the site tests read: a built page's ids, links and pictures; a notebook's markdown."""
 from __future__ import annotations
 
 from html.parser import HTMLParser
 from pathlib import Path
+
+import nbformat
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
@@ -39,3 +41,15 @@ class Page(HTMLParser):
     def handle_endtag(self, tag):
         if tag == "div" and len(self._divs) > 1:
             self._divs.pop()
+
+
+def markdowns(path: Path) -> list[tuple[int, str]]:
+    """(cell index, text) of a notebook's markdown: its markdown cells and its markdown outputs (developer_3's
+    mistakes table is one)."""
+    found = []
+    for i, cell in enumerate(nbformat.read(path, as_version=4).cells):
+        if cell.cell_type == "markdown":
+            found.append((i, cell.source))
+        else:
+            found += [(i, out.data["text/markdown"]) for out in cell.get("outputs", []) if "text/markdown" in out.get("data", {})]
+    return found

@@ -7,10 +7,11 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import nbformat
 import pytest
 from markdown_it import MarkdownIt
 from mdit_py_plugins.dollarmath import dollarmath_plugin
+
+from tests.site.pages import markdowns
 
 ROOT = Path(__file__).resolve().parents[2]
 KATEX = ROOT / "site" / "node_modules" / "katex"
@@ -31,13 +32,7 @@ def formulas(markdown: str) -> list[tuple[str, bool]]:
 
 def notebook_formulas(path: Path) -> list[tuple[str, bool, str]]:
     """(tex, display, where) of every formula in the notebook's markdown cells and markdown outputs."""
-    nb = nbformat.read(path, as_version=4)
-    found = []
-    for i, cell in enumerate(nb.cells):
-        texts = [cell.source] if cell.cell_type == "markdown" else [
-            out.data["text/markdown"] for out in cell.get("outputs", []) if "text/markdown" in out.get("data", {})]
-        found += [(tex, display, f"{path.stem} cell {i}") for text in texts for tex, display in formulas(text)]
-    return found
+    return [(tex, display, f"{path.stem} cell {i}") for i, text in markdowns(path) for tex, display in formulas(text)]
 
 
 def katex_errors(items: list[tuple[str, bool]]) -> list[tuple[int, str]]:
