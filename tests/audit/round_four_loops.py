@@ -139,6 +139,17 @@ def hook_and_loss_both_weigh(model, optimizer, loss_fn, batches, accumulation_st
             optimizer.zero_grad()
 
 
+def hook_on_the_output(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    n = len(batches)
+    for i, (x, y) in enumerate(batches):
+        out, s = model(x), share_of(batches, i, accumulation_steps)
+        out.register_hook(lambda g, s=s: g * s)  # weighs the gradient at the output, before it reaches the weights
+        loss_fn(out, y).backward()
+        if (i + 1) % accumulation_steps == 0 or i + 1 == n:
+            optimizer.step()
+            optimizer.zero_grad()
+
+
 def hook_across_ranks(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None, *, comm):
     scale = [1.0]
     for p in model.parameters():
@@ -221,6 +232,22 @@ def func_grad_undivided(model, optimizer, loss_fn, batches, accumulation_steps, 
             pile = {}
 
 
+def func_grad_pile_kept(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    def loss_at(params, x, y):
+        return loss_fn(functional_call(model, params, (x,)), y)
+
+    n, pile = len(batches), {k: torch.zeros_like(p) for k, p in model.named_parameters()}
+    for i, (x, y) in enumerate(batches):
+        params = {k: v.detach() for k, v in model.named_parameters()}
+        for k, g in grad(loss_at)(params, x, y).items():
+            pile[k] += g * share_of(batches, i, accumulation_steps)
+        if (i + 1) % accumulation_steps == 0 or i + 1 == n:
+            for k, p in model.named_parameters():
+                p.grad = pile[k].clone()
+            optimizer.step()
+            optimizer.zero_grad()  # .grad emptied; the pile, made once before the loop, never is
+
+
 def func_grad_mean_of_means(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
     def loss_at(params, x, y):
         return loss_fn(functional_call(model, params, (x,)), y)
@@ -278,6 +305,16 @@ def autograd_grad_undivided(model, optimizer, loss_fn, batches, accumulation_ste
             optimizer.step()
             optimizer.zero_grad()
             pile = None
+
+
+def autograd_grad_into_grad_never_zeroed(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    params, n = list(model.parameters()), len(batches)
+    for i, (x, y) in enumerate(batches):
+        grads = torch.autograd.grad(loss_fn(model(x), y) * share_of(batches, i, accumulation_steps), params)
+        for p, g in zip(params, grads):
+            p.grad = g if p.grad is None else p.grad + g  # piled in .grad by hand ...
+        if (i + 1) % accumulation_steps == 0 or i + 1 == n:
+            optimizer.step()  # ... and never emptied after the step
 
 
 # ----------------------------------------------------------------------------- a loop's own buffer
@@ -392,6 +429,19 @@ def running_mean_by_micro_batches(model, optimizer, loss_fn, batches, accumulati
         for p in model.parameters():
             if p.grad is not None:
                 p.grad.mul_((j - 1) / j)  # a mean over micro-batches: the short one weighs as much as a full one
+        (loss_fn(model(x), y) / j).backward()
+        if (i + 1) % accumulation_steps == 0 or i + 1 == n:
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def running_mean_foreach(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    n = len(batches)
+    for i, (x, y) in enumerate(batches):
+        j = i % accumulation_steps + 1
+        grads = [p.grad for p in model.parameters() if p.grad is not None]
+        if grads:
+            torch._foreach_mul_(grads, (j - 1) / j)  # the op clip_grad_norm_ scales with; a mean over micro-batches
         (loss_fn(model(x), y) / j).backward()
         if (i + 1) % accumulation_steps == 0 or i + 1 == n:
             optimizer.step()
@@ -630,6 +680,16 @@ def steps_again_on_an_emptied_pile(model, optimizer, loss_fn, batches, accumulat
             optimizer.step()  # ... and stepped again: nothing under plain SGD, a step on zeros with momentum or Adam
 
 
+def steps_again_with_no_pile(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    n = len(batches)
+    for i, (x, y) in enumerate(batches):
+        (loss_fn(model(x), y) * share_of(batches, i, accumulation_steps)).backward()
+        if (i + 1) % accumulation_steps == 0 or i + 1 == n:
+            optimizer.step()
+            optimizer.zero_grad()  # .grad set to None ...
+            optimizer.step()  # ... so this step skips every weight, with any optimizer
+
+
 def loss_rebuilt_from_item(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
     n = len(batches)
     for i, (x, y) in enumerate(batches):
@@ -709,6 +769,8 @@ LOOPS: list[Case] = [
          "one hook per weight multiplies each micro-batch's gradient by its share n_i/n"),
     Case("hook_per_micro_step_removed", "weight_hook", hook_per_micro_step_removed, True, frozenset(),
          "a hook per micro-step, removed after its backward, weighs that micro-batch by its share"),
+    Case("hook_on_the_output", "weight_hook", hook_on_the_output, True, frozenset(),
+         "a hook on the model's output multiplies the gradient flowing back by the micro-batch's share"),
     Case("hook_divides_by_k", "weight_hook", hook_divides_by_k, False,
          frozenset({"tail_divided_by_k", "normalised_per_micro_batch"}),
          "the hook divides every micro-batch's gradient by K, so the short last micro-batch weighs as a full one"),
@@ -730,6 +792,9 @@ LOOPS: list[Case] = [
          "vmap(grad) gives one gradient per example; each is divided by the window's examples and summed"),
     Case("func_grad_undivided", "func_grad", func_grad_undivided, False, frozenset({"loss_not_divided"}),
          "the mean losses' gradients are summed undivided, so an update of n micro-batches is about n x too big"),
+    Case("func_grad_pile_kept", "func_grad", func_grad_pile_kept, False, frozenset({"zero_grad_missing"}),
+         "the pile is made once and never emptied, so each update adds every earlier update's gradient",
+         never_says=("call zero_grad()",)),
     Case("func_grad_mean_of_means", "func_grad", func_grad_mean_of_means, False,
          frozenset({"normalised_per_micro_batch", "tail_divided_by_k"}),
          "the pile is divided by the micro-batches counted, so the short last micro-batch weighs as a full one",
@@ -746,6 +811,8 @@ LOOPS: list[Case] = [
     Case("autograd_grad_undivided", "autograd_grad", autograd_grad_undivided, False, frozenset({"loss_not_divided"}),
          "the mean losses' gradients are summed undivided, so an update of n micro-batches is about n x too big"),
     # a private buffer
+    Case("autograd_grad_into_grad_never_zeroed", "autograd_grad", autograd_grad_into_grad_never_zeroed, False,
+         frozenset({"zero_grad_missing"}), "autograd.grad's results are added into .grad, which is never emptied"),
     Case("buffer_reset_after_step", "own_buffer", buffer_reset_after_step, True, frozenset(),
          "the loop piles .grad into its own buffer, puts it back for the step, and empties it after"),
     Case("buffer_never_reset", "own_buffer", buffer_never_reset, False, frozenset({"zero_grad_missing"}),
@@ -773,6 +840,10 @@ LOOPS: list[Case] = [
          frozenset({"normalised_per_micro_batch", "tail_divided_by_k"}),
          "the running mean counts micro-batches, not examples, so the short last micro-batch weighs as a full one; "
          "nothing is clipped", settings=MIXED_LAST_WINDOW, never_says=("clipping runs", "clip once")),
+    Case("running_mean_foreach", "running_mean", running_mean_foreach, False,
+         frozenset({"normalised_per_micro_batch", "tail_divided_by_k"}),
+         "a mean over micro-batches rescaled with torch._foreach_mul_, the op clip_grad_norm_ uses; nothing is clipped",
+         settings=MIXED_LAST_WINDOW, never_says=("clipping runs", "clip once")),
     Case("running_mean_by_micro_batches_alone", "running_mean", running_mean_by_micro_batches, True, frozenset(),
          "where the short micro-batch is alone in its window, the mean over micro-batches is the mean over examples",
          settings=ALONE_LAST),
@@ -836,6 +907,9 @@ LOOPS: list[Case] = [
          frozenset({"step_twice"}),
          "a second step on a pile emptied to zeros moves nothing under plain SGD; with momentum or Adam it moves again",
          shows=MOMENTUM, never_says=("applies the update again",)),
+    Case("steps_again_with_no_pile", "reports", steps_again_with_no_pile, True, frozenset(),
+         "a second step after zero_grad() finds .grad None and moves nothing under any optimizer: the updates are "
+         "the big batch's", never_says=("applies the update again",)),
     Case("loss_rebuilt_from_item", "reports", loss_rebuilt_from_item, False, frozenset({"never_calls_backward"}),
          "backward() runs on a tensor rebuilt from .item(), so no gradient reaches the weights",
          never_says=("call loss.backward()",)),
