@@ -18,15 +18,16 @@ HTML_ANCHOR = re.compile(r'<a\s+(?:id|name)="([^"]+)"')
 
 
 def links_and_anchors(path: Path) -> tuple[list[str], set[str]]:
-    """The notebook's link targets, and the anchors JupyterLab gives it: each <a id>, each heading's text with its
-    spaces as '-' (JupyterLab keeps the case)."""
+    """The notebook's link targets, and the anchors JupyterLab gives it: each <a id>, each heading's text (as
+    rendered: no backticks) with its spaces as '-' (JupyterLab keeps the case)."""
     links, anchors = [], set()
     for _, text in markdowns(path):
         anchors.update(HTML_ANCHOR.findall(text))
         tokens = PARSER.parse(text)
         for i, token in enumerate(tokens):
             if token.type == "heading_open":
-                anchors.add(tokens[i + 1].content.replace(" ", "-"))
+                text = "".join(t.content for t in tokens[i + 1].children if t.type in ("text", "code_inline"))
+                anchors.add(text.replace(" ", "-"))
             for child in token.children or []:
                 if child.type == "link_open":
                     links.append(child.attrs["href"])
