@@ -3,10 +3,11 @@
 Every loop has the auditor's signature, `loop(model, optimizer, loss_fn, batches, accumulation_steps,
 scheduler=None)` (and a keyword `comm` across ranks), and works on any model's `parameters()`.
 `LOOPS` says, for each, whether its updates are the big batch's (`correct`), which mistake names a
-report may give (`expected`; None where no name in widgets.core.mistakes fits yet), why, and where it
-holds. `test_round_four_truth.py` proves each record without the auditor. The last micro-batch of
-the auditor's problems is short (drop_last=False), so a loop that weighs micro-batches 1/K is wrong
-even without an uneven tail.
+report may give (`expected`; None where no name in widgets.core.mistakes fits yet), why, where it
+holds (`settings`), what shows a wrong one wrong (`shows`), and phrases that would be false in its
+report (`never_says`). `test_round_four_truth.py` proves each record without the auditor. The last
+micro-batch of the auditor's problems is short (drop_last=False), so a loop that weighs micro-batches
+1/K is wrong even without an uneven tail.
 """
 from __future__ import annotations
 

@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from tests.audit.round_four_loops import HANGS, LOG, LOOPS, MEMORY, MOMENTUM, WEIGHTS, IGNORE_INDEX, Case, Setting
+from widgets.core.mistakes import EVERY_MISTAKE
 
 OPTIMIZERS = {
     "sgd": lambda params: torch.optim.SGD(params, lr=0.05),
@@ -223,8 +224,6 @@ def test_the_whole_windows_loop_makes_two_updates_where_the_big_batch_makes_thre
 
 
 def test_every_family_has_a_right_and_a_wrong_form_and_known_names():
-    from widgets.core.mistakes import EVERY_MISTAKE
-
     families = {case.family for case in LOOPS}
     for family in families:
         assert {case.correct for case in LOOPS if case.family == family} == {True, False}, family
