@@ -15,6 +15,7 @@ import weakref
 
 import ipywidgets as W
 import numpy as np
+from matplotlib.transforms import ScaledTranslation
 
 from widgets.core.config import OPTIMIZERS, AccumulationConfig, check_int, waits_for
 from widgets.core.mistakes import MISTAKES
@@ -43,7 +44,8 @@ _LIVE: dict[str, weakref.ref] = {}  # the cell that built an explorer -> that ex
 # 860 x 280 px at 100 dpi: the whole explorer fits one laptop screen (1366x768, file browser open).
 FIGURE_INCHES = (8.6, 2.8)
 # A figure per panel, side by side in one PNG: new axis limits on one panel redraw that panel alone.
-PANEL_MARGINS = (dict(left=0.16, right=0.9753, bottom=0.33, top=0.9), dict(left=0.1547, right=0.97, bottom=0.33, top=0.9))
+PANEL_MARGINS = (dict(left=0.205, right=0.9753, bottom=0.33, top=0.9), dict(left=0.1547, right=0.97, bottom=0.33, top=0.9))
+Y_LABEL_INCHES = 0.7  # from the pile's axis to its label's edge: six characters of ticks at FONT_PT
 
 record_for = functools.lru_cache(maxsize=64)(run_regimes)  # a setting seen again only redraws
 
@@ -67,8 +69,11 @@ class AccumulationExplorer(Displayed, W.VBox):
         self._axes = [figure.subplots() for figure in self.figures]
         for figure, margins in zip(self.figures, PANEL_MARGINS):
             figure.subplots_adjust(**margins)
-        self._pile = draw_gradient_pile(self.record, self._axes[0])
-        self._losses = draw_loss_curves(self.record, self._axes[1])
+        self._pile = draw_gradient_pile(self.record, self._axes[0], readout)
+        self._losses = draw_loss_curves(self.record, self._axes[1], readout)
+        # The pile's label stays put however wide its ticks grow (up to "−0.025"): the margin holds both.
+        self._axes[0].yaxis.set_label_coords(0, 0.5, transform=self._axes[0].transAxes + ScaledTranslation(
+            -Y_LABEL_INCHES, 0, self.figures[0].dpi_scale_trans))
         self.canvases = [FastCanvas(apply_style(self.figures[0]), self._pile.piles + self._pile.targets),
                          FastCanvas(apply_style(self.figures[1]), list(self._losses.values()))]
         self.image = Picture(format="png", layout=W.Layout(width=f"{round(FIGURE_INCHES[0] * DPI)}px"))

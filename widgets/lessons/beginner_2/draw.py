@@ -30,6 +30,15 @@ REGIME_LABEL = {  # short, so that the three fit in one row under a panel
     "small_batch": "small batch",  # b examples per update, no accumulation
 }
 READOUTS = ("plain", "detailed")
+# The panels' words: "plain" as the beginner tier speaks (weights are knobs, .grad the blame, and the notebook
+# says once what the loss is), "detailed" as PyTorch does.
+KNOBS = {"0.weight[0]": "knob A", "2.weight[0]": "knob B", "2.bias": "knob C"}
+PANEL_WORDS = {
+    "plain": dict(pile_title="The pile in update 1 (dashed: big batch)", pile_y="blame (.grad)",
+                  loss_y="loss on all examples"),
+    "detailed": dict(pile_title="Gradient pile, update 1 (dashed: big batch)", pile_y=".grad of the parameter",
+                     loss_y="loss on all examples (MSE)"),
+}
 
 
 @dataclass
@@ -46,13 +55,15 @@ def _pile_steps_and_values(record: RunRecord, index: int) -> tuple[list[int], li
     return list(range(len(values))), values
 
 
-def draw_gradient_pile(record: RunRecord, ax: matplotlib.axes.Axes) -> PileArtists:
-    """Plot `.grad` of a few parameters after each micro-step of update 1, each pile's big-batch target dashed."""
+def draw_gradient_pile(record: RunRecord, ax: matplotlib.axes.Axes, words: str = "detailed") -> PileArtists:
+    """Plot `.grad` of a few parameters after each micro-step of update 1, each pile's big-batch target dashed;
+    `words` "plain" names them as the beginner tier does (`KNOBS`), "detailed" as PyTorch does."""
     piles, targets = [], []
     for i, (name, index) in enumerate(record.plotted_parameters.items()):
         colour = OKABE_ITO[(i + 3) % len(OKABE_ITO)]
         xs, ys = _pile_steps_and_values(record, index)
-        (pile,) = ax.plot(xs, ys, color=colour, marker="os^"[i], drawstyle="steps-post", label=name)
+        label = KNOBS[name] if words == "plain" else name
+        (pile,) = ax.plot(xs, ys, color=colour, marker="os^"[i], drawstyle="steps-post", label=label)
         target = ax.axhline(float(record.first_target[index]), color=colour, linestyle="--", linewidth=1)
         piles.append(pile)
         targets.append(target)
@@ -61,8 +72,8 @@ def draw_gradient_pile(record: RunRecord, ax: matplotlib.axes.Axes) -> PileArtis
     ax.yaxis.set_major_locator(MaxNLocator(nbins=5))
     _scale_pile_axis(record, ax)
     ax.set_xlabel("micro_step (backward passes so far)", fontsize=FONT_PT)
-    ax.set_ylabel(".grad of the parameter", fontsize=FONT_PT)
-    ax.set_title("Gradient pile, update 1 (dashed: big batch)", fontsize=TITLE_PT)
+    ax.set_ylabel(PANEL_WORDS[words]["pile_y"], fontsize=FONT_PT)
+    ax.set_title(PANEL_WORDS[words]["pile_title"], fontsize=TITLE_PT)
     ax.tick_params(labelsize=FONT_PT)
     legend_below(ax, ncols=len(piles))
     return PileArtists(piles, targets)
@@ -102,13 +113,13 @@ def _updates_and_losses(record: RunRecord, regime: str) -> tuple[list[int], list
     return list(range(len(values))), values
 
 
-def draw_loss_curves(record: RunRecord, ax: matplotlib.axes.Axes) -> dict[str, matplotlib.lines.Line2D]:
+def draw_loss_curves(record: RunRecord, ax: matplotlib.axes.Axes, words: str = "detailed") -> dict[str, matplotlib.lines.Line2D]:
     """Plot the full-data loss after each update for the three regimes; returns a line per regime."""
     lines = {}
     for regime in REGIMES:
         (lines[regime],) = ax.plot(*_updates_and_losses(record, regime), label=REGIME_LABEL[regime], **REGIME_STYLE[regime])
     ax.set_xlabel("update (optimizer steps)", fontsize=FONT_PT)
-    ax.set_ylabel("loss on all examples (MSE)", fontsize=FONT_PT)
+    ax.set_ylabel(PANEL_WORDS[words]["loss_y"], fontsize=FONT_PT)
     ax.set_title("Loss per update", fontsize=TITLE_PT)
     ax.tick_params(labelsize=FONT_PT)
     legend_below(ax, ncols=len(lines))
@@ -159,8 +170,11 @@ def _plain_lines(record: RunRecord) -> list[str]:
         lines.append("gradient: not the big batch's ✗")
     if not record.learning_rates_match:
         lines.append("learning rate: not the big batch's ✗")
-    steps = record.optimizer_steps
-    if steps["accumulated"] != steps["big_batch"]:
+    blew_up, steps = record.diverged_at["accumulated"], record.optimizer_steps
+    if blew_up is not None and not record.both_diverged:  # its watch stopped there: one line says why
+        lines.append(f"updates: blew up at update {blew_up + 1}, so it made {blew_up + 1} of {c.total_updates}: "
+                     "lower the learning rate ✗")
+    elif steps["accumulated"] != steps["big_batch"] and not record.both_diverged:  # the loop's own count
         lines.append(f"updates: {steps['accumulated']} where the big batch makes {steps['big_batch']} ✗")
     if not record.log_matches and m == "log_divided_loss":
         true, logged = record.true_train_loss[0], record.train_loss["accumulated"][0]
@@ -170,8 +184,6 @@ def _plain_lines(record: RunRecord) -> list[str]:
     if m is not None:
         lines.append(f"mistake: {MISTAKES[m].label}" + (" (with one micro-batch per update it changes nothing)"
                                                         if K == 1 else ""))
-    if record.diverged_at["accumulated"] is not None and not record.both_diverged:
-        lines.append("the accumulated run blew up: lower the learning rate")
     return lines
 
 
