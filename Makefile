@@ -192,6 +192,7 @@ offline-install: install-test
 #                      (prints the room password once; LIMITS: what each learner may hold, see hub.md)
 # make hub-stop        stops everything it started      make hub-test   isolation and security tests
 # make hub-room N=10   the simulated room: benchmarks/results/hub_room.json, then instructor/hub.md's sizing
+# make hub-export      the instructor's record: learners x exercises and a Canvas gradebook, as CSV files
 # The hub's environment is the learner set plus requirements-hub.txt, built at HUB_VENV from HUB_PYTHON:
 # a path every learner can read (a venv whose Python sits under a mode-700 home, as pyenv's under
 # /root does, is unreachable to them). Its proxy, configurable-http-proxy, comes from hub/package-lock.json.
@@ -219,7 +220,7 @@ HASH := \#
 $(if $(or $(word 2,$(value HUB_VENV)),$(strip $(foreach c,; : = % $(HASH),$(findstring $(c),$(value HUB_VENV))))),$(error \
   HUB_VENV must be a path of letters, digits and / . _ + - only. Nothing was run))
 
-.PHONY: hub hub-stop hub-test hub-room hub-system hub-settings
+.PHONY: hub hub-stop hub-test hub-room hub-export hub-system hub-settings
 
 hub-settings:
 	@python3 hub/settings.py
@@ -269,6 +270,9 @@ hub-test: hub-settings
 .PHONY: hub-test-here
 hub-test-here: hub-settings hub-system $(HUB_VENV)/.installed-hub-test
 	LAB_HUB_TESTS=1 $(HUB_PY) -m pytest tests/hub -p no:cacheprovider -q -o addopts=""
+
+hub-export: hub-settings $(HUB_VENV)/.installed-hub
+	LAB_HUB_STATE="$$LAB_MAKE_HUB_STATE" $(HUB_PY) hub/export.py
 
 hub-room: hub-settings hub-system $(HUB_VENV)/.installed-hub
 	$(HUB_PY) benchmarks/hub_room.py --learners "$$LAB_MAKE_N"

@@ -4,17 +4,18 @@ For each learner: the notebooks they opened, the checked exercises they passed, 
 tried and when; and the exercise the most learners are stuck on (tried, never passed). The page
 polls `api/room` every few seconds and redraws its table: no reload.
 
-Progress is read as the learner (read_progress.py runs with their uid and gid and no other group:
-a symlink they plant reaches only what they could read), so nothing a learner owns changes owner
-or content. "Opened" is what their progress file names plus the notebooks their
-server has had open since this view started (its sessions API, through the hub's token).
+Progress is read as the learner (hub/export.py's read_as_learner runs read_progress.py with their uid
+and gid and no other group: a symlink they plant reaches only what they could read), so nothing a
+learner owns changes owner or content. "Opened" is what their progress file names plus the notebooks
+their server has had open since this view started (its sessions API, through the hub's token). The
+page's two links download the instructor's record (hub/export.py): learners x exercises, and a
+gradebook Canvas imports.
 """
 from __future__ import annotations
 
 import asyncio
 import json
 import os
-import pwd
 import sys
 from collections import Counter
 from pathlib import Path
@@ -27,6 +28,9 @@ from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 from tornado.ioloop import IOLoop
 
 from widgets.lessons.start_here.catalog import NOTEBOOKS
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: this file runs as a service's script
+from hub.export import exercise_rows, gradebook_csv, progress_csv, read_as_learner, read_room  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 PREFIX = os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/services/room/")
@@ -67,28 +71,6 @@ def _proxy_base() -> str:
     return f"{url.scheme}://{url.netloc}"
 
 
-async def _records(name: str) -> dict:
-    """The learner's progress records, read by read_progress.py running as them (uid, gid, no other group)."""
-    try:
-        user = pwd.getpwnam(name)
-    except KeyError:
-        return {"records": [], "problem": "no such system user"}
-    process = await asyncio.create_subprocess_exec(  # -I: no code from their home, no $PYTHON* variables
-        sys.executable, "-I", str(HERE / "read_progress.py"),
-        user=user.pw_uid, group=user.pw_gid, extra_groups=[],  # the learner alone: never root's group 0
-        cwd="/", env={"HOME": user.pw_dir, "LANG": "C.UTF-8"},
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    try:
-        out, err = await asyncio.wait_for(process.communicate(), 20)
-    except asyncio.TimeoutError:
-        process.kill()
-        await process.wait()
-        return {"records": [], "problem": "reading took over 20 s"}
-    if process.returncode:
-        return {"records": [], "problem": err.decode(errors="replace").strip().splitlines()[-1:] or "failed"}
-    return json.loads(out)
-
-
 def summarize(name: str, records: list[dict], open_now: list[str]) -> dict:
     """One learner's row: opened notebooks, passed exercises, last tried, stuck on (tried, not passed)."""
     seen = _seen.setdefault(name, set())
@@ -107,11 +89,15 @@ def summarize(name: str, records: list[dict], open_now: list[str]) -> dict:
     }
 
 
+async def _learners() -> list[dict]:
+    """The hub's learners (not the instructor, not services), by name."""
+    return sorted((u for u in await _hub("users") if not u.get("admin") and u.get("kind", "user") == "user"),
+                  key=lambda u: u["name"])
+
+
 async def room() -> dict:
-    users = await _hub("users")
-    learners = sorted((u for u in users if not u.get("admin") and u.get("kind", "user") == "user"),
-                      key=lambda u: u["name"])
-    progress = await asyncio.gather(*(_records(u["name"]) for u in learners))
+    learners = await _learners()
+    progress = await asyncio.gather(*(read_as_learner(u["name"]) for u in learners))
     open_now = await asyncio.gather(*(_open_notebooks(u) for u in learners))
     rows = []
     for user, found, now in zip(learners, progress, open_now):
@@ -151,10 +137,24 @@ class ApiHandler(AdminOnly, web.RequestHandler):
         self.write(await room())
 
 
+class ExportHandler(AdminOnly, web.RequestHandler):
+    """The instructor's record as a download: `progress.csv` or `gradebook.csv` (hub/export.py)."""
+
+    @web.authenticated
+    async def get(self, kind: str):
+        self.admin()
+        rows = exercise_rows(await read_room([u["name"] for u in await _learners()]))
+        self.set_header("Content-Type", "text/csv; charset=utf-8")
+        self.set_header("Content-Disposition", f'attachment; filename="room-{kind}.csv"')
+        self.set_header("Cache-Control", "no-store")
+        self.write(progress_csv(rows) if kind == "progress" else gradebook_csv(rows))
+
+
 def main() -> None:
     app = web.Application([
         (PREFIX, PageHandler),
         (url_path_join(PREFIX, "api/room"), ApiHandler),
+        (url_path_join(PREFIX, r"export/(progress|gradebook)\.csv"), ExportHandler),
         (url_path_join(PREFIX, "oauth_callback"), HubOAuthCallbackHandler),
     ], cookie_secret=os.urandom(32))
     url = urlparse(os.environ["JUPYTERHUB_SERVICE_URL"])

@@ -12,6 +12,8 @@ import pwd
 import secrets
 import subprocess
 import sys
+import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
@@ -93,3 +95,34 @@ def start_room(state: Path) -> Room:
 
 def stop_room(state: Path) -> subprocess.CompletedProcess:
     return subprocess.run([*TOOL, "--state", str(state), "stop", "--forget"], capture_output=True, text=True, timeout=180)
+
+
+ROOT_ONLY = {"format": 2, "sets": {"Root only": {"secret": {"title": "Read with group root", "passed": True}}},
+             "records": [{"notebook": "Root only", "exercise": "secret", "result": "correct", "time": "2026-12-01T00:00:00Z"}]}
+
+
+@contextmanager
+def planted_link(name: str):
+    """The learner `name` replaces their progress file by a link to a root:root 0640 progress file (one that
+    group 0 can read: "Root only"), as an attacker would; put back after."""
+    user = pwd.getpwnam(name)
+    folder = Path(tempfile.mkdtemp(prefix="lab-hub-test-root-"))
+    folder.chmod(0o755)
+    secret = folder / "records.json"
+    secret.write_text(json.dumps(ROOT_ONLY))
+    os.chown(secret, 0, 0)
+    secret.chmod(0o640)
+    progress = Path(user.pw_dir, ".gradient-accumulation-lab", "progress.json")
+    kept = progress.with_name("progress.json.kept-by-test")
+    progress.rename(kept)
+    try:
+        progress.symlink_to(secret)
+        os.lchown(progress, user.pw_uid, user.pw_gid)
+        control = subprocess.run(["cat", str(progress)], user=user.pw_uid, group=0, extra_groups=[], capture_output=True)
+        assert b"Read with group root" in control.stdout  # the control: with group 0, the link reads it
+        yield
+    finally:
+        progress.unlink(missing_ok=True)
+        kept.rename(progress)
+        secret.unlink()
+        folder.rmdir()

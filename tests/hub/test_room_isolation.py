@@ -11,7 +11,6 @@ import json
 import os
 import pwd
 import stat
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -21,7 +20,7 @@ import pytest
 
 from hub import limits as room_limits
 from hub.client import NOTEBOOKS, HubClient, Kernel
-from tests.hub.support import MEM_LIMIT, in_kernel
+from tests.hub.support import MEM_LIMIT, in_kernel, planted_link
 
 NOTEBOOK = f"{NOTEBOOKS}/beginner_1_carrying_bricks.ipynb"
 
@@ -138,40 +137,16 @@ def test_another_learner_can_neither_subscribe_to_nor_connect_to_a_kernels_socke
 
 # --- 3. the room view reads as the learner, and only the learner ----------------------------------
 
-ROOT_ONLY = {"format": 2, "sets": {"Root only": {"secret": {"title": "Read with group root", "passed": True}}},
-             "records": [{"notebook": "Root only", "exercise": "secret", "result": "correct", "time": "2026-12-01T00:00:00Z"}]}
-
-
 def test_the_room_view_reads_progress_as_the_learner_alone(room):
     """a replaces their progress file by a link to a root:root 0640 file: the view must not show it."""
     a = room.learner("a")
-    user = pwd.getpwnam(a.name)
-    folder = Path(tempfile.mkdtemp(prefix="lab-hub-test-root-"))
-    folder.chmod(0o755)
-    secret = folder / "records.json"
-    secret.write_text(json.dumps(ROOT_ONLY))
-    os.chown(secret, 0, 0)
-    secret.chmod(0o640)
-    progress = Path(user.pw_dir, ".gradient-accumulation-lab", "progress.json")
-    kept = progress.with_name("progress.json.kept-by-test")
-    progress.rename(kept)
-    try:
-        progress.symlink_to(secret)
-        os.lchown(progress, user.pw_uid, user.pw_gid)
-        import subprocess
-        control = subprocess.run(["cat", str(progress)], user=user.pw_uid, group=0, extra_groups=[], capture_output=True)
-        assert b"Read with group root" in control.stdout  # the control: with group 0, a's link reads it
+    with planted_link(a.name):
         teacher = HubClient(room.url, room.names["teacher"])
         assert teacher.login(room.instructor_password)
         rows = {row["name"]: row for row in teacher.http.get(f"{room.url}/services/room/api/room", timeout=60).json()["learners"]}
         row = rows[a.name]
         assert "Root only" not in json.dumps(row) and "secret" not in json.dumps(row["passed"]), row
         assert "Permission denied" in str(row["problem"]), row
-    finally:
-        progress.unlink(missing_ok=True)
-        kept.rename(progress)
-        secret.unlink()
-        folder.rmdir()
 
 
 # --- 4. one learner cannot starve another ---------------------------------------------------------

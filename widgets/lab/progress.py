@@ -91,7 +91,12 @@ def _read(path: Path) -> dict:
 
 def read_records(path: str | os.PathLike | None = None) -> list[Record]:
     """Every check recorded in the progress file at `path` (default: this learner's), oldest first; takes no lock."""
-    return [Record(**r) for r in _read(progress_file() if path is None else Path(path))["records"]]
+    return [Record(**r) for r in read_store(path)["records"]]
+
+
+def read_store(path: str | os.PathLike | None = None) -> dict:
+    """The whole progress file at `path` (default: this learner's): its exercise sets and its records; no lock."""
+    return _read(progress_file() if path is None else Path(path))
 
 
 def _lock(path: Path) -> FileLock:
