@@ -10,6 +10,7 @@ import builtins
 import inspect
 import math
 import operator
+import os
 import sys
 import warnings
 from contextlib import contextmanager
@@ -22,7 +23,7 @@ import torch
 
 from widgets.audit import diagnosis, outcome, ranks
 from widgets.audit.instruments import UNSCALE_OP, Run, printable, run_loop
-from widgets.audit.outcome import Finding
+from widgets.audit.outcome import Finding, is_empty
 from widgets.audit.problems import TASKS, AuditSetup, make_problem
 from widgets.core.config import check_float, check_int
 from widgets.core.loops import train_loop
@@ -261,7 +262,7 @@ def _judge_safely(run, reference, problem) -> _Verdict:
     try:
         return _judge(run, reference, problem)
     except Exception as error:  # a record no check foresaw: say so rather than raise at the learner
-        findings = [] if _allclose(run.weight, reference.weight, rtol=1e-9, atol=1e-12) else [
+        findings = [] if _same_weights(run.weight, reference.weight) else [
             Finding("differs_from_reference", "the auditor could not read more of this loop")]
         return _Verdict(findings, [f"the auditor could not read this loop's record in detail ({type(error).__name__})"])
 
@@ -277,12 +278,13 @@ def _judge(run, reference, problem) -> _Verdict:
         meaning = next((m for piece, m in TORCH_ERRORS.items() if piece in run.error_message), None)
         return _Verdict([Finding("loop_raised", run.error + (f"; that means {meaning}" if meaning else ""))])
     result = outcome.check_outcome(tape, problem)
-    # graphs kept: two or more earlier outputs alive at once, or, where the updates are right, one backward
-    # pass through several micro-batches' graphs built one by one
-    held = max(tape.graphs_alive, max((len(p.forwards) for p in tape.passes), default=0))
+    # graphs kept: two or more earlier outputs alive at once before any backward pass freed their graphs, or,
+    # where the updates are right, one backward pass through the graphs of several micro-batches built one by one
+    several = max((len({tape.forwards[k].batch for k in p.forwards}) for p in tape.passes), default=0)
+    held = max(tape.graphs_alive, several)
     kept = [Finding("graphs_kept_alive", f"up to {held} micro-batches' graphs were held at once, where backward() "
                                          f"after each forward keeps at most 1 (K = {problem.K})")] \
-        if tape.graphs_alive >= 2 or (result.exact and any(len(set(p.forwards)) > 1 for p in tape.passes)) else []
+        if tape.graphs_alive >= 2 or (result.exact and several > 1) else []
     kept += diagnosis.check_windows(tape, problem)
     unsynced, notes = diagnosis.check_syncs(tape) if problem.synced is not None else ([], [])
     structure, scale = None, []
@@ -291,25 +293,35 @@ def _judge(run, reference, problem) -> _Verdict:
         notes += _how_it_piled(tape, problem)
         ratios = result.ratios
     else:
-        if not tape.passes:
-            return _Verdict([Finding("never_calls_backward", "no gradient arrived at the weights")])
+        if not tape.passes and all(is_empty(s.grad) for s in tape.steps):
+            return _Verdict([_no_gradient(tape)])
         if not tape.steps and bool(run.weight.abs().max() > 0):  # it started at zero
             return _Verdict([Finding("steps_by_hand", f"the weights changed, with {len(tape.passes)} backward "
                                                       "passes and no optimizer.step()")] + kept)
+        if not diagnosis.grad_is_the_pile(tape):  # a pile of the loop's own (a buffer, autograd.grad, torch.func)
+            structure = diagnosis.read_structure(tape, problem) if tape.passes else None
+            findings = unsynced + kept
+            if structure is not None and structure.recognised:
+                findings += diagnosis.check_coverage(tape, structure, problem) + diagnosis.check_steps(
+                    tape, structure, problem)
+            if not findings:
+                findings = diagnosis.check_built_piles(tape, problem)
+            return _Verdict(outcome.first_of_each(findings), notes, result.ratios)
         structure = diagnosis.read_structure(tape, problem)
         coverage = diagnosis.check_coverage(tape, structure, problem)
         if not structure.recognised:
             return _Verdict(coverage)
         amp = diagnosis.check_amp(tape, problem)
         steps = diagnosis.check_steps(tape, structure, problem)
-        findings = unsynced + coverage + steps + kept
+        hooks = diagnosis.check_hooks(tape)  # the factors they leave are theirs, not the loss's
+        findings = unsynced + coverage + steps + hooks + kept
         if amp or any(f.name in ("step_twice", "amp_step_twice") for f in steps):
             findings += amp
         else:
             findings += diagnosis.check_piles(tape, structure, problem)
             boundaries = diagnosis.check_boundaries(tape, problem)
-            scale = diagnosis.check_loss_scale(diagnosis.loss_factors(tape, structure, problem, boundaries.rescale),
-                                               problem)
+            scale = [] if hooks else diagnosis.check_loss_scale(
+                diagnosis.loss_factors(tape, structure, problem, boundaries.rescale), problem)
             findings += scale + diagnosis.check_backward_passes(tape, problem) + boundaries.findings
         ratios = result.ratios or diagnosis.update_ratios(tape, structure, problem)
     schedule = outcome.check_scheduler(tape, reference.tape) if problem.with_scheduler else []
@@ -319,10 +331,24 @@ def _judge(run, reference, problem) -> _Verdict:
     log = outcome.check_log(run.log, run.log_problem, tape, structure, problem, result)
     findings += log.findings
     notes += log.notes
-    if not findings and not _allclose(run.weight, reference.weight, rtol=1e-9, atol=1e-12):
+    if not findings and not _same_weights(run.weight, reference.weight):
         delta = float((run.weight - reference.weight).abs().max())
         findings.append(Finding("differs_from_reference", f"max |difference| = {delta:.3g}"))
     return _Verdict(outcome.first_of_each(findings), notes, ratios, log.checked)
+
+
+def _no_gradient(tape) -> Finding:
+    """No backward pass added to .grad and no step had a gradient: why, from what the loop called."""
+    if tape.backward_calls:
+        return Finding("never_calls_backward", f"backward() ran {tape.backward_calls} times, and no gradient reached "
+                                               "the weights", "call backward() on the loss the model computed, not on "
+                                               "a tensor rebuilt from loss.item() or cut off by .detach()")
+    return Finding("never_calls_backward", "no gradient arrived at the weights")
+
+
+def _same_weights(weight: torch.Tensor, reference: torch.Tensor) -> bool:
+    """The final weights agree to the tolerance each update's gradient is held to (float32 rounding passes)."""
+    return _allclose(weight, reference, rtol=outcome.TOLERANCE, atol=outcome.TOLERANCE * float(reference.abs().max()))
 
 
 def _learning_rate(tape, reference, problem, findings: list[Finding], scale: list[Finding]) -> list[Finding]:
@@ -383,13 +409,25 @@ def put_back() -> Iterator[list[str]]:
                 if not callable(value) or (label, name) in _CHANGES_ON_ITS_OWN:
                     continue  # functions and classes only: a module's own state (a counter, a cache) may change
                 new = now.get(name, _MISSING)
-                if new is not value and _unwrapped(new) is not value:  # torch wraps some itself (manual_seed)
+                if new is not value and _unwrapped(new) is not value and not _torch_made(new):  # torch wraps some
+                    # itself (manual_seed), and torch.compile patches Module (its patches are torch's, not the loop's)
                     setattr(space, name, value)
                     replaced.append(shown + name)
             if isinstance(space, type):
-                for name in set(now) - set(before):  # a method added over the inherited one (Tensor.add_)
+                for name in sorted(set(now) - set(before)):  # a method added over the inherited one (Tensor.add_)
+                    if not callable(now[name]) or _torch_made(now[name]):
+                        continue
                     delattr(space, name)
                     replaced.append(shown + name)
+
+
+_TORCH = os.path.dirname(torch.__file__) + os.sep
+
+
+def _torch_made(value: object) -> bool:
+    """A function torch itself put there (torch.compile patches Module's __init__): its code is in torch's files."""
+    code = getattr(_unwrapped(value), "__code__", None)
+    return code is not None and code.co_filename.startswith(_TORCH)
 
 
 def _unwrapped(value: object) -> object:

@@ -1,6 +1,7 @@
 """Which mistake, for a loop whose updates came out wrong: the structure first, then the numbers it allows."""
 from __future__ import annotations
 
+import math
 from collections import Counter
 from typing import NamedTuple
 
@@ -33,7 +34,8 @@ class Structure(NamedTuple):
 
 
 def read_structure(tape: Tape, problem: Problem) -> Structure:
-    pass_batches = [tuple(j for k in p.forwards for j in tape.forwards[k].micro_batches) for p in tape.passes]
+    pass_batches = [tuple(dict.fromkeys(j for k in p.forwards for j in tape.forwards[k].micro_batches))
+                    for p in tape.passes]  # two forwards of one micro-batch (R-Drop) carry it once
     carried = Counter(j for batches in pass_batches for j in batches)
     times = [carried[j] for j in range(len(problem.batches))]
     last = [max((j for j in batches if j is not None), default=-1) for batches in pass_batches]
@@ -70,6 +72,15 @@ def check_coverage(tape: Tape, structure: Structure, problem: Problem) -> list[F
     if shared:
         seen.append(f"backward passes {shared} each carried several micro-batches")
     return [Finding("backward_count", "; ".join(seen))] if len(seen) > 1 else []
+
+
+def check_hooks(tape: Tape) -> list[Finding]:
+    """Did the loop's own hooks on the weight pile up, one more at each backward pass?"""
+    counts = [p.hooks for p in tape.passes]
+    if len(counts) > 2 and counts[-1] > counts[0] and all(b >= a for a, b in zip(counts, counts[1:])):
+        return [Finding("hook_never_removed", f"the weight carried {counts[0]} hook(s) of your loop at the first "
+                                              f"backward(), {counts[-1]} at the last")]
+    return []
 
 
 def check_windows(tape: Tape, problem: Problem) -> list[Finding]:
@@ -111,8 +122,11 @@ def check_steps(tape: Tape, structure: Structure, problem: Problem) -> list[Find
     doubled = [u for u in range(1, len(befores)) if befores[u] == befores[u - 1] and befores[u]]
     if doubled and sorted(set(positions)) == expected:
         gradscaler = any(c.op == UNSCALE_OP for c in tape.grad_changes)
+        emptied = all(is_empty(tape.steps[u].grad) for u in doubled)
         return [Finding("amp_step_twice" if gradscaler else "step_twice",
-                        f"{seen}: steps {doubled} came right after another step, with no backward() between")]
+                        f"{seen}: steps {doubled} came right after another, "
+                        + ("on a pile emptied by zero_grad(): plain SGD moves nothing there, momentum and Adam move "
+                           "the weights again" if emptied else "applying the same pile again"))]
     if [s.passes_before for s in tape.steps] == list(range(1, len(tape.passes) + 1)) and len(positions) > len(expected):
         return [Finding("step_every_micro_step", f"{seen}, one per update of K = {problem.K} micro-batches")]
     if n_tail < problem.K and expected and positions == expected[:-1] and expected[-1] in problem.windows[-1]:
@@ -123,8 +137,17 @@ def check_steps(tape: Tape, structure: Structure, problem: Problem) -> list[Find
     return []
 
 
+def _clip_between(tape: Tape, passes_before: int, steps_before: int, grad: torch.Tensor, problem: Problem) -> bool:
+    """Was .grad clipped here: by clip_grad_norm_ (its `_foreach_mul_`), or to the audit's clip_norm?"""
+    return any(c.op == "_foreach_mul_" for c in tape.grad_changes if (c.passes_before, c.steps_before)
+               == (passes_before, steps_before)) or (problem.clip_norm is not None and close_norm(grad, problem.clip_norm))
+
+
 def check_piles(tape: Tape, structure: Structure, problem: Problem) -> list[Finding]:
-    """What .grad held before each backward pass: emptied where no update begins, or full where one does."""
+    """What .grad held before each backward pass: emptied where no update begins, full where one does, clipped
+    or changed inside an update. A proportional rescale that is no clip builds the pile (a running mean):
+    `pile_multipliers` reads it into the loss factors."""
+    steps_so_far = [sum(s.passes_before <= k for s in tape.steps) for k in range(len(tape.passes))]
     stepped_before = {s.passes_before for s in tape.steps}
     window = [min(batches) // problem.K for batches in structure.pass_batches]
     wiped, clipped, changed, leaked = [], [], [], []
@@ -139,17 +162,40 @@ def check_piles(tape: Tape, structure: Structure, problem: Problem) -> list[Find
             leaked.append(window[k])
         elif not _allclose(p.before, previous.after, rtol=TOLERANCE, atol=0):
             ratio, proportional = proportion(p.before, previous.after)
-            (clipped if proportional and ratio < 1 else changed).append(first)
+            if not proportional or ratio <= 0:
+                changed.append(first)
+            elif _clip_between(tape, k, steps_so_far[k], p.before, problem) and ratio < 1:
+                clipped.append(first)
     findings = []
     if leaked:
         findings.append(Finding("zero_grad_missing", f"update {leaked[0]} began with the previous gradient in .grad"))
     if wiped:
         findings.append(Finding("zero_grad_every_micro_step", f".grad was found empty before micro-steps {wiped}"))
     if clipped:
-        findings.append(Finding("clip_every_micro_step", f"the pile was shrunk before micro-steps {clipped}"))
+        findings.append(Finding("clip_every_micro_step", f"the pile was clipped before micro-steps {clipped}"))
     if changed:
         findings.append(Finding("grad_modified", f"before micro-steps {changed}"))
     return findings
+
+
+def pile_multipliers(tape: Tape, structure: Structure, problem: Problem, rescale: list[float]) -> dict[int, float]:
+    """Per forward a backward pass went through: what its gradient was multiplied by from the model's output to
+    the step, read where it landed: the loop's hooks on the weight, then each proportional rescale of the pile
+    after it that is no clip (a running mean), then the step's own rescale (`rescale`)."""
+    multipliers = {}
+    for s, segment in enumerate(structure.segments):
+        ks = [k for k in range(len(tape.passes)) if set(tape.passes[k].forwards) & set(segment)]
+        later = rescale[s] if s < len(rescale) else 1.0
+        for k in reversed(ks):
+            p = tape.passes[k]
+            landed = proportion(p.landed, p.incoming)
+            for f in p.forwards:
+                multipliers[f] = landed.ratio * later if landed.exact else math.nan
+            if k > 0 and k - 1 in ks and not is_empty(p.before) and not is_empty(tape.passes[k - 1].after):
+                ratio, proportional = proportion(p.before, tape.passes[k - 1].after)
+                clip = _clip_between(tape, k, s, p.before, problem) and ratio < 1  # named by check_piles
+                later *= ratio if proportional and ratio > 0 and not clip else 1.0
+    return multipliers
 
 
 def check_backward_passes(tape: Tape, problem: Problem) -> list[Finding]:
@@ -200,7 +246,9 @@ def check_boundaries(tape: Tape, problem: Problem) -> BoundaryCheck:
             else:
                 rescale[-1] *= factor
         used_norm = float(step.grad.norm())
-        if modified:
+        if modified and any(c.op in _CLAMPS for c in changes):
+            findings.append(Finding("clip_by_value", f"update {u}'s pile was clamped entry by entry before its step"))
+        elif modified:
             findings.append(Finding("grad_modified", f".grad was changed after the last backward() of update {u}"))
         elif clip is not None and not clipped_to and used_norm > clip * (1 + TOLERANCE):
             findings.append(Finding("clip_missing", f"update {u} used norm {used_norm:.3g} > clip_norm = {clip:g}"))
@@ -236,23 +284,37 @@ class LossFactor(NamedTuple):
     batch: int
     factor: float | None  # None: its output's gradient is no multiple of the summed per-item losses' one
     shape: str | None = None  # the mistake whose loss shape the gradient fits instead (problem.task.shapes)
+    forward: int = -1  # the forward it was read from
 
 
 def loss_factors(tape: Tape, structure: Structure, problem: Problem,
                  rescale: list[float]) -> dict[int, list[LossFactor]]:
     """Per update of the right loop, a LossFactor for each forward of it that a backward pass went through."""
-    at_step = {k: rescale[s] for s, segment in enumerate(structure.segments) for k in segment}
+    at_step = pile_multipliers(tape, structure, problem, rescale)
     factors: dict[int, list[LossFactor]] = {}
     for part in carried(tape, problem):
         j = part.batch
         targets = problem.batches[j][1]
         summed = problem.item_sum_gradient(part.output, targets)
         c, exact = proportion(part.grad, summed)
-        factor = c * at_step.get(part.forward, 1.0) if exact else None
+        multiplier = at_step.get(part.forward, 1.0)
+        factor = c * multiplier if exact and not math.isnan(multiplier) else None
         shape = None if exact else next((name for name, reweigh in getattr(problem.task, "shapes", {}).items()
                                          if proportion(part.grad, reweigh(summed, targets)).exact), None)
-        factors.setdefault(j // problem.K, []).append(LossFactor(j, factor, shape))
+        update = factors.setdefault(j // problem.K, [])
+        twice = next((i for i, f in enumerate(update) if f.batch == j and f.forward != part.forward
+                      and _equal_outputs(tape, f, part)), None)
+        if twice is None:
+            update.append(LossFactor(j, factor, shape, part.forward))
+        else:  # two forwards of one micro-batch at one weight (R-Drop): one loss on it, their factors add
+            f = update[twice]
+            update[twice] = f._replace(factor=None if f.factor is None or factor is None else f.factor + factor)
     return factors
+
+
+def _equal_outputs(tape: Tape, factor: "LossFactor", part) -> bool:
+    a, b = tape.forwards[factor.forward], tape.forwards[part.forward]
+    return _allclose(a.weight, b.weight, rtol=0, atol=0) and _allclose(a.output, b.output, rtol=TOLERANCE, atol=0)
 
 
 def check_loss_scale(factors: dict[int, list[LossFactor]], problem: Problem) -> list[Finding]:
@@ -282,6 +344,63 @@ def check_loss_scale(factors: dict[int, list[LossFactor]], problem: Problem) -> 
             findings.append(Finding(name, problem.describe(u, factors[u], dict(zip(window, window_items))),
                                     problem.fix_for(name)))
     return first_of_each(findings)
+
+
+def grad_is_the_pile(tape: Tape) -> bool:
+    """Did each step use what backward() piled in .grad (rescaled, clipped or not), or a pile the loop built
+    itself (a buffer, torch.autograd.grad, torch.func) and put in .grad?"""
+    if not tape.passes:
+        return False
+    for u, step in enumerate(tape.steps):
+        pile = tape.passes[step.passes_before - 1].after if step.passes_before else None
+        if is_empty(pile) or is_empty(step.grad) or any(
+                c.op in _CLAMPS for c in tape.grad_changes if (c.passes_before, c.steps_before) == (step.passes_before, u)):
+            continue  # nothing piled, nothing used, or a clip by value: the boundaries tell
+        ratio, proportional = proportion(step.grad, pile)
+        if not proportional or ratio <= 0:
+            return False
+    return True
+
+
+_CLAMPS = ("clamp_", "clamp", "clip_", "_foreach_clamp_min_", "_foreach_clamp_max_", "clip_grad_value_")
+
+
+def _fits(grad: torch.Tensor, pile: torch.Tensor) -> bool:
+    fit = proportion(grad, pile)
+    return fit.exact and close(fit.ratio, 1)
+
+
+def check_built_piles(tape: Tape, problem: Problem) -> list[Finding]:
+    """A pile the loop built itself: each step's gradient against the pile each loss scale would leave for its
+    window at the weights it stepped from, then against its last micro-batch alone and the previous pile carried."""
+    names_seen, previous = None, None
+    for u, (step, window) in enumerate(zip(tape.steps, problem.windows)):
+        if is_empty(step.grad):
+            continue
+        sums = problem.item_sum_gradients(step.weight, window)
+        readings = [problem.readings(j) for j in window]
+        piles = {name: [sum(r[name][i] * g for r, g in zip(readings, sums)) for i in range(len(readings[0][name]))]
+                 for name in sorted(readings[0], key=lambda n: (n is not None, n != names_seen))}
+        name = next((n for n, options in piles.items() if any(_fits(step.grad, v) for v in options)), False)
+        if name is False and len(window) > 1 and _fits(step.grad, readings[-1][None][0] * sums[-1]):
+            return [Finding("zero_grad_every_micro_step", f"update {u} stepped with micro-batch {window[-1]}'s "
+                                                          "gradient alone", "add each micro-batch's gradient to your "
+                                                          "pile; replace or empty it only after optimizer.step()")]
+        if name is False and previous is not None and _fits(step.grad, previous + piles[None][0]):
+            return [Finding("zero_grad_missing", f"update {u} stepped with the previous update's pile still in it",
+                            "empty your own pile after each optimizer.step(), as zero_grad() empties .grad")]
+        if name is False:
+            return [Finding("grad_modified", f"update {u} stepped with a gradient that weighs its micro-batches "
+                                             "in no way the auditor knows", "pile each micro-batch's gradient times "
+                                             "its share n_i/n of the window, and step with that pile")]
+        if len(window) == problem.K:
+            names_seen = name
+        if name is not None:
+            factors = [LossFactor(j, r[name][0]) for j, r in zip(window, readings)]
+            return [Finding(name, problem.describe(u, factors, {j: problem.items(j) for j in window}),
+                            problem.fix_for(name))]
+        previous = step.grad
+    return []
 
 
 def update_ratios(tape: Tape, structure: Structure, problem: Problem) -> list[float]:

@@ -45,9 +45,11 @@ class BackwardPass:
 
     forwards: tuple[int, ...]  # indices into Tape.forwards: the outputs it went through
     output_grads: tuple[torch.Tensor, ...]  # the gradient each of them received
-    incoming: torch.Tensor  # flat: what this pass added to .grad
+    incoming: torch.Tensor  # flat: the gradient autograd computed for the weight, before the loop's own hooks
     before: torch.Tensor | None  # flat .grad before it (None: no .grad)
-    after: torch.Tensor | None = None  # flat .grad after it
+    hooks: int = 0  # the loop's own hooks on the weight when it ran
+    after: torch.Tensor | None = None  # flat .grad after it (None: a torch.autograd.grad, nothing landed)
+    landed: torch.Tensor | None = None  # flat: what it added to .grad, after the loop's hooks (before DDP's mean)
 
 
 class Step(NamedTuple):
@@ -77,30 +79,40 @@ class Tape:
 
     def __init__(self, model: torch.nn.Module, problem: Problem, comm=None):
         self.forwards: list[Forward] = []
-        self.passes: list[BackwardPass] = []
+        self.passes: list[BackwardPass] = []  # those that added to .grad
+        self.probes: list[BackwardPass] = []  # torch.autograd.grad: computed, added to nothing by torch
         self.steps: list[Step] = []
         self.grad_changes: list[GradChange] = []
         self.zero_grads = 0
+        self.backward_calls = 0  # calls of backward() (Tensor's or torch.autograd's), whatever they reached
         self.scheduler_calls: list[int] = []  # optimizer steps so far at each scheduler.step()
         self.graphs_alive = 0  # the most earlier micro-batches' graphs seen alive at a forward or a step
+        self.outputs_kept = 0  # the most outputs seen alive after a backward pass freed their graphs
+        self.retaining = False  # inside a backward(retain_graph=True): the graphs it goes through stay
         self.inside_module = 0  # > 0 while the module's own forward runs: its hooks record it
         self.synced_passes: list[int] = []  # DDP form: the backward passes that averaged the pile over the ranks
         self.syncing = comm is not None  # False inside model.no_sync()
         self._comm = comm
         self._problem = problem
         self._reached: list[tuple[int, torch.Tensor]] = []  # outputs reached by the running backward pass
-        self._outputs: list[tuple[int, weakref.ref]] = []  # (forward index, its output), while it lives
-        model.register_forward_pre_hook(self._before_forward)
-        model.register_forward_hook(self._on_forward, always_call=True)  # also when the forward raised
+        self._outputs: list[tuple[int, weakref.ref]] = []  # (forward index, its output), while its graph lives
+        self._freed: list[weakref.ref] = []  # outputs whose graph a backward pass freed
+        self._pending: BackwardPass | None = None  # the running backward pass, until it adds to .grad
+        # never traced: under torch.compile the hooks run as they are, between the compiled pieces
+        model.register_forward_pre_hook(torch.compiler.disable(self._before_forward))
+        model.register_forward_hook(torch.compiler.disable(self._on_forward), always_call=True)  # also on a raise
         weight = model.weight
         weight.register_hook(lambda grad: self._on_backward(weight, grad))  # runs before grad is added to .grad
         weight.register_post_accumulate_grad_hook(self._after_backward)
+        self._own_hooks = len(weight._backward_hooks or {})
 
     def count_graphs(self) -> None:
         """The most earlier forward outputs alive at once: backward frees what a graph saved, so two or more
         alive mean graphs kept for a later backward (or by retain_graph=True)."""
         self._outputs = [(k, ref) for k, ref in self._outputs if ref() is not None]
         self.graphs_alive = max(self.graphs_alive, len(self._outputs))
+        self._freed = [ref for ref in self._freed if ref() is not None]
+        self.outputs_kept = max(self.outputs_kept, len(self._freed))
 
     def _before_forward(self, module, args) -> None:
         time_limit.check()
@@ -129,18 +141,34 @@ class Tape:
 
     def _on_backward(self, weight, grad) -> None:
         time_limit.check()
+        self.settle()
         reached, self._reached = sorted(self._reached, key=lambda r: r[0]), []  # in forward order
-        if len(self.passes) < MOST_RECORDED:
-            self.passes.append(BackwardPass(tuple(k for k, _ in reached), tuple(g for _, g in reached),
-                                            grad.detach().reshape(-1).clone(), flat(weight.grad)))
+        if not self.retaining:  # backward frees the graphs it went through: their outputs hold no saved tensors
+            done = {k for k, _ in reached}
+            self._freed += [ref for k, ref in self._outputs if k in done]
+            self._outputs = [(k, ref) for k, ref in self._outputs if k not in done]
+        if len(self.passes) + len(self.probes) < MOST_RECORDED:
+            self._pending = BackwardPass(tuple(k for k, _ in reached), tuple(g for _, g in reached),
+                                         grad.detach().reshape(-1).clone(), flat(weight.grad),
+                                         len(weight._backward_hooks or {}) - self._own_hooks)
 
     def _after_backward(self, weight) -> None:
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.landed = flat(weight.grad) - (0 if pending.before is None else pending.before)
         if self.syncing:  # DDP's all-reduce: the rank's whole pile, this pass and those under no_sync(), averaged
-            self.synced_passes.append(len(self.passes) - 1)
+            self.synced_passes.append(len(self.passes))
             with torch.no_grad():
                 weight.grad.copy_(self._comm.mean_over_ranks(weight.grad, weight, "backward() outside no_sync()"))
-        if self.passes and self.passes[-1].after is None:  # else MOST_RECORDED passes are recorded, no more
-            self.passes[-1].after = flat(weight.grad)
+        if pending is not None:  # else MOST_RECORDED passes are recorded, no more
+            pending.after = flat(weight.grad)
+            self.passes.append(pending)
+
+    def settle(self) -> None:
+        """A backward pass that never added to .grad was a torch.autograd.grad: a probe, not a pass."""
+        if self._pending is not None:
+            self.probes.append(self._pending)
+            self._pending = None
 
 
 def flat(grad: torch.Tensor | None) -> torch.Tensor | None:
@@ -192,6 +220,7 @@ class AuditSGD(torch.optim.SGD):
                 loss = closure()
         tape = self._model.tape
         time_limit.check()
+        tape.settle()
         tape.count_graphs()
         weight = self._model.weight
         if len(tape.steps) < MOST_RECORDED:
@@ -230,7 +259,14 @@ class GradWatch(torch.overrides.TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         time_limit.check()
-        result = func(*args, **(kwargs or {}))
+        name = getattr(func, "__name__", str(func))
+        retain = name in ("backward", "grad") and bool((kwargs or {}).get("retain_graph"))
+        self._tape.backward_calls += name == "backward"
+        self._tape.retaining |= retain
+        try:
+            result = func(*args, **(kwargs or {}))
+        finally:
+            self._tape.retaining &= not retain
         if self._tape.inside_module == 0 and isinstance(result, torch.Tensor) and result.requires_grad \
                 and torch.is_grad_enabled():
             self._bypassing_forward(args, kwargs, result)
@@ -238,7 +274,7 @@ class GradWatch(torch.overrides.TorchFunctionMode):
         if (now is None) != (self._seen is None) or (now is not None and not _equal(now, self._seen)):
             self._seen = now  # values compared: GradScaler's in-place unscale bumps no `_version`
             if now is not None and len(self._tape.grad_changes) < MOST_RECORDED:
-                tape, name = self._tape, getattr(func, "__name__", str(func))
+                tape = self._tape
                 tape.grad_changes.append(GradChange(len(tape.passes), len(tape.steps), name, now,
                                                     name == UNSCALE_OP and _inside_scaler_step()))
         return result
@@ -293,7 +329,7 @@ def run_loop(loop: Callable, problem: Problem, time_limit_s: float = math.inf, c
 
     def watched() -> tuple:
         with GradWatch(model):
-            return read_log(loop(*args, **keywords), len(problem.windows) + 1)  # a returned generator runs here too
+            return read_log(loop(*args, **keywords), MOST_RECORDED)  # a returned generator runs here too
 
     deadline = time.monotonic() + time_limit_s
     try:
@@ -312,6 +348,7 @@ def run_loop(loop: Callable, problem: Problem, time_limit_s: float = math.inf, c
         else:
             run.error_message = printable(error)
             run.error = f"{printable(type(error).__name__)}: {run.error_message}, at {_where(error)}"
+    model.tape.settle()
     run.weight = model.weight.detach().clone()
     return run
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 
-from widgets.audit.instruments import Tape
+from widgets.audit.instruments import MOST_RECORDED, Tape
 from widgets.audit.problems import Problem
 from widgets.core.mistakes import EVERY_MISTAKE
 from widgets.core.training import clip_flat
@@ -193,7 +193,8 @@ def check_log(log: list[float] | None, log_problem: str | None, tape: Tape, stru
         return LogCheck([], [], True)
     truth = next((r for r in readings if len(r) == len(log)), None)
     if truth is None:
-        return LogCheck([Finding("log_wrong", f"{len(log)} values for {len(readings[0])} updates")], [], True)
+        logged = f"{len(log)} values" + (" or more" if len(log) >= MOST_RECORDED else "")  # an endless iterator ends
+        return LogCheck([Finding("log_wrong", f"{logged} for {len(readings[0])} updates")], [], True)
     findings = []
     for u, (value, t) in enumerate(zip(log, truth)):
         seen = f"update {u} logged {value:.4g}, its mean loss is {t.mean:.4g}"

@@ -243,6 +243,12 @@ class Problem:
         (grad,) = torch.autograd.grad(self.task.loss_fn(leaf, targets) * self.task.items(targets), leaf)
         return grad
 
+    def item_sum_gradients(self, weight: torch.Tensor, window: range) -> list[torch.Tensor]:
+        """Per micro-batch of `window`: the flat gradient of its summed per-item losses at `weight`."""
+        w = weight.detach().clone().requires_grad_(True)
+        return [torch.autograd.grad(self.task.loss_fn(self.forward(w, self.batches[j][0]), self.batches[j][1])
+                                    * self.items(j), w)[0].reshape(-1) for j in window]
+
     def right_factor(self, u: int) -> float:
         """The factor c the right loop puts on update u's summed per-item loss: 1 / the window's items
         (across ranks world_size / all ranks' items, which DDP's mean over ranks brings to 1 / them)."""
@@ -257,7 +263,7 @@ class Problem:
         if self.world_size == 1 or self.task is Regression:  # equal ranks: a rank's own share is its global one
             return readings
         own, n, W, every = readings.pop(None), len(self.windows[u]), self.world_size, self.global_micro_items[j]
-        return {None: [self.right_factor(u)], "per_rank_normaliser": own,
+        return {None: [self.right_factor(u)], "per_rank_normaliser": own + [W * c for c in own],  # x W for DDP's mean
                 "ranks_divided_twice": [1 / self.global_items[u]],
                 "count_all_reduced_per_micro_batch": [W / (n * every), W / (self.K * every)], **readings}
 

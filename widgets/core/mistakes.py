@@ -147,8 +147,15 @@ EVERY_MISTAKE: dict[str, Mistake] = {m.name: m for m in (
     Mistake("zero_grad_before_step", "zero_grad() runs between the last backward() and optimizer.step(): the step "
             "finds the pile empty",
             "call zero_grad() after optimizer.step()"),
-    Mistake("step_twice", "optimizer.step() runs twice on the same pile: the second step applies the update again",
+    Mistake("step_twice", "optimizer.step() runs twice in one update, with no backward() between",
             "call optimizer.step() once per update"),
+    Mistake("clip_by_value", "clipping by value (clip_grad_value_) clamps each entry of the pile: the update no longer points along the "
+            "window's gradient",
+            "clip the norm instead: torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm) once, after the "
+            "window's last backward()"),
+    Mistake("hook_never_removed", "a hook is registered on the weights at every micro-step and never removed: each "
+            "backward() runs all of them, so each micro-batch's gradient is scaled once per hook so far",
+            "register the hook once, before the loop, or remove it after its backward() (handle.remove())"),
     Mistake("wrong_step_positions", "optimizer.step() runs elsewhere than at the update boundaries",
             "step after every K-th micro-step and after the last one"),
     Mistake("never_steps", "optimizer.step() is never called", "call optimizer.step() once per update"),
