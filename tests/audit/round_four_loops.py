@@ -64,6 +64,16 @@ class Case:
     never_says: tuple[str, ...] = ()  # phrases (lower case) a report on this loop must not contain: false here
 
 
+def audit_options(case: Case, setting: Setting) -> dict:
+    """The keywords of audit_training_loop(case.loop, setting.K, **options) for this case and setting."""
+    options = {"num_batches": setting.num_batches, "problem": case.problem}
+    if setting.world_size > 1:
+        options["world_size"] = setting.world_size
+    if case.clip_norm is not None:
+        options["clip_norm"] = case.clip_norm
+    return options
+
+
 def share_of(batches, i, K):
     """n_i / n: micro-batch i's share of its window's examples."""
     start = i // K * K

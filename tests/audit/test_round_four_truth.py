@@ -223,6 +223,26 @@ def test_the_whole_windows_loop_makes_two_updates_where_the_big_batch_makes_thre
         assert (len(steps), -(-setting.num_batches // setting.K)) == (2, 3)
 
 
+def test_summed_r_drop_losses_make_every_update_twice_the_big_batch_s():
+    case = next(c for c in LOOPS if c.name == "rdrop_summed")
+    make, _, loss_fn, summed, items = PROBLEMS[case.problem]
+    for setting in case.settings:
+        batches, model, steps = make(setting, 0, None), new_model(case, "mlp", 0), []
+        optimizer = OPTIMIZERS["sgd"](model.parameters())
+        optimizer.register_step_pre_hook(lambda *_, steps=steps, model=model: steps.append(
+            [(p.detach().clone(), p.grad.clone()) for p in model.parameters()]))
+        case.loop(model, optimizer, loss_fn, batches, setting.K)
+        for u, step in enumerate(steps):  # the big batch's gradient at the weights this step started from
+            at = new_model(case, "mlp", 0)
+            with torch.no_grad():
+                for p, (weight, _) in zip(at.parameters(), step):
+                    p.copy_(weight)
+            window = batches[u * setting.K : (u + 1) * setting.K]
+            (sum(summed(at(x), y) for x, y in window) / sum(items(y) for _, y in window)).backward()
+            for p, (_, pile) in zip(at.parameters(), step):
+                assert torch.allclose(pile, 2 * p.grad, rtol=1e-10, atol=1e-12)
+
+
 def test_every_family_has_a_right_and_a_wrong_form_and_known_names():
     families = {case.family for case in LOOPS}
     for family in families:
