@@ -3,7 +3,7 @@ commit it prints as any cell does; a page without a kernel reads the waiting lin
 import pytest
 
 from widgets.controls.prediction import make_prediction
-from widgets.controls.reveal import WAITING, HeldOutput
+from widgets.controls.reveal import WAITING, WORKED_WAITING, HeldOutput, worked_answer
 
 
 def guess_box():
@@ -70,3 +70,26 @@ def test_without_a_kernel_the_waiting_line_then_the_output_folded_and_text_plain
     assert data["text/plain"] == WAITING and "application/vnd.jupyter.widget-view+json" in data
     page = data["text/html"]
     assert page.index("Commit your guess above first") < page.index("<details>") < page.index("-45.0")
+
+
+def plan_exercise():
+    from widgets.exercises.toolkit import Exercise, number_checker
+
+    return Exercise("plan", "Choose b", "The largest b that fits.",
+                    number_checker(8.0, {}, "{value:g} is not it.", "b = 8.", "b"), ["6 + 0.3 b <= 10"], "b = 8")
+
+
+def test_a_worked_answer_waits_for_the_learners_own_check_not_its_own(capsys):
+    exercise = plan_exercise()
+    with worked_answer(exercise):
+        print("fits: [1, 2, 4, 8]")
+        print(exercise.check(8))  # the worked answer proves itself: that check is not the learner's
+    assert capsys.readouterr().out == WORKED_WAITING + "\n"
+    (release,) = exercise._on_verdict
+    held = release.__self__
+    assert not held.released and exercise.check(...).status.name == "NOT_ATTEMPTED" and not held.released
+    exercise.check(16)  # the learner's own answer, wrong: the worked answer may show now
+    assert held.released and "fits: [1, 2, 4, 8]" in held.outputs[0]["text"] and exercise._on_verdict == []
+    with worked_answer(exercise):  # run again after an attempt: printed as any cell
+        print("fits")
+    assert capsys.readouterr().out == "fits\n"

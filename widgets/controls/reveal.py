@@ -1,4 +1,5 @@
-"""An answer that waits for the learner: a cell's output held back until a guess is committed.
+"""An answer that waits for the learner: a cell's output held back until a guess is committed (or, with
+`worked_answer`, until an exercise's answer has been checked).
 
     guess = make_prediction(...)     # one cell: the guess box
     guess
@@ -16,15 +17,17 @@ from __future__ import annotations
 
 import html
 from contextlib import contextmanager
-from typing import Callable, Iterator
+from typing import Callable, ContextManager, Iterator
 
 import ipywidgets as W
 from IPython.display import display
 from IPython.utils.capture import CapturedIO, capture_output
 
 from widgets.controls.compat import Displayed
+from widgets.exercises.toolkit import Exercise
 
 WAITING = "Commit your guess above first: the answer shows here then."
+WORKED_WAITING = "Check an answer of your own above first: the worked answer shows here then."
 
 
 def _as_outputs(captured: CapturedIO) -> tuple[dict, ...]:
@@ -67,7 +70,7 @@ class HeldOutput(Displayed, W.Output):
         data = bundle[0] if isinstance(bundle, tuple) else bundle
         data["text/plain"] = repr(self)
         data["text/html"] = (f"<p><i>{_escape(self.waiting)}</i></p><details><summary>Reading without running? "
-                             "Decide on your guess, then click to see what this cell printed</summary>"
+                             "Try it yourself first, then click to see what this cell printed</summary>"
                              f"<pre>\n{_escape(_as_text(self.held))}</pre></details>")  # <pre>'s first newline is not shown
         return bundle
 
@@ -89,3 +92,9 @@ def held_until(released: bool, on_release: Callable[[Callable[[], None]], None],
     held = HeldOutput(waiting, _as_outputs(captured))
     on_release(held.release)
     display(held)
+
+
+def worked_answer(exercise: Exercise) -> ContextManager[None]:
+    """`with worked_answer(ex.plan):` holds a worked-answer cell's output until the learner's own answer has been
+    checked (Correct or Incorrect; the body's own check does not count): Run All does not solve the exercise."""
+    return held_until(exercise.attempted, exercise.when_checked, WORKED_WAITING)

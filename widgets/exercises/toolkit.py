@@ -156,6 +156,7 @@ class Exercise:
         self._solution = Solution(title, explanation, textwrap.dedent(code).strip())
         self.hints_shown = 0
         self.attempted = False  # set by the first check that gets a verdict (Correct or Incorrect)
+        self._on_verdict: list[Callable[[], None]] = []  # called once at the next verdict (`when_checked`)
         self.set_title = ""  # the notebook's set, once an ExerciseSet holds it: where progress is kept
 
     def check(self, *answers: object) -> Feedback:
@@ -164,7 +165,11 @@ class Exercise:
             feedback = not_attempted()
         else:
             feedback = self._judge(answers)
-        self.attempted = self.attempted or feedback.status in (Status.CORRECT, Status.INCORRECT)
+        if feedback.status in (Status.CORRECT, Status.INCORRECT):
+            self.attempted = True
+            waiting, self._on_verdict = self._on_verdict, []
+            for call in waiting:
+                call()
         if self.set_title and feedback.status is not Status.NOT_ATTEMPTED:  # widgets.progress() reads it
             progress.note_check(self.set_title, self.name, feedback.status is Status.CORRECT, self.title)
         return replace(feedback, exercise=self.title)
@@ -189,6 +194,10 @@ class Exercise:
             raise
         except BaseException as error:  # noqa: BLE001 - the learner's function failed: say so, do not crash the cell
             return incorrect(f"checking your answer raised {type(error).__name__}: {error}")
+
+    def when_checked(self, call: Callable[[], None]) -> None:
+        """Call `call` once, at the next check that gets a verdict (a worked answer held until the learner's own)."""
+        self._on_verdict.append(call)
 
     def hint(self) -> Hint:
         """The next hint: they get more specific one at a time, and the last one stays."""
