@@ -271,6 +271,21 @@ def loop_exercises() -> ExerciseSet:
             kind="code",
         ),
         Exercise(
+            name="amp_order", title="Mixed precision, in order",
+            prompt=f"With a GradScaler, gradient clipping and accumulation_steps K = 2, list the calls of one update "
+            f"in order, using the names {list(AMP_CALLS)} ('backward' stands for scaler.scale(loss).backward() "
+            "and appears once per micro-step): `ex.amp_order.check([...])`.",
+            checker=_check_amp_order,
+            hints=["The scale must not change while the pile is building, and unscale_ may run only once per update.",
+             "Clip the true (unscaled) gradient; step before update, because update changes the scale.",
+             "The pile (two backwards) first; then unscale, clip and step in that order; update after the step; "
+             "zero_grad where it cannot touch this pile before the step uses it."],
+            solution="calls = ['backward', 'backward', 'unscale', 'clip', 'step', 'update', 'zero_grad']\n"
+            "# zero_grad may also come first (before the pile) or between step and update",
+            explanation="Build the pile at a fixed scale, then unscale once, clip, step, update the scale, clear.",
+            kind="predict",
+        ),
+        Exercise(
             name="tail_weights", title="Weight the tail",
             prompt="accumulation_steps K = 4, micro_batch_size b = 8, and the data runs out: the last window holds "
             "micro-batches of 8, 8 and 3 examples. By what factor must each one's mean loss be multiplied so "
@@ -332,21 +347,6 @@ def loop_exercises() -> ExerciseSet:
              "So W = 100 scheduler steps are used up K = 4 at a time."],
             solution="warmup_end = 100 // 4  # 25 updates: the schedule runs K times too fast",
             explanation="The scheduler runs K = 4 times per update, so W = 100 of its steps take 25 updates.",
-            kind="predict",
-        ),
-        Exercise(
-            name="amp_order", title="Mixed precision, in order",
-            prompt=f"With a GradScaler, gradient clipping and accumulation_steps K = 2, list the calls of one update "
-            f"in order, using the names {list(AMP_CALLS)} ('backward' stands for scaler.scale(loss).backward() "
-            "and appears once per micro-step): `ex.amp_order.check([...])`.",
-            checker=_check_amp_order,
-            hints=["The scale must not change while the pile is building, and unscale_ may run only once per update.",
-             "Clip the true (unscaled) gradient; step before update, because update changes the scale.",
-             "The pile (two backwards) first; then unscale, clip and step in that order; update after the step; "
-             "zero_grad where it cannot touch this pile before the step uses it."],
-            solution="calls = ['backward', 'backward', 'unscale', 'clip', 'step', 'update', 'zero_grad']\n"
-            "# zero_grad may also come first (before the pile) or between step and update",
-            explanation="Build the pile at a fixed scale, then unscale once, clip, step, update the scale, clear.",
             kind="predict",
         ),
     ])

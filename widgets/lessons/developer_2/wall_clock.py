@@ -10,6 +10,7 @@ from widgets.core.accumulation import make_model, make_regression_data
 from widgets.core.config import AccumulationConfig, check_config
 from widgets.core.loops import train
 from widgets.core.training import example_order, known_torch_state, make_optimizer, mse
+from widgets.core.views import Table
 
 
 @dataclass(frozen=True)
@@ -59,3 +60,17 @@ def _timed(config: AccumulationConfig, x: torch.Tensor, y: torch.Tensor, batches
     train(model, optimizer, mse, batches, accumulation_steps, max_norm=None)
     handle.remove()
     return TimedRun(seconds, losses)
+
+
+def race_table(runs: dict[str, TimedRun]) -> Table:
+    """The loss each regime had reached after a quarter, half and all of the accumulated run's time; the note
+    gives one accumulated update's cost in big-batch updates."""
+    def per_update(run: TimedRun) -> float:
+        return run.seconds[-1] / (len(run.seconds) - 1)
+
+    budgets = [runs["accumulated"].seconds[-1] * f for f in (0.25, 0.5, 1.0)]
+    regimes = ("accumulated", "big_batch", "small_batches")
+    rows = [[f"{b * 1000:.1f}", *(f"{runs[r].loss_at(b):.4f}" for r in regimes)] for b in budgets]
+    ratio = per_update(runs["accumulated"]) / per_update(runs["big_batch"])
+    return Table(["after ms", "accumulated", "big batch", "small batches"], rows,
+                 note=f"one accumulated update costs {ratio:.1f} x a big-batch update here")
