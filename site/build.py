@@ -36,7 +36,7 @@ ROOT = HERE.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))  # file order is the tiers' order: start, beginner, ...
 OUT = ROOT / "build" / "site"
 WIDGET = "application/vnd.jupyter.widget-view+json"
-PROGRESS_BAR = re.compile(r"\d+%\|")  # tqdm's text: "  0%|          | 0/5 [00:00<?, ?it/s]"
+PROGRESS_BAR = re.compile(r"\d+%\|.*\| *\d+/\d+ \[")  # tqdm's text: "updates:   0%|          | 0/150 [00:00<?, ?it/s]"
 ANCHOR = re.compile(r'^<a id="([\w-]+)"></a>\s*$', re.M)
 LINK_TO_ANCHOR = re.compile(r"\]\(([\w-]+\.ipynb)?#([^)\s]+)\)")
 MARKDOWN = MarkdownIt("commonmark").use(dollarmath_plugin)  # as MyST reads a heading: its maths is no text
@@ -44,18 +44,19 @@ INTERACTIVE_DIR = Path("_static", "interactive")
 
 
 def page_outputs(outputs: list, snippet: str | None) -> list:
-    """A code cell's outputs as a static page shows them: `snippet` (HTML) in place of the widget output, else each
-    widget output's own picture or HTML without the widget view; progress bars left out."""
+    """A code cell's outputs as a static page shows them: `snippet` (HTML) in place of the first widget output, else
+    each widget output's own picture or HTML without the widget view; progress bars left out."""
     kept = []
     for output in outputs:
         data = output.get("data", {})
+        fallback = {k: v for k, v in data.items() if k != WIDGET}
         if WIDGET not in data:
             kept.append(output)
         elif snippet is not None:
             kept.append(nbformat.v4.new_output("display_data", data={"text/html": snippet}))
             snippet = None
-        elif not PROGRESS_BAR.match(data.get("text/plain", "").lstrip()) or len(data) > 2:
-            kept.append(nbformat.from_dict(output | {"data": {k: v for k, v in data.items() if k != WIDGET}}))
+        elif fallback and not (fallback.keys() == {"text/plain"} and PROGRESS_BAR.search(fallback["text/plain"])):
+            kept.append(nbformat.from_dict({**output, "data": fallback}))
     return kept
 
 

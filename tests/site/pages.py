@@ -1,12 +1,15 @@
 """What the site tests read: a built page's ids, links and pictures; a notebook's markdown."""
 from __future__ import annotations
 
+import re
 from html.parser import HTMLParser
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 import nbformat
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+EXTERNAL = re.compile(r"^(https?:|mailto:|data:|javascript:|//)")
 
 
 class Page(HTMLParser):
@@ -53,3 +56,22 @@ def markdowns(path: Path) -> list[tuple[int, str]]:
         else:
             found += [(i, out.data["text/markdown"]) for out in cell.get("outputs", []) if "text/markdown" in out.get("data", {})]
     return found
+
+
+def broken_links(folder: Path) -> list[str]:
+    """Each link of the pages in `folder` (not below: _static holds the theme's templates) to a file that is not
+    there, or to an anchor its page does not have; the web's addresses are not followed (offline)."""
+    pages = {path: Page.read(path) for path in folder.glob("*.html")}
+    broken = []
+    for path, page in pages.items():
+        for link in page.links:
+            if EXTERNAL.match(link):
+                continue
+            parts = urlsplit(link)
+            target = (path.parent / unquote(parts.path)).resolve() if parts.path else path
+            if not target.exists():
+                broken.append(f"{path.name}: {link} (no such file)")
+            elif parts.fragment and target.suffix == ".html" and parts.fragment not in (
+                    pages.get(target) or Page.read(target)).ids:
+                broken.append(f"{path.name}: {link} (no such anchor)")
+    return sorted(set(broken))
