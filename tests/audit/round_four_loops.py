@@ -348,6 +348,21 @@ def buffer_reset_after_step(model, optimizer, loss_fn, batches, accumulation_ste
                 b.zero_()  # emptied with the step
 
 
+def buffer_foreach(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    params, n = list(model.parameters()), len(batches)
+    buffer = [torch.zeros_like(p) for p in params]
+    for i, (x, y) in enumerate(batches):
+        (loss_fn(model(x), y) * share_of(batches, i, accumulation_steps)).backward()
+        torch._foreach_add_(buffer, [p.grad for p in params])  # one fused add, as fused optimizers pile
+        optimizer.zero_grad()
+        if (i + 1) % accumulation_steps == 0 or i + 1 == n:
+            for b, p in zip(buffer, params):
+                p.grad = b.clone()
+            optimizer.step()
+            optimizer.zero_grad()
+            torch._foreach_zero_(buffer)
+
+
 def buffer_never_reset(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
     params, n = list(model.parameters()), len(batches)
     buffer = [torch.zeros_like(p) for p in params]
@@ -433,6 +448,20 @@ def running_mean_by_examples(model, optimizer, loss_fn, batches, accumulation_st
             seen = 0
 
 
+def running_mean_by_examples_foreach(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    n, seen = len(batches), 0
+    for i, (x, y) in enumerate(batches):
+        seen += len(y)
+        grads = [p.grad for p in model.parameters() if p.grad is not None]
+        if grads:
+            torch._foreach_mul_(grads, (seen - len(y)) / seen)  # clip_grad_norm_'s op, and no clip: a mean
+        (loss_fn(model(x), y) * len(y) / seen).backward()
+        if (i + 1) % accumulation_steps == 0 or i + 1 == n:
+            optimizer.step()
+            optimizer.zero_grad()
+            seen = 0
+
+
 def running_mean_by_micro_batches(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
     n = len(batches)
     for i, (x, y) in enumerate(batches):
@@ -467,6 +496,16 @@ def compiled_eager(model, optimizer, loss_fn, batches, accumulation_steps, sched
     n = len(batches)
     for i, (x, y) in enumerate(batches):
         (loss_fn(compiled(x), y) * share_of(batches, i, accumulation_steps)).backward()
+        if (i + 1) % accumulation_steps == 0 or i + 1 == n:
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def module_compiled_in_place(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    model.compile(backend="eager")  # nn.Module.compile: the module's own call, its hooks too, is traced
+    n = len(batches)
+    for i, (x, y) in enumerate(batches):
+        (loss_fn(model(x), y) * share_of(batches, i, accumulation_steps)).backward()
         if (i + 1) % accumulation_steps == 0 or i + 1 == n:
             optimizer.step()
             optimizer.zero_grad()
@@ -826,6 +865,8 @@ LOOPS: list[Case] = [
          frozenset({"zero_grad_missing"}), "autograd.grad's results are added into .grad, which is never emptied"),
     Case("buffer_reset_after_step", "own_buffer", buffer_reset_after_step, True, frozenset(),
          "the loop piles .grad into its own buffer, puts it back for the step, and empties it after"),
+    Case("buffer_foreach", "own_buffer", buffer_foreach, True, frozenset(),
+         "the buffer piled with torch._foreach_add_, put back in .grad for the step and zeroed after"),
     Case("buffer_never_reset", "own_buffer", buffer_never_reset, False, frozenset({"zero_grad_missing"}),
          "the buffer is never emptied, so each update adds every earlier update's gradient",
          never_says=("call zero_grad()",)),
@@ -847,6 +888,8 @@ LOOPS: list[Case] = [
     # a running mean in .grad
     Case("running_mean_by_examples", "running_mean", running_mean_by_examples, True, frozenset(),
          ".grad is rescaled inside the window to the mean over the examples seen so far, which ends at the window's"),
+    Case("running_mean_by_examples_foreach", "running_mean", running_mean_by_examples_foreach, True, frozenset(),
+         "the running mean over examples, rescaled with torch._foreach_mul_ (clip_grad_norm_'s op): nothing clipped"),
     Case("running_mean_by_micro_batches", "running_mean", running_mean_by_micro_batches, False,
          frozenset({"normalised_per_micro_batch", "tail_divided_by_k"}),
          "the running mean counts micro-batches, not examples, so the short last micro-batch weighs as a full one; "
@@ -861,6 +904,8 @@ LOOPS: list[Case] = [
     # a compiled model
     Case("compiled_eager", "compiled", compiled_eager, True, frozenset(),
          "torch.compile with the eager backend runs the same forward; each loss is weighed by its share"),
+    Case("module_compiled_in_place", "compiled", module_compiled_in_place, True, frozenset(),
+         "nn.Module.compile(backend='eager') traces the module's own call; each loss is weighed by its share"),
     Case("compiled_eager_undivided", "compiled", compiled_eager_undivided, False, frozenset({"loss_not_divided"}),
          "around a compiled model, each micro-batch's mean loss reaches backward() undivided"),
     Case("compiled_inductor", "compiled", compiled_inductor, True, frozenset(),
