@@ -12,6 +12,8 @@ displays is held (IPython's `capture_output`, in the kernel: nothing reaches the
 compares the waiting line). The cell shows "Commit your guess above first" until the guess is committed, then the
 held output in its place. Run after the commit, the body prints as any cell does. A page without a kernel shows
 the waiting line and the output folded under it. A body that raises shows what it printed, then the error.
+Inside `with`, a last expression is not shown by itself: `display(table)` it (a figure: `plt.show()` or
+`display(fig)`; one left for the inline backend to draw at the cell's end is not held).
 """
 from __future__ import annotations
 
