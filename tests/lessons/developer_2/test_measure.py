@@ -42,7 +42,7 @@ def test_the_last_window_table_names_only_weight_by_share_and_drop_as_exact():
 
 
 def test_the_stream_has_no_length_and_yields_every_example():
-    loader = measure.stream_loader(80)
+    loader = measure.stream_loader()
     with pytest.raises(TypeError):
         len(loader)
     assert [len(targets) for _, targets in loader] == [8] * 10
@@ -65,10 +65,24 @@ def test_clipping_every_micro_step_favours_the_late_micro_batches(max_norm):
 
 @pytest.mark.parametrize("warmup", [4, 8, 12, 16])
 def test_a_warmup_stepped_per_micro_step_ends_k_times_too_soon(warmup):
-    rates = measure.warmup_rates(warmup_updates=warmup, num_updates=warmup + 4)
-    assert rates.full_rate_at(rates.per_update) == warmup
-    assert rates.full_rate_at(rates.per_micro_step) == -(-warmup // 4)
+    per_update = measure.rates_used(False, warmup, warmup + 4)
+    with pytest.warns(UserWarning, match="lr_scheduler.step"):  # torch sees a step before any optimizer.step
+        per_micro_step = measure.rates_used(True, warmup, warmup + 4)
+    assert per_update.index(0.1) == warmup
+    assert per_micro_step.index(0.1) == -(-warmup // 4)
+
+
+def test_the_warmup_figure_reads_the_rates_and_torch_warns():
+    rates = measure.warmup_rates()
+    assert rates.full_rate_at(rates.per_update) == 8 and rates.full_rate_at(rates.per_micro_step) == 2
     assert any("before `optimizer.step()`" in w for w in rates.warned)
+
+
+def test_bad_settings_are_named():
+    with pytest.raises(ValueError, match="max_norm"):
+        measure.clip_table(0.0)
+    with pytest.raises(ValueError, match="num_updates"):
+        measure.rates_used(False, 8, 10**9)
 
 
 def test_the_learning_rate_still_says_its_numbers():

@@ -14,6 +14,7 @@ import torch
 from widgets.core import loops
 from widgets.core.accumulation import accumulated_gradient, below, flat_grad, flat_weights, is_update_step
 from widgets.core.accumulation import make_model, make_regression_data
+from widgets.core.config import check_float, check_int
 from widgets.core.training import linear_warmup, mse
 from widgets.core.views import Table
 
@@ -60,11 +61,11 @@ class Gap:
         return f"max |weights - big batch's| {shown} {'✓' if self.matches else '✗'}"
 
 
-def big_batch_gap(model: torch.nn.Module, examples: int = 80, *, drop_last: bool = False, warmup_updates: int = 0,
-                  max_norm: float | None = None) -> Gap:
-    """`model` (trained from `make_model(seed=0)` on the first `examples` examples, K = 4, b = 8) against the
+def big_batch_gap(model: torch.nn.Module, num_examples: int = 80, *, drop_last: bool = False,
+                  warmup_updates: int = 0, max_norm: float | None = None) -> Gap:
+    """`model` (trained from `make_model(seed=0)` on the first `num_examples` examples, K = 4, b = 8) against the
     big-batch run of batches of K·b, with the same drop, warmup and clip."""
-    x, y = make_regression_data(examples, seed=0)
+    x, y = make_regression_data(num_examples, seed=0)
     big = make_model(seed=0)
     optimizer = sgd(big)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, linear_warmup(warmup_updates)) if warmup_updates else None
@@ -112,17 +113,18 @@ class _Stream(torch.utils.data.IterableDataset):
         yield from zip(self.x, self.y)
 
 
-def stream_loader(examples: int = 80) -> torch.utils.data.DataLoader:
-    """A DataLoader of micro-batches of 8 over the first `examples` examples read as a stream: it has no len()."""
-    return torch.utils.data.DataLoader(_Stream(*make_regression_data(examples, seed=0)), batch_size=B)
+def stream_loader() -> torch.utils.data.DataLoader:
+    """A DataLoader of micro-batches of 8 over the 80 examples of the short-window experiment, read as a stream:
+    it has no len()."""
+    return torch.utils.data.DataLoader(_Stream(*make_regression_data(80, seed=0)), batch_size=B)
 
 
 # --- what to log ---------------------------------------------------------------------------------------
 
-def logging_gap(num_updates: int = 12) -> str:
+def logging_gap() -> str:
     """`train`'s logged loss (the update's mean) against the tutorial's (the last micro-batch's mean, that is its
-    divided loss times K) over `num_updates` updates: how far apart, relative to the mean. One line of text."""
-    x, y = make_regression_data(num_updates * K * B, seed=0)
+    divided loss times K) over 12 updates: how far apart, relative to the mean. One line of text."""
+    x, y = make_regression_data(12 * K * B, seed=0)
     batches, micro_losses = micro_batches(x, y), []
 
     def noted_mse(output, targets):
@@ -157,6 +159,7 @@ def _clipped_pile(window, max_norm: float, every_micro_step: bool) -> tuple[torc
 
 def clip_table(max_norm: float = 0.5) -> Table:
     """One update's pile (K = 4) at the starting weights, clipped once or every micro-step to `max_norm`."""
+    check_float("max_norm", max_norm, 0.0, 1e6)
     window = micro_batches(*make_regression_data(K * B, seed=0))
     rows = []
     for label, every in (("once per update", False), ("every micro-step", True)):
@@ -180,7 +183,10 @@ class WarmupRates:
         return rates.index(max(rates))
 
 
-def _rates(per_micro_step: bool, warmup_updates: int, num_updates: int) -> list[float]:
+def rates_used(per_micro_step: bool, warmup_updates: int = 8, num_updates: int = 12) -> list[float]:
+    """The rate each of `num_updates` updates (K = 4) used, a linear warmup of `warmup_updates` updates stepped
+    once per update or once per micro-step."""
+    check_int("num_updates", num_updates, 1, 10_000)
     optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, linear_warmup(warmup_updates))
     used = []
@@ -195,13 +201,13 @@ def _rates(per_micro_step: bool, warmup_updates: int, num_updates: int) -> list[
     return used
 
 
-def warmup_rates(warmup_updates: int = 8, num_updates: int = 12) -> WarmupRates:
-    """A linear warmup written for `warmup_updates` updates, stepped once per update and once per micro-step."""
+def warmup_rates() -> WarmupRates:
+    """A linear warmup written for 8 updates, stepped once per update and once per micro-step, over 12 updates."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        per_micro_step = _rates(True, warmup_updates, num_updates)
+        per_micro_step = rates_used(True)
     warned = sorted({str(w.message).split(". ")[0] for w in caught})
-    return WarmupRates(_rates(False, warmup_updates, num_updates), per_micro_step, warmup_updates, warned)
+    return WarmupRates(rates_used(False), per_micro_step, 8, warned)
 
 
 # --- mixed precision -----------------------------------------------------------------------------------------
@@ -237,9 +243,10 @@ def amp_window_table() -> Table:
     return Table(["call", "scale", "pile norm"], rows, note=f"a second unscale_ before update(): {again}")
 
 
-def amp_schedule_table(updates: int = 3, overflow_at: int = 5) -> Table:
-    """`updates` updates of K = 4 with a CPU GradScaler and a 4-update warmup; micro-step `overflow_at` overflows.
+def amp_schedule_table() -> Table:
+    """Three updates of K = 4 with a CPU GradScaler and a 4-update warmup; micro-step 5 (in update 1) overflows.
     Once the scheduler is stepped at every window's end, once only when the scale did not drop (the step ran)."""
+    updates, overflow_at = 3, 5
     batches = micro_batches(*make_regression_data(updates * K * B, seed=0))
     rows = []
     for label, skip_on_overflow in (("always", False), ("only if the step ran", True)):
