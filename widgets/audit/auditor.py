@@ -212,11 +212,15 @@ def audit_training_loop(
         W, tapes, ref = setup.world_size, [run.tape for run in runs], reference.tape
         counts = {
             "backward passes": (sum(len(t.passes) for t in tapes), len(ref.passes)),
-            "optimizer.step()": (sum(len(t.steps) for t in tapes), W * len(ref.steps)),
+            "optimizer.step()": (sum(len(t.steps) + t.idle_steps for t in tapes), W * len(ref.steps)),
             "zero_grad()": (sum(t.zero_grads for t in tapes), W * ref.zero_grads),
         }
         if setup.with_scheduler:
             counts["scheduler.step()"] = (sum(len(t.scheduler_calls) for t in tapes), W * len(ref.scheduler_calls))
+        idle = sum(t.idle_steps for t in tapes)
+        if idle:
+            notes.append(f"{idle} of your optimizer.step() calls came right after another, with .grad None: they "
+                         "moved nothing, with any optimizer")
         if W > 1:
             notes += [f"counts are summed over the {W} ranks; logging not checked across ranks"]
             notes += [f"rank {r}'s thread runs on in the background on its own copy of the model until that call "

@@ -138,8 +138,9 @@ def check_steps(tape: Tape, structure: Structure, problem: Problem) -> list[Find
 
 
 def _clip_between(tape: Tape, passes_before: int, steps_before: int, grad: torch.Tensor, problem: Problem) -> bool:
-    """Was .grad clipped here: by clip_grad_norm_ (its `_foreach_mul_`), or to the audit's clip_norm?"""
-    return any(c.op == "_foreach_mul_" for c in tape.grad_changes if (c.passes_before, c.steps_before)
+    """Was .grad clipped here: scaled after its norm was read (as clip_grad_norm_ does), or to the audit's
+    clip_norm?"""
+    return any(c.after_norm for c in tape.grad_changes if (c.passes_before, c.steps_before)
                == (passes_before, steps_before)) or (problem.clip_norm is not None and close_norm(grad, problem.clip_norm))
 
 
@@ -219,7 +220,7 @@ class BoundaryCheck(NamedTuple):
 
 
 def check_boundaries(tape: Tape, problem: Problem) -> BoundaryCheck:
-    """.grad from each update's last backward pass to its step: a `_foreach_mul_` (clip_grad_norm_'s) or a
+    """.grad from each update's last backward pass to its step: a shrink after a norm was read (clip_grad_norm_) or a
     shrink to clip_norm is a clip, any other factor a rescale of the pile."""
     findings, rescale, clip = [], [], problem.clip_norm
     for u, step in enumerate(tape.steps):
@@ -232,16 +233,16 @@ def check_boundaries(tape: Tape, problem: Problem) -> BoundaryCheck:
             continue
         changes = [c for c in tape.grad_changes if c.passes_before == step.passes_before and c.steps_before == u]
         states = [pile] + [c.grad for c in changes if not is_empty(c.grad)] + [step.grad]
-        ops = [c.op for c in changes if not is_empty(c.grad)] + ["step"]
+        ops = [c.after_norm for c in changes if not is_empty(c.grad)] + [False]
         clipped_to, modified = [], False
-        for before, after, op in zip(states, states[1:], ops):
+        for before, after, after_norm in zip(states, states[1:], ops):
             factor, proportional = proportion(after, before)
             if not proportional or factor < 0:
                 modified = True
                 break
             if close(factor, 1):
                 continue
-            if op == "_foreach_mul_" or (clip is not None and factor < 1 and close_norm(after, clip)):
+            if after_norm or (clip is not None and factor < 1 and close_norm(after, clip)):
                 clipped_to.append(float(after.norm()))
             else:
                 rescale[-1] *= factor
@@ -272,7 +273,7 @@ def check_amp(tape: Tape, problem: Problem) -> list[Finding]:
                                       f"{used:.3g}" + (f", clip_norm is {problem.clip_norm:g}"
                                                        if problem.clip_norm is not None else ""))]
             if proportional and 0 < factor < 1 and not close(factor, 1) and (
-                    change.op == "_foreach_mul_" or (problem.clip_norm is not None
+                    change.after_norm or (problem.clip_norm is not None
                                                     and close_norm(change.grad, problem.clip_norm))):
                 clipped = True
     return []

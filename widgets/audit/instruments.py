@@ -69,9 +69,11 @@ class GradChange(NamedTuple):
     op: str  # the operation's name: div_, _foreach_mul_ (what clip_grad_norm_ scales with), __set__, ...
     grad: torch.Tensor  # flat, after it
     in_scaler_step: bool  # an unscale GradScaler.step did itself (the loop never called unscale_)
+    after_norm: bool = False  # a norm was taken since the last change: a clip (clip_grad_norm_ reads it first)
 
 
 UNSCALE_OP = "_amp_foreach_non_finite_check_and_unscale_"  # how GradScaler divides .grad by its scale
+_NORMS = ("_foreach_norm", "vector_norm", "norm", "linalg_vector_norm")  # how clip_grad_norm_ measures the pile
 
 
 class Tape:
@@ -84,6 +86,7 @@ class Tape:
         self.steps: list[Step] = []
         self.grad_changes: list[GradChange] = []
         self.zero_grads = 0
+        self.idle_steps = 0  # optimizer.step() calls that found .grad None right after a step: they move nothing
         self.backward_calls = 0  # calls of backward() (Tensor's or torch.autograd's), whatever they reached
         self.scheduler_calls: list[int] = []  # optimizer steps so far at each scheduler.step()
         self.graphs_alive = 0  # the most earlier micro-batches' graphs seen alive at a forward or a step
@@ -223,7 +226,9 @@ class AuditSGD(torch.optim.SGD):
         tape.settle()
         tape.count_graphs()
         weight = self._model.weight
-        if len(tape.steps) < MOST_RECORDED:
+        if weight.grad is None and tape.steps and tape.steps[-1].passes_before == len(tape.passes):
+            tape.idle_steps += 1  # right after a step, .grad None: every optimizer skips the weight
+        elif len(tape.steps) < MOST_RECORDED:
             tape.steps.append(Step(len(tape.passes), flat(weight.grad), self.param_groups[0]["lr"],
                                    weight.detach().clone()))
         if self._comm is not None:  # DDP averages the ranks' piles; here at the step (clipping is not audited)
@@ -256,12 +261,14 @@ class GradWatch(torch.overrides.TorchFunctionMode):
     def __init__(self, model: torch.nn.Module):
         super().__init__()
         self._weight, self._tape, self._seen = model.weight, model.tape, None
+        self._norm_read = False
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         time_limit.check()
         name = getattr(func, "__name__", str(func))
         retain = name in ("backward", "grad") and bool((kwargs or {}).get("retain_graph"))
         self._tape.backward_calls += name == "backward"
+        self._norm_read |= name in _NORMS
         self._tape.retaining |= retain
         try:
             result = func(*args, **(kwargs or {}))
@@ -276,7 +283,8 @@ class GradWatch(torch.overrides.TorchFunctionMode):
             if now is not None and len(self._tape.grad_changes) < MOST_RECORDED:
                 tape = self._tape
                 tape.grad_changes.append(GradChange(len(tape.passes), len(tape.steps), name, now,
-                                                    name == UNSCALE_OP and _inside_scaler_step()))
+                                                    name == UNSCALE_OP and _inside_scaler_step(), self._norm_read))
+            self._norm_read = False
         return result
 
     def _bypassing_forward(self, args, kwargs, result: torch.Tensor) -> None:
