@@ -1,6 +1,8 @@
 """`make site`: the book site, built offline from the committed notebooks (never re-executed: nbval proves them).
 
 Each notebook is copied for the page, changed only where a page without a kernel would lose something:
+- the badge row and the install cell (tools/install_cell.py tags them) are left out: the page's launch buttons
+  open the notebook on Binder and Colab, and the install cell runs only there;
 - a widget output keeps the picture or HTML it carries and drops its widget view, which a static page shows as an
   empty <script> (no widget state is saved); a progress bar (tqdm), saved at 0 %, is left out;
 - where site/interactive.py exists, its `snippets(out_dir)` gives (notebook stem, cell id) -> an HTML block that
@@ -41,6 +43,7 @@ ANCHOR = re.compile(r'^<a id="([\w-]+)"></a>\s*$', re.M)
 LINK_TO_ANCHOR = re.compile(r"\]\(([\w-]+\.ipynb)?#([^)\s]+)\)")
 MARKDOWN = MarkdownIt("commonmark").use(dollarmath_plugin)  # as MyST reads a heading: its maths is no text
 INTERACTIVE_DIR = Path("_static", "interactive")
+HOSTED_ONLY = {"lab-badges", "lab-install"}  # tools/install_cell.py's tags
 
 
 def page_outputs(outputs: list, snippet: str | None) -> list:
@@ -97,6 +100,7 @@ def for_the_page(nb, stem: str, snippets: dict, anchors: set[str], headings: dic
     """A copy of notebook `nb` (file stem `stem`) as its page shows it."""
     nb = nbformat.from_dict(nb)
     nb.metadata.pop("widgets", None)
+    nb.cells = [cell for cell in nb.cells if not HOSTED_ONLY & set(cell.metadata.get("tags", []))]
     for cell in nb.cells:
         if cell.cell_type == "markdown":
             cell.source = with_targets(cell.source, stem, anchors, headings)

@@ -86,3 +86,13 @@ def test_a_page_counts_pictures_in_outputs_and_empty_widget_scripts():
     page = Page('<img src="logo.png"><div class="cell_output"><div><img src="p.png" alt="the pile"></div>'
                 '<img src="q.png"></div><script type="application/vnd.jupyter.widget-view+json">{}</script>')
     assert page.output_alts == ["the pile", None] and page.widget_scripts == 1
+
+
+def test_the_badge_row_and_the_install_cell_stay_off_the_page():
+    spec = importlib.util.spec_from_file_location("install_cell", ROOT / "tools" / "install_cell.py")
+    install_cell = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(install_cell)
+    assert build.HOSTED_ONLY == {install_cell.TAG, install_cell.BADGES}
+    nb = nbformat.read(ROOT / "notebooks" / "00_start_here.ipynb", as_version=4)
+    page = build.for_the_page(nb, "00_start_here", {}, set(), {"00_start_here": {}})
+    assert [c.id for c in page.cells] == [c.id for c in nb.cells[2:]]
