@@ -191,7 +191,7 @@ offline-install: install-test
 # make hub LEARNERS=ada,ben,cy [IP=192.168.1.10] [PORT=8000] [LIMITS=memory=3G,processes=512,kernels=4]
 #                      (prints the room password once; LIMITS: what each learner may hold, see hub.md)
 # make hub-stop        stops everything it started      make hub-test   isolation and security tests
-# make hub-room N=10   the simulated room: benchmarks/results/hub_room.json, then instructor/hub.md's sizing
+# make hub-room N=40   a room at a learner's pace: benchmarks/results/hub_room_<N>.json, then hub.md's sizing
 # make hub-export      the instructor's record: learners x exercises and a Canvas gradebook, as CSV files
 # The hub's environment is the learner set plus requirements-hub.txt, built at HUB_VENV from HUB_PYTHON:
 # a path every learner can read (a venv whose Python sits under a mode-700 home, as pyenv's under

@@ -1,17 +1,24 @@
-"""The simulated room: N learners log in to a fresh hub, spawn, run start-here and beginner_2, then three exercises.
+"""The room as a class behaves: N learners log in to a fresh hub, spawn, open beginner_1 and beginner_2 and
+run them, then each changes a widget setting every 2-4 s (seeded) for some minutes, as a learner does.
 
-    python benchmarks/hub_room.py --learners 10      # make hub-room N=10 (as root)
+    python benchmarks/hub_room.py --learners 40      # make hub-room N=40 (as root)
 
-Writes benchmarks/results/hub_room.json (spawn time, notebook times, peak memory per learner, failures);
-whatever happens, it stops all it started and deletes its throw-away users (`tools/hub.py stop --forget`).
+Each learner is a client of their own kernels over the kernel websocket, as a browser is: it sets a control
+(a slider, a dropdown, a checkbox of the bricks or the explorer) and times the kernel's answer: until the new
+picture's message arrives (a PNG for the Image; loopback, so about what leaves the kernel), and until the
+kernel is idle again. Recorded: every change's latency, each learner's memory (PSS, all their processes)
+and CPU milliseconds per change, and the load. Merged into benchmarks/results/hub_room.json under the room's
+size; whatever happens, it stops all it started and deletes its throw-away users (`tools/hub.py stop --forget`).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import pwd
+import random
 import secrets
 import signal
 import statistics
@@ -29,35 +36,46 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a script: the checkout's hub/ folder
 from hub.client import NOTEBOOKS, HubClient, Kernel  # noqa: E402
 from hub.room import free_port  # noqa: E402
+from hub.sizing import PACE_S  # noqa: E402 -- a learner's pause between two changes, which the sizing reads too
 
-RUN = ["00_start_here.ipynb", "beginner_2_watch_a_model_learn.ipynb"]
-EXERCISES = "beginner_1_carrying_bricks.ipynb"
+RUN = ["beginner_1_carrying_bricks.ipynb", "beginner_2_watch_a_model_learn.ipynb"]
 RESULT = ROOT / "benchmarks" / "results" / "hub_room.json"
 TOOL = [sys.executable, str(ROOT / "tools" / "hub.py")]
+SLIDERS = {"IntSliderModel", "FloatSliderModel", "FloatLogSliderModel"}
+CHOICES = {"DropdownModel", "ToggleButtonsModel", "RadioButtonsModel", "SelectionSliderModel"}
 
 
-def checks(i: int) -> str:
-    """Learner i's answers: all pass `one_trip`; every other one misses `trips`; all but learner 0 miss `divide_by`."""
-    return ("from widgets.lessons.beginner_1 import beginner_exercises\nex = beginner_exercises()\n"
-            f"ex.one_trip.check('B')\nex.trips.check({4 if i % 2 == 0 else 144})\nex.divide_by.check({4 if i == 0 else 1})\n")
-
+def new_setting(state: dict, rng: random.Random) -> dict | None:
+    """Another value for a control a learner moves (None: not one, or nothing else to choose)."""
+    kind = state.get("_model_name")
+    if state.get("disabled"):
+        return None
+    if kind in SLIDERS:
+        lo, hi, step = state["min"], state["max"], state.get("step") or 1
+        if kind == "FloatLogSliderModel":
+            values = [state["base"] ** (lo + i * step) for i in range(int(round((hi - lo) / step)) + 1)]
+        else:
+            values = [lo + i * step for i in range(int(round((hi - lo) / step)) + 1)]
+        values = [v for v in values if not math.isclose(v, state["value"])]
+        return {"value": rng.choice(values)} if values else None
+    if kind in CHOICES:
+        others = [i for i in range(len(state.get("_options_labels", []))) if i != state.get("index")]
+        return {"index": rng.choice(others)} if others else None
+    if kind == "CheckboxModel":
+        return {"value": not state["value"]}
+    return None
 
 class Meter(threading.Thread):
-    """Samples the resident memory of the hub, its proxy, its services and each learner's processes."""
+    """Samples the memory of the hub, its proxy, its services and each learner's processes (resident, and PSS:
+    shared pages split among the processes that map them), and the load, every `every` seconds."""
 
-    def __init__(self, hub_pid: int, uids: dict[int, str], every: float = 0.5):
+    def __init__(self, hub_pid: int, uids: dict[int, str], every: float = 2.0):
         super().__init__(daemon=True)
         self.hub_pid, self.uids, self.every = hub_pid, uids, every
-        self.peak: dict[str, float] = {}
-        self.cpu_s: dict[int, tuple[str, float]] = {}  # pid -> (learner, its CPU seconds when last seen)
+        self.peak: dict[str, float] = {}  # key -> MB (resident; learners' PSS under "pss:<name>")
+        self.load: list[float] = []  # the 1-minute load average at each sample while learners change settings
+        self.pacing = threading.Event()
         self.done = threading.Event()
-
-    def learner_cpu_s(self) -> dict[str, float]:
-        """CPU seconds each learner's processes used (to the last sample, every `every` s)."""
-        total: dict[str, float] = {}
-        for name, seconds in self.cpu_s.values():
-            total[name] = total.get(name, 0.0) + seconds
-        return total
 
     def _keep(self, key: str, mb: float) -> None:
         self.peak[key] = max(self.peak.get(key, 0.0), mb)
@@ -65,7 +83,7 @@ class Meter(threading.Thread):
     def run(self) -> None:
         while not self.done.wait(self.every):
             totals: dict[str, float] = {}
-            for p in psutil.process_iter(["pid", "ppid", "uids", "name", "memory_info", "cpu_times"]):
+            for p in psutil.process_iter(["pid", "ppid", "uids", "name", "memory_info"]):
                 info = p.info
                 if not info["memory_info"]:
                     continue
@@ -73,15 +91,19 @@ class Meter(threading.Thread):
                 if info["pid"] == self.hub_pid:
                     totals["hub"] = mb
                 elif info["uids"] and info["uids"].real in self.uids:
-                    key = "learner:" + self.uids[info["uids"].real]
-                    totals[key] = totals.get(key, 0.0) + mb
-                    if info["cpu_times"]:  # a kernel's CPU time is lost when it exits: keep the last reading
-                        self.cpu_s[info["pid"]] = (key[8:], info["cpu_times"].user + info["cpu_times"].system)
+                    name = self.uids[info["uids"].real]
+                    totals["learner:" + name] = totals.get("learner:" + name, 0.0) + mb
+                    try:
+                        totals["pss:" + name] = totals.get("pss:" + name, 0.0) + p.memory_full_info().pss / 2**20
+                    except psutil.Error:  # it ended between the two reads
+                        pass
                 elif info["ppid"] == self.hub_pid:  # root's children of the hub: the proxy and the services
                     key = "proxy" if info["name"] == "node" else "services"
                     totals[key] = totals.get(key, 0.0) + mb
             for key, mb in totals.items():
                 self._keep(key, mb)
+            if self.pacing.is_set():
+                self.load.append(os.getloadavg()[0])
 
 
 def spread(values: list[float]) -> dict:
@@ -89,10 +111,42 @@ def spread(values: list[float]) -> dict:
             "n": len(values)} if values else {"n": 0}
 
 
-def learner(base: str, name: str, password: str, i: int, failures: list, deadline: float) -> dict:
-    """One learner's session: log in, spawn, run the notebooks, try the exercises."""
-    out: dict = {"name": name, "notebooks": {}}
-    client = HubClient(base, name)
+def p95(values: list[float]) -> float:
+    return round(statistics.quantiles(values, n=20, method="inclusive")[-1], 1) if len(values) > 1 else values[0]
+
+
+def cpu_s(uid: int) -> float:
+    """CPU seconds of the processes of `uid` alive now (their kernels live through the paced minutes)."""
+    total = 0.0
+    for p in psutil.process_iter(["uids", "cpu_times"]):
+        if p.info["uids"] and p.info["uids"].real == uid and p.info["cpu_times"]:
+            total += p.info["cpu_times"].user + p.info["cpu_times"].system
+    return total
+
+
+class StartLine:
+    """Where the learners wait until every one has run the notebooks (or failed), so that all change settings
+    together: the minutes measured are the whole room at its learners' pace, not some still running cells."""
+
+    def __init__(self, learners: int):
+        self.left, self.cond = learners, threading.Condition()
+
+    def arrive(self) -> None:
+        with self.cond:
+            self.left -= 1
+            self.cond.notify_all()
+
+    def wait(self, deadline: float) -> None:
+        with self.cond:
+            self.cond.wait_for(lambda: self.left <= 0, timeout=max(0.0, deadline - time.monotonic()))
+
+
+def learner(base: str, name: str, password: str, i: int, failures: list, deadline: float, pace_s: float,
+            seed: int, start_line: StartLine) -> dict:
+    """One learner's session: log in, spawn, run beginner_1 and beginner_2, then change a setting every 2-4 s."""
+    out: dict = {"name": name, "notebooks": {}, "changes": []}
+    client, rng, kernels, sessions = HubClient(base, name), random.Random(seed * 1000 + i), [], []
+    arrived = False
     try:
         if not client.login(password):
             raise RuntimeError("the login was refused")
@@ -100,18 +154,50 @@ def learner(base: str, name: str, password: str, i: int, failures: list, deadlin
         out["spawn_s"] = round(client.spawn(), 2)
         out["spawned_at"] = time.monotonic()
         for notebook in RUN:
-            result = client.run_notebook(f"{NOTEBOOKS}/{notebook}", timeout=max(30.0, deadline - time.monotonic()))
-            out["notebooks"][notebook] = result["seconds"]
-            if result["error"]:
-                failures.append(f"{name}: {notebook}: {result['error']}")
-        session, kernel = client.open_notebook(f"{NOTEBOOKS}/{EXERCISES}")
-        with Kernel(client, kernel) as k:
-            result = k.execute(checks(i), timeout=120)
-        client.close_session(session)
-        if result["error"]:
-            failures.append(f"{name}: exercises: {result['error']}")
+            path = f"{NOTEBOOKS}/{notebook}"
+            cells = client.server_api("GET", f"contents/{path}").json()["content"]["cells"]
+            session, kernel_id = client.open_notebook(path)
+            sessions.append(session)
+            kernels.append(Kernel(client, kernel_id))
+            t0 = time.monotonic()
+            for n, cell in enumerate(c for c in cells if c["cell_type"] == "code"):
+                result = kernels[-1].execute(cell["source"], timeout=max(30.0, deadline - time.monotonic()))
+                if result["error"]:
+                    failures.append(f"{name}: {notebook}: code cell {n}: {result['error']}")
+                    break
+            out["notebooks"][notebook] = round(time.monotonic() - t0, 2)
+        controls = [(k, comm) for k in kernels for comm, state in k.widgets.items() if new_setting(state, rng)]
+        if not controls:
+            raise RuntimeError("no control to move in " + " or ".join(RUN))
+        arrived = True
+        start_line.arrive()
+        start_line.wait(deadline)
+        uid, start = pwd.getpwnam(name).pw_uid, time.monotonic()
+        cpu_before = cpu_s(uid)
+        while time.monotonic() - start < pace_s and time.monotonic() < deadline:
+            time.sleep(rng.uniform(*PACE_S))
+            kernel, comm = rng.choice(controls)
+            setting = new_setting(kernel.widgets.get(comm, {}), rng)
+            if setting is None:  # closed, disabled or left with one option since
+                continue
+            answer = kernel.change(comm, setting, timeout=max(5.0, deadline - time.monotonic()))
+            out["changes"].append({"control": kernel.widgets.get(comm, {}).get("description") or
+                                   kernel.widgets.get(comm, {}).get("_model_name"),
+                                   "picture_ms": None if answer["picture_s"] is None else round(answer["picture_s"] * 1e3, 1),
+                                   "idle_ms": round(answer["idle_s"] * 1e3, 1)})
+        out["cpu_ms_per_change"] = round((cpu_s(uid) - cpu_before) * 1e3 / max(1, len(out["changes"])), 1)
     except Exception as error:  # noqa: BLE001 -- a failure is a measurement: recorded, the others go on
         failures.append(f"{name}: {type(error).__name__}: {error}")
+        if not arrived:
+            start_line.arrive()
+    finally:
+        for kernel in kernels:
+            kernel.ws.close()
+        for session in sessions:
+            try:
+                client.close_session(session)
+            except Exception:  # noqa: BLE001 -- the hub is stopped after all the same
+                pass
     return out
 
 
@@ -127,16 +213,43 @@ def left_processes(uids: set[int], hub_pid: int | None) -> list[str]:
     return left
 
 
+def room_record(learners: list[dict], meter: Meter | None, args) -> dict:
+    """What the room measured while its learners changed settings: latency, CPU, memory and load."""
+    changes = [c for x in learners for c in x["changes"]]
+    seen = [c["picture_ms"] if c["picture_ms"] is not None else c["idle_ms"] for c in changes]
+    per_learner = {x["name"]: p95([c["picture_ms"] if c["picture_ms"] is not None else c["idle_ms"]
+                                   for c in x["changes"]]) for x in learners if x["changes"]}
+    peaks = meter.peak if meter else {}
+    pss = {k.split(":", 1)[1]: round(v, 1) for k, v in sorted(peaks.items()) if k.startswith("pss:")}
+    load = meter.load if meter else []
+    return {
+        "paced_minutes": args.minutes,
+        "changes": len(changes),
+        "with_a_picture": sum(c["picture_ms"] is not None for c in changes),
+        "latency_ms": {**spread(seen), "p95": p95(seen)} if seen else {"n": 0},
+        "learner_p95_ms": {**spread(list(per_learner.values())), "each": per_learner},
+        "cpu_ms_per_change": spread([x["cpu_ms_per_change"] for x in learners if "cpu_ms_per_change" in x]),
+        "pss_mb": {**spread(list(pss.values())), "each": pss},
+        "load_1min": {"mean": round(statistics.fmean(load), 2), "max": round(max(load), 2), "samples": len(load)}
+        if load else {"samples": 0},
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--learners", type=int, default=10, help="how many learners (1..40)")
-    parser.add_argument("--deadline", type=float, default=1500, help="seconds before the run stops itself")
-    parser.add_argument("--output", type=Path, default=RESULT)
+    parser.add_argument("--minutes", type=float, default=5.0, help="how long each learner changes settings (0..30)")
+    parser.add_argument("--seed", type=int, default=0, help="the learners' choices and pauses follow from it")
+    parser.add_argument("--deadline", type=float, default=2400, help="seconds before the run stops itself")
+    parser.add_argument("--output", type=Path, default=None, help="default: benchmarks/results/hub_room_<N>.json")
     args = parser.parse_args()
     if not 1 <= args.learners <= 40:
         raise SystemExit(f"--learners must be in 1..40, got {args.learners}")
+    if not 0 <= args.minutes <= 30:
+        raise SystemExit(f"--minutes must be in 0..30, got {args.minutes}")
     if os.geteuid() != 0:
         raise SystemExit("the simulated room runs as root: each learner is a system user (make hub-room)")
+    output = args.output or RESULT.with_name(f"hub_room_{args.learners}.json")
     signal.signal(signal.SIGTERM, interrupted)  # a kill runs the cleanup below, as Ctrl-C does
     tag = secrets.token_hex(2)
     names = [f"rm{tag}{i:02d}" for i in range(args.learners)]
@@ -156,10 +269,15 @@ def main() -> None:
         meter.start()
         deadline = time.monotonic() + args.deadline
         t0 = time.monotonic()
+        start_line = StartLine(args.learners)
         pool = ThreadPoolExecutor(args.learners)
         try:
-            futures = [pool.submit(learner, info["url"], n, password, i, failures, deadline) for i, n in enumerate(names)]
+            futures = [pool.submit(learner, info["url"], n, password, i, failures, deadline, args.minutes * 60,
+                                   args.seed, start_line) for i, n in enumerate(names)]
+            start_line.wait(deadline)
+            meter.pacing.set()  # the load is sampled while every learner changes settings
             learners = [f.result(timeout=max(1.0, deadline - time.monotonic())) for f in futures]
+            meter.pacing.clear()
         finally:  # on a deadline or a kill, do not wait for the learners: stopping the hub ends their requests
             pool.shutdown(wait=False, cancel_futures=True)
         spawned = [x["spawned_at"] - t0 for x in learners if "spawned_at" in x]
@@ -168,6 +286,7 @@ def main() -> None:
             "all_spawned_s": round(max(spawned), 1) if len(spawned) == args.learners else None,
             "spawn_s": spread([x["spawn_s"] for x in learners if "spawn_s" in x]),
             "notebook_s": {nb: spread([x["notebooks"][nb] for x in learners if nb in x["notebooks"]]) for nb in RUN},
+            **room_record(learners, meter, args),
         }
     except KeyboardInterrupt:
         failures.append("interrupted")
@@ -182,20 +301,19 @@ def main() -> None:
     peaks = meter.peak if meter else {}
     learner_peaks = {k.split(":", 1)[1]: round(v, 1) for k, v in sorted(peaks.items()) if k.startswith("learner:")}
     record.update({
-        "command": f"python benchmarks/hub_room.py --learners {args.learners}",
+        "command": f"python benchmarks/hub_room.py --learners {args.learners} --minutes {args.minutes:g}",
         "measured_on": time.strftime("%Y-%m-%d"),
         "machine": f"{platform.machine()}, {psutil.cpu_count()} cores, {round(psutil.virtual_memory().total / 2**30)} GiB",
         "load_average_1_5_15_end": [round(x, 2) for x in os.getloadavg()],
         "peak_mb": {"hub": round(peaks.get("hub", 0), 1), "proxy": round(peaks.get("proxy", 0), 1),
                     "services": round(peaks.get("services", 0), 1), "learner": spread(list(learner_peaks.values())),
                     "each_learner": learner_peaks},
-        "learner_cpu_s": spread(list(meter.learner_cpu_s().values()) if meter else []),
         "failures": failures,
         "left_processes": left_processes(set(uids), hub_pid),
         "wall_s": round(time.monotonic() - t_start, 1),
     })
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(record, indent=2) + "\n")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(record, indent=2) + "\n")
     print(json.dumps(record, indent=2))
     if failures or record["left_processes"]:
         sys.exit(1)

@@ -103,13 +103,58 @@ def parse_frame(frame: str | bytes) -> dict:
 
 
 class Kernel:
-    """A kernel's websocket (the Jupyter messaging protocol as JSON frames): execute code, read what it printed."""
+    """A kernel's websocket (the Jupyter messaging protocol as JSON frames): execute code, read what it printed,
+    and be a widget front end: `widgets` holds every widget model the kernel opened, `change` sets one."""
 
     def __init__(self, client: HubClient, kernel_id: str):
         ws_base = client.base.replace("http://", "ws://").replace("https://", "wss://")
         self.ws = websocket.create_connection(f"{ws_base}/user/{client.name}/api/kernels/{kernel_id}/channels",
                                               header=[f"Authorization: token {client.token}"], timeout=30)
         self.session = uuid.uuid4().hex
+        self.widgets: dict[str, dict] = {}  # comm id -> the model's state, as the kernel last said it
+
+    def _message(self, msg_type: str, content: dict, channel: str = "shell") -> str:
+        msg_id = uuid.uuid4().hex
+        self.ws.send(json.dumps({
+            "header": {"msg_id": msg_id, "msg_type": msg_type, "session": self.session, "username": "",
+                       "version": "5.3", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
+            "parent_header": {}, "metadata": {}, "channel": channel, "buffers": [], "content": content}))
+        return msg_id
+
+    def _receive(self, deadline: float, timeout: float) -> dict:
+        """The next message; a widget's opening or state change is kept in `widgets` whoever caused it."""
+        self.ws.settimeout(max(0.1, deadline - time.monotonic()))
+        try:
+            msg = parse_frame(self.ws.recv())
+        except websocket.WebSocketTimeoutException:
+            raise TimeoutError(f"the kernel did not finish within {timeout:.0f} s") from None
+        kind, content = msg["header"]["msg_type"], msg.get("content", {})
+        if kind == "comm_open" and content.get("target_name") == "jupyter.widget":
+            self.widgets[content["comm_id"]] = dict(content["data"].get("state", {}))
+        elif kind == "comm_msg" and content.get("comm_id") in self.widgets:
+            self.widgets[content["comm_id"]].update(content["data"].get("state", {}))
+        elif kind == "comm_close":
+            self.widgets.pop(content.get("comm_id"), None)
+        return msg
+
+    def change(self, comm_id: str, state: dict, timeout: float = 60) -> dict:
+        """Set widget `comm_id`'s `state` as a browser does; seconds until a picture (an Image's new value)
+        came back for it (None if none did) and until the kernel was idle again."""
+        t0 = time.monotonic()
+        msg_id = self._message("comm_msg", {"comm_id": comm_id, "data": {"method": "update", "state": state,
+                                                                        "buffer_paths": []}})
+        self.widgets[comm_id].update(state)
+        picture, deadline = None, t0 + timeout
+        while True:
+            msg = self._receive(deadline, timeout)
+            if msg.get("parent_header", {}).get("msg_id") != msg_id:
+                continue
+            kind, content = msg["header"]["msg_type"], msg["content"]
+            if (picture is None and kind == "comm_msg" and ["value"] in content["data"].get("buffer_paths", [])
+                    and self.widgets.get(content["comm_id"], {}).get("_model_name") == "ImageModel"):
+                picture = time.monotonic() - t0  # a new PNG for an Image: the picture the learner waits for
+            elif kind == "status" and content["execution_state"] == "idle":
+                return {"picture_s": picture, "idle_s": time.monotonic() - t0}
 
     def __enter__(self) -> Kernel:
         return self
@@ -119,22 +164,13 @@ class Kernel:
 
     def execute(self, code: str, timeout: float = 120) -> dict:
         """Run `code`; {"stdout", "result", "error"} once the kernel is idle again (error: 'Name: value' or None)."""
-        msg_id = uuid.uuid4().hex
-        self.ws.send(json.dumps({
-            "header": {"msg_id": msg_id, "msg_type": "execute_request", "session": self.session, "username": "",
-                       "version": "5.3", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
-            "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
-            "content": {"code": code, "silent": False, "store_history": True, "user_expressions": {},
-                        "allow_stdin": False, "stop_on_error": True}}))
+        msg_id = self._message("execute_request", {"code": code, "silent": False, "store_history": True,
+                                                   "user_expressions": {}, "allow_stdin": False, "stop_on_error": True})
         out = {"stdout": "", "result": None, "error": None}
         replied = idle = False
         deadline = time.monotonic() + timeout
         while not (replied and idle):
-            self.ws.settimeout(max(0.1, deadline - time.monotonic()))
-            try:
-                msg = parse_frame(self.ws.recv())
-            except websocket.WebSocketTimeoutException:
-                raise TimeoutError(f"the kernel did not finish within {timeout:.0f} s") from None
+            msg = self._receive(deadline, timeout)
             if msg.get("parent_header", {}).get("msg_id") != msg_id:
                 continue
             kind, content = msg["header"]["msg_type"], msg["content"]
