@@ -277,6 +277,40 @@ def func_grad_mean_of_means(model, optimizer, loss_fn, batches, accumulation_ste
             pile, count = {}, 0
 
 
+def func_grad_across_ranks(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None, *, comm):
+    def summed_loss(params, x, y):
+        return loss_fn(functional_call(model, params, (x,)), y, reduction="sum")
+
+    for start in range(0, len(batches), accumulation_steps):
+        window, pile = batches[start : start + accumulation_steps], {}
+        tokens = comm.all_reduce(sum(real_tokens(y) for _, y in window)).item()  # every rank's
+        for x, y in window:
+            params = {k: v.detach() for k, v in model.named_parameters()}
+            for k, g in grad(summed_loss)(params, x, y).items():
+                pile[k] = pile.get(k, 0) + g * comm.world_size / tokens  # DDP's mean over ranks divides it back
+        for k, p in model.named_parameters():
+            p.grad = pile[k]
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+def func_grad_per_rank_mean(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None, *, comm):
+    def summed_loss(params, x, y):
+        return loss_fn(functional_call(model, params, (x,)), y, reduction="sum")
+
+    for start in range(0, len(batches), accumulation_steps):
+        window, pile = batches[start : start + accumulation_steps], {}
+        tokens = sum(real_tokens(y) for _, y in window).item()  # this rank's tokens only
+        for x, y in window:
+            params = {k: v.detach() for k, v in model.named_parameters()}
+            for k, g in grad(summed_loss)(params, x, y).items():
+                pile[k] = pile.get(k, 0) + g / tokens
+        for k, p in model.named_parameters():
+            p.grad = pile[k]
+        optimizer.step()
+        optimizer.zero_grad()
+
+
 # ----------------------------------------------------------------------------- piles of torch.autograd.grad
 
 
@@ -853,6 +887,12 @@ LOOPS: list[Case] = [
          "where the short micro-batch is alone in its window, the mean over micro-batches is the mean over examples",
          settings=ALONE_LAST),
     # torch.autograd.grad
+    Case("func_grad_across_ranks", "func_grad", func_grad_across_ranks, True, frozenset(),
+         "torch.func.grad of each summed token loss, scaled by world_size / every rank's tokens, then DDP's mean",
+         settings=ACROSS_RANKS, problem="tokens"),
+    Case("func_grad_per_rank_mean", "func_grad", func_grad_per_rank_mean, False, frozenset({"per_rank_normaliser"}),
+         "each rank divides its pile by its own tokens, so a token on a rank with few weighs more",
+         settings=ACROSS_RANKS, problem="tokens"),
     Case("autograd_grad_pile", "autograd_grad", autograd_grad_pile, True, frozenset(),
          "torch.autograd.grad of each weighed loss is summed and put in .grad before the step"),
     Case("autograd_grad_keeps_last", "autograd_grad", autograd_grad_keeps_last, False,
