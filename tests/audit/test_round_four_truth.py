@@ -142,7 +142,7 @@ def run(case: Case, setting: Setting, kind: str, optimizer: str, seed: int = 0):
     """The loop's final weights (rank 0's) and what it returned."""
     make, _, loss_fn, _, _ = PROBLEMS[case.problem]
     if case.family == "compiled":
-        torch._dynamo.reset()  # each fresh model compiled afresh, not a guard failure away from eager
+        torch.compiler.reset()  # each fresh model compiled afresh, not a guard failure away from eager
     W = setting.world_size
     if W == 1:
         model = new_model(case, kind, seed)
