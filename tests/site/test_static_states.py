@@ -1,9 +1,11 @@
-"""The site's kernel-free explorer and bricks (site/interactive.py): a sample of the states drawn ahead is what the
-widget draws when the notebook builds it at those settings, the pages start where the notebook cells start, and bad
-input to the builder is refused naming it."""
+"""The site's kernel-free explorer and bricks (site/interactive.py): a sample of the states drawn ahead, as a page
+holds them (its block's JSON and the picture files), is what the widget draws when a cell builds it at that setting;
+the pages start where the notebook cells start; bad input to the builder is refused naming it."""
 from __future__ import annotations
 
 import importlib.util
+import json
+import re
 import sys
 from pathlib import Path
 
@@ -19,28 +21,39 @@ interactive = sys.modules[SPEC.name] = importlib.util.module_from_spec(SPEC)  # 
 SPEC.loader.exec_module(interactive)
 
 
-def test_explorer_states_are_what_the_kernel_draws():
+def on_the_page(controls, states, out_dir: Path) -> dict[tuple, interactive.State]:
+    """The states as the page holds them: the block's JSON, each picture read back from the file it names."""
+    html = interactive.block("test", controls, states, "a note", out_dir)
+    data = json.loads(re.search(r'<script type="application/json">(.*?)</script>', html, re.S)[1])
+    return {tuple(json.loads(v) for v in key.split("|")): interactive.State((out_dir / s["png"]).read_bytes(),
+                                                                           s["alt"], s["readout"])
+            for key, s in data["states"].items()}
+
+
+def test_explorer_states_are_what_the_kernel_draws(tmp_path):
     # Each compared with an explorer built at that setting, as a learner's cell would build it.
     controls, states = interactive.explorer_states(dict(accumulation_steps=16, micro_batch_size=32),
                                                    accumulation_steps=(1, 16), micro_batch_size=(32,),
                                                    mistake=("", "step_every_micro_step"))
     assert [c.name for c in controls] == ["accumulation_steps", "micro_batch_size", "mistake"]
     assert len(states) == 4 and states[1, 32, ""] != states[16, 32, ""] != states[16, 32, "step_every_micro_step"]
-    for (K, b, mistake), state in states.items():
+    page = on_the_page(controls, states, tmp_path)
+    for (K, b, mistake) in states:
         fresh = make_accumulation_explorer(accumulation_steps=K, micro_batch_size=b, mistake=mistake or None)
-        assert interactive.shown(fresh) == state, (K, b, mistake)
+        assert page[K, b, mistake] == interactive.shown(fresh), (K, b, mistake)
         fresh.close()
 
 
-def test_bricks_states_are_what_the_kernel_draws():
+def test_bricks_states_are_what_the_kernel_draws(tmp_path):
     # Reached by moving the widget's controls (K down and up, the box on and off, the trips one by one); each
     # compared with a widget built at that setting: the scene's limits never change, so the path leaves no trace.
     controls, states = interactive.bricks_states(dict(micro_batch_size=5, accumulation_steps=3), trips=(1, 3))
     assert [c.name for c in controls] == ["trip", "accumulation_steps", "divided"]
     assert len(states) == 2 * (2 + 4)
-    for (trip, K, forget), state in states.items():
+    page = on_the_page(controls, states, tmp_path)
+    for (trip, K, forget) in states:
         fresh = make_bricks_widget(micro_batch_size=5, accumulation_steps=K, trip=trip, divided=not forget)
-        assert interactive.shown(fresh) == state, (trip, K, forget)
+        assert page[trip, K, forget] == interactive.shown(fresh), (trip, K, forget)
     # The forgotten division shows only once the wall stands, as in the notebook.
     assert states[3, 3, True] != states[3, 3, False] and states[2, 3, True] == states[2, 3, False]
 
