@@ -295,6 +295,9 @@ def _judge(run, reference, problem) -> _Verdict:
     if result.exact:
         findings = list(kept)
         notes += _how_it_piled(tape, problem)
+        if tape.outputs_kept >= 2:
+            notes.append(f"your loop keeps up to {tape.outputs_kept} outputs after their backward(): their graphs "
+                         "are freed, so only the outputs stay (keep loss.item() if a number is all you need)")
         ratios = result.ratios
     else:
         if not tape.passes and all(is_empty(s.grad) for s in tape.steps):
@@ -325,7 +328,7 @@ def _judge(run, reference, problem) -> _Verdict:
             findings += diagnosis.check_piles(tape, structure, problem)
             boundaries = diagnosis.check_boundaries(tape, problem)
             scale = [] if hooks else diagnosis.check_loss_scale(
-                diagnosis.loss_factors(tape, structure, problem, boundaries.rescale), problem)
+                diagnosis.loss_factors(tape, structure, problem, boundaries.rescale), problem, len(tape.steps))
             findings += scale + diagnosis.check_backward_passes(tape, problem) + boundaries.findings
         ratios = result.ratios or diagnosis.update_ratios(tape, structure, problem)
     schedule = outcome.check_scheduler(tape, reference.tape) if problem.with_scheduler else []

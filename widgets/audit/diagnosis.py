@@ -318,8 +318,10 @@ def _equal_outputs(tape: Tape, factor: "LossFactor", part) -> bool:
     return _allclose(a.weight, b.weight, rtol=0, atol=0) and _allclose(a.output, b.output, rtol=TOLERANCE, atol=0)
 
 
-def check_loss_scale(factors: dict[int, list[LossFactor]], problem: Problem) -> list[Finding]:
-    """Name the factor on each micro-batch's loss, one update of the right loop at a time."""
+def check_loss_scale(factors: dict[int, list[LossFactor]], problem: Problem, steps: int) -> list[Finding]:
+    """Name the factor on each micro-batch's loss, one update of the right loop at a time, of the first `steps`
+    (a window the loop never stepped on made no update to speak of)."""
+    factors = {u: f for u, f in factors.items() if u < steps}
     shaped = next(((u, f) for u in sorted(factors) for f in factors[u] if f.shape is not None), None)
     if shaped is not None:  # another loss than a multiple of the summed per-item losses (GRPO's per-sequence mean)
         u, f = shaped  # a micro-batch whose completions have one length fits both: the others tell

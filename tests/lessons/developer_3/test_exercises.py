@@ -178,3 +178,21 @@ def test_my_loop_survives_hostile_answers():
 
     for answer in (_Hostile(), "123", raises_oddly, returns_hostile):
         assert GALLERY.my_loop.check(answer).status is Status.INCORRECT, answer
+
+
+def test_the_checker_gives_one_finding_a_line_each_count_the_loops_own():
+    """A loop with several faults (issue 36: three findings came as one paragraph, '4 values for 10 updates')."""
+    def no_accumulation(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+        logged = []
+        for inputs, targets in batches:
+            loss = loss_fn(model(inputs), targets)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            logged.append(loss.item())
+        return logged[:4]  # fewer values than updates: the count said must be these 4
+
+    message = GALLERY.accumulate.check(no_accumulation).message
+    findings = [line for line in message.splitlines() if line.startswith("- ")]
+    assert len(findings) >= 2 and message.splitlines()[0].endswith("found:"), message
+    assert "4 values for 10 updates" in message, message

@@ -51,7 +51,8 @@ def _audit_checker(audits: tuple[dict, ...], asked: str):
             if idle and not report.mistakes & {"loop_raised", "time_limit"}:
                 return not_attempted("your loop never calls backward() or steps the optimizer: fill in its body")
             if report.mistakes:
-                return incorrect(f"the auditor (`{_setting(options)}`) found: " + " ".join(report.findings))
+                return incorrect(f"the auditor (`{_setting(options)}`) found:\n"  # one finding a line
+                                 + "\n".join(f"- {finding}" for finding in report.findings))
             if not report.log_checked:
                 return incorrect(f"the auditor (`{_setting(options)}`) found the updates right, but your loop returns "
                                  "nothing: the exercise asks it to return the mean loss of each update (a list, one "
