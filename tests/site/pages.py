@@ -13,8 +13,9 @@ EXTERNAL = re.compile(r"^(https?:|mailto:|data:|javascript:|//)")
 
 
 class Page(HTMLParser):
-    """One built HTML page: `ids` (id and name attributes), `links` (href and src), `output_alts` (the alt of each
-    <img> inside a cell's output, or anywhere if `outputs`: the HTML is an output; None where it has none), `widget_scripts` (widget-view <script> tags)."""
+    """An HTML page (or, with `outputs`, one output's HTML): `ids` (id and name attributes), `links` (href and src),
+    `output_alts` (the alt of each <img> in a cell's output, None where it has none), `widget_scripts` (widget-view
+    <script> tags)."""
 
     def __init__(self, html: str, outputs: bool = False):
         super().__init__(convert_charrefs=True)
@@ -54,7 +55,8 @@ def markdowns(path: Path) -> list[tuple[int, str]]:
         if cell.cell_type == "markdown":
             found.append((i, cell.source))
         else:
-            found += [(i, out.data["text/markdown"]) for out in cell.get("outputs", []) if "text/markdown" in out.get("data", {})]
+            found += [(i, out.data["text/markdown"]) for out in cell.get("outputs", [])
+                      if "text/markdown" in out.get("data", {})]
     return found
 
 

@@ -41,7 +41,8 @@ def test_every_picture_is_on_the_page_and_no_widget_is_an_empty_script(built_sit
     page = Page.read(built_site / f"{path.stem}.html")
     pictures = notebook_pictures(path)
     assert page.widget_scripts == 0, f"{path.stem}: widget outputs left as empty <script> tags"
-    assert len(page.output_alts) >= len(pictures), f"{path.stem}: {len(pictures)} pictures, {len(page.output_alts)} shown"
+    shown = len(page.output_alts)
+    assert shown >= len(pictures), f"{path.stem}: {len(pictures)} pictures in the notebook, {shown} on the page"
     # a widget output may be replaced by its kernel-free block (site/interactive.py): that block draws its own
     missing = [alt for alt, widget in pictures if not widget and alt not in page.output_alts]
     assert missing == [], f"{path.stem}: pictures not on the page: {missing}"
