@@ -67,8 +67,10 @@ _palette_png = functools.lru_cache(maxsize=None)(quantized)  # many settings dra
 
 
 def shown(widget) -> State:
-    """What `widget` (an explorer or the bricks) shows now, as the notebook's static fallback keeps its picture."""
-    return State(_palette_png(bytes(widget.image.value)), widget.image.tooltip, widget.readout.value)
+    """What `widget` (an explorer or the bricks) shows now, as the notebook's static fallback keeps its picture; the
+    explorer's readout ends with the call that draws this picture, which the learner can run in the notebook."""
+    calls = [f"<p>{widget.call_text.value}</p>"] if hasattr(widget, "call_text") else []
+    return State(_palette_png(bytes(widget.image.value)), widget.image.tooltip, "".join([widget.readout.value, *calls]))
 
 
 def _check_grid(what: str, controls: list[Control], count: int) -> None:
