@@ -8,7 +8,7 @@ from typing import NamedTuple
 import torch
 
 from widgets.audit.instruments import UNSCALE_OP, Tape
-from widgets.audit.outcome import (TOLERANCE, Finding, carried, close, close_norm, first_of_each, is_empty,
+from widgets.audit.outcome import (TOLERANCE, Finding, carried, close, close_norm, first_of_each, is_clip, is_empty,
                                    proportion, window_truth)
 from widgets.audit.problems import Problem
 
@@ -137,11 +137,10 @@ def check_steps(tape: Tape, structure: Structure, problem: Problem) -> list[Find
     return []
 
 
-def _clip_between(tape: Tape, passes_before: int, steps_before: int, grad: torch.Tensor, problem: Problem) -> bool:
-    """Was .grad clipped here: scaled after its norm was read (as clip_grad_norm_ does), or to the audit's
-    clip_norm?"""
-    return any(c.after_norm for c in tape.grad_changes if (c.passes_before, c.steps_before)
-               == (passes_before, steps_before)) or (problem.clip_norm is not None and close_norm(grad, problem.clip_norm))
+def _clipped_before(tape: Tape, k: int, steps_before: int, problem: Problem) -> bool:
+    """Was the pile clipped between backward passes k - 1 and k?"""
+    norm_read = any(c.after_norm for c in tape.grad_changes if (c.passes_before, c.steps_before) == (k, steps_before))
+    return is_clip(tape.passes[k - 1].after, tape.passes[k].before, norm_read, problem.clip_norm)
 
 
 def check_piles(tape: Tape, structure: Structure, problem: Problem) -> list[Finding]:
@@ -165,7 +164,7 @@ def check_piles(tape: Tape, structure: Structure, problem: Problem) -> list[Find
             ratio, proportional = proportion(p.before, previous.after)
             if not proportional or ratio <= 0:
                 changed.append(first)
-            elif _clip_between(tape, k, steps_so_far[k], p.before, problem) and ratio < 1:
+            elif _clipped_before(tape, k, steps_so_far[k], problem):
                 clipped.append(first)
     findings = []
     if leaked:
@@ -194,7 +193,7 @@ def pile_multipliers(tape: Tape, structure: Structure, problem: Problem, rescale
                 multipliers[f] = landed.ratio * later if landed.exact else math.nan
             if k > 0 and k - 1 in ks and not is_empty(p.before) and not is_empty(tape.passes[k - 1].after):
                 ratio, proportional = proportion(p.before, tape.passes[k - 1].after)
-                clip = _clip_between(tape, k, s, p.before, problem) and ratio < 1  # named by check_piles
+                clip = _clipped_before(tape, k, s, problem)  # named by check_piles
                 later *= ratio if proportional and ratio > 0 and not clip else 1.0
     return multipliers
 
@@ -242,7 +241,7 @@ def check_boundaries(tape: Tape, problem: Problem) -> BoundaryCheck:
                 break
             if close(factor, 1):
                 continue
-            if after_norm or (clip is not None and factor < 1 and close_norm(after, clip)):
+            if is_clip(before, after, after_norm, clip):
                 clipped_to.append(float(after.norm()))
             else:
                 rescale[-1] *= factor
@@ -265,17 +264,13 @@ def check_amp(tape: Tape, problem: Problem) -> list[Finding]:
         changes = [c for c in tape.grad_changes if c.passes_before == step.passes_before and c.steps_before == u]
         clipped = False
         for before, change in zip(changes, changes[1:]):
-            factor, proportional = proportion(change.grad, before.grad)
             if change.op == UNSCALE_OP and clipped:
                 name = "amp_no_unscale" if change.in_scaler_step else "amp_clip_before_unscale"
                 used = float(step.grad.norm()) if step.grad is not None else 0.0
                 return [Finding(name, f"update {u} was clipped while scaled, then unscaled: it stepped with norm "
                                       f"{used:.3g}" + (f", clip_norm is {problem.clip_norm:g}"
                                                        if problem.clip_norm is not None else ""))]
-            if proportional and 0 < factor < 1 and not close(factor, 1) and (
-                    change.after_norm or (problem.clip_norm is not None
-                                                    and close_norm(change.grad, problem.clip_norm))):
-                clipped = True
+            clipped |= is_clip(before.grad, change.grad, change.after_norm, problem.clip_norm)
     return []
 
 

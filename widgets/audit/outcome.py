@@ -64,6 +64,14 @@ def close_norm(grad: torch.Tensor, norm: float) -> bool:
     return isclose(float(grad.norm()), norm, rel_tol=1e-5)
 
 
+def is_clip(before: torch.Tensor, after: torch.Tensor, norm_read: bool, clip_norm: float | None) -> bool:
+    """Did .grad go from `before` to `after` by a clip: a shrink after its norm was read (clip_grad_norm_ reads it
+    first), or a shrink to the audit's clip_norm? Any other shrink is no clip (a running mean rescales too)."""
+    factor, proportional = proportion(after, before)
+    return proportional and 0 < factor < 1 and not close(factor, 1) and (
+        norm_read or (clip_norm is not None and close_norm(after, clip_norm)))
+
+
 def first_of_each(findings: list[Finding]) -> list[Finding]:
     kept: dict[str, Finding] = {}
     for f in findings:
@@ -145,11 +153,10 @@ def check_outcome(tape: Tape, problem: Problem) -> Outcome:
     exact = all(f.exact and close(f.ratio, 1) for f in fits)
     if exact and problem.clip_norm is not None:  # a clip hides the pile's size: read it before the clip too
         for u, (s, truth) in enumerate(zip(tape.steps, truths)):
-            changes = [c.grad for c in tape.grad_changes if (c.passes_before, c.steps_before) == (s.passes_before, u)]
-            for before, after in reversed(list(zip(changes, changes[1:]))):  # the last shrink to clip_norm
-                factor, proportional = proportion(after, before)
-                if proportional and 0 < factor < 1 and not close(factor, 1) and close_norm(after, problem.clip_norm):
-                    fit = proportion(before, truth.unclipped)
+            changes = [c for c in tape.grad_changes if (c.passes_before, c.steps_before) == (s.passes_before, u)]
+            for before, after in reversed(list(zip(changes, changes[1:]))):  # the last clip
+                if is_clip(before.grad, after.grad, after.after_norm, problem.clip_norm):
+                    fit = proportion(before.grad, truth.unclipped)
                     exact = exact and fit.exact and close(fit.ratio, 1)
                     break
     return Outcome(exact, [f.ratio for f in fits], truths)
