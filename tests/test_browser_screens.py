@@ -12,13 +12,14 @@ import json
 import pytest
 
 from tests.browser_support import CHROMIUM, ROOT, LabPage, chromium, jupyterlab
-from tests.test_browser import ARTIFACTS, LAPTOP, SCROLL_AREA, relative
 
 pytestmark = pytest.mark.browser
 
 if not CHROMIUM.exists():
     pytest.skip(f"{CHROMIUM} not found: the browser tests need Debian's chromium", allow_module_level=True)
 pytest.importorskip("playwright.sync_api", reason="the browser tests need the playwright package")
+
+from tests.test_browser import ARTIFACTS, LAPTOP, SCROLL_AREA, relative  # noqa: E402  (it skips without Chromium too)
 
 NOTEBOOK = ROOT / "notebooks" / "developer_2_training_loop.ipynb"
 MAX_SCREENS = 12  # issue 36: the engineer with twenty minutes reads it whole
