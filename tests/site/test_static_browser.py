@@ -1,6 +1,7 @@
 """The explorer and the bricks on the built site (conftest.py's `built_site`), in Chromium with no kernel and no
 network: moving K, the mistake and the trips changes the picture and the readout to the state drawn ahead for that
-setting, each control is found by its name, and a page with everything it may load stays within its budget."""
+setting, and each control is found by its name; what the controls add to a page stays within its budget (the
+page's whole weight, theme included, is printed)."""
 from __future__ import annotations
 
 import base64
@@ -23,8 +24,8 @@ pytest.importorskip("playwright.sync_api", reason="the browser tests need the pl
 
 EXPLORER_PAGE = "beginner_2_watch_a_model_learn"
 BRICKS_PAGES = ("00_start_here", "beginner_1_carrying_bricks")
-# Bytes the controls add to a page: their HTML and every picture they can show. The theme's shared files weigh
-# about 2.5 MB on a first visit (fontawesome.js 1.6 MB), so with them a page sits near 3 MB; they are cached after.
+# Bytes the controls add to a page: their HTML and every picture they can show (0.7-0.8 MB). The theme's shared
+# files weigh 2.5 MB on a first visit (fontawesome.js 1.6 MB), so the three pages weigh 3.2-3.3 MB in all then.
 ADDED_BUDGET = 1_000_000
 
 
