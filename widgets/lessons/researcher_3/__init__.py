@@ -1,4 +1,5 @@
 """researcher_3, noise and the critical batch: the gradient noise scale and the step/example trade-off."""
+from widgets.controls.reveal import worked_answer
 from widgets.core.accumulation import below
 from widgets.draw.stills import still
 from widgets.draw.style import new_figure

@@ -1,4 +1,5 @@
 """researcher_4, memory and time: what a micro-batch costs, measured, and the memory planner."""
+from widgets.controls.reveal import worked_answer
 from widgets.core.accumulation import flat_grad
 from widgets.core.measured import results_path
 from widgets.draw.stills import still
