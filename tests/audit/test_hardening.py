@@ -164,7 +164,7 @@ def test_a_check_that_fails_on_an_odd_record_does_not_raise(monkeypatch):
 
     monkeypatch.setattr(outcome, "check_outcome", broken)
     report = audit_training_loop(right_loop, 4)
-    assert report.mistakes == frozenset() and any("could not read" in note for note in report.notes)
+    assert report.mistakes == frozenset() and any("a fault of the auditor's" in note for note in report.notes)
 
 
 def test_time_limit_s_is_checked():

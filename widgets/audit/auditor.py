@@ -265,10 +265,12 @@ def _judge_safely(run, reference, problem) -> _Verdict:
     """`_judge`; if reading an odd record fails, the outcome alone."""
     try:
         return _judge(run, reference, problem)
-    except Exception as error:  # a record no check foresaw: say so rather than raise at the learner
+    except Exception as error:  # a record no check foresaw: the outcome alone rather than a raise at the learner
+        delta = float((run.weight - reference.weight).abs().max())
         findings = [] if _same_weights(run.weight, reference.weight) else [
-            Finding("differs_from_reference", "the auditor could not read more of this loop")]
-        return _Verdict(findings, [f"the auditor could not read this loop's record in detail ({type(error).__name__})"])
+            Finding("differs_from_reference", f"max |difference| = {delta:.3g}")]
+        return _Verdict(findings, [f"the verdict rests on the final weights alone: the auditor's diagnosis failed on "
+                                   f"this loop ({type(error).__name__}), a fault of the auditor's, not yours"])
 
 
 def _judge(run, reference, problem) -> _Verdict:
