@@ -307,16 +307,15 @@ def _judge(run, reference, problem) -> _Verdict:
         if not tape.steps and bool(run.weight.abs().max() > 0):  # it started at zero
             return _Verdict([Finding("steps_by_hand", f"the weights changed, with {len(tape.passes)} backward "
                                                       "passes and no optimizer.step()")] + kept)
+        structure = diagnosis.read_structure(tape, problem) if tape.passes else None
         if not diagnosis.grad_is_the_pile(tape):  # a pile of the loop's own (a buffer, autograd.grad, torch.func)
-            structure = diagnosis.read_structure(tape, problem) if tape.passes else None
+            structure = structure if structure is not None and structure.recognised else None
             findings = unsynced + kept
-            if structure is not None and structure.recognised:
+            if structure is not None:
                 findings += diagnosis.check_coverage(tape, structure, problem) + diagnosis.check_steps(
                     tape, structure, problem)
-            if not findings:
-                findings = diagnosis.check_built_piles(tape, problem)
-            return _Verdict(outcome.first_of_each(findings), notes, result.ratios)
-        structure = diagnosis.read_structure(tape, problem)
+            findings = findings or diagnosis.check_built_piles(tape, problem)
+            return _after_the_updates(run, reference, problem, findings, notes, result, structure, result.ratios)
         coverage = diagnosis.check_coverage(tape, structure, problem)
         if not structure.recognised:
             return _Verdict(coverage)
@@ -333,6 +332,12 @@ def _judge(run, reference, problem) -> _Verdict:
                 diagnosis.loss_factors(tape, structure, problem, boundaries.rescale), problem, len(tape.steps))
             findings += scale + diagnosis.check_backward_passes(tape, problem) + boundaries.findings
         ratios = result.ratios or diagnosis.update_ratios(tape, structure, problem)
+    return _after_the_updates(run, reference, problem, findings, notes, result, structure, ratios, scale)
+
+
+def _after_the_updates(run, reference, problem, findings, notes, result, structure, ratios, scale=()) -> _Verdict:
+    """The schedule, the learning rate, the log, and the final weights, once the updates are judged."""
+    tape = run.tape
     schedule = outcome.check_scheduler(tape, reference.tape) if problem.with_scheduler else []
     findings += schedule
     if not schedule:
