@@ -1,5 +1,6 @@
 """Each learner at their own pace, in JupyterLab in Chromium (issue 36, item 4): after Run All no prediction's
-answer is on the page before its guess is committed, and a click alone commits a corrected guess.
+answer is on the page before its guess is committed, and a click alone commits a corrected guess; a worked answer
+waits for the learner's own checked answer.
 
 beginner_1 is run top to bottom; what each reveal cell holds is read from the committed notebook (its output's
 folded text, widgets/controls/reveal.py), and none of it may be on the page. Then a guess is typed, corrected and
@@ -16,7 +17,7 @@ import pytest
 
 from tests import test_browser
 from tests.test_browser import ARTIFACTS, ROOT, open_and_run_all, sync_api
-from widgets.controls.reveal import WAITING
+from widgets.controls.reveal import WAITING, WORKED_WAITING
 
 # test_browser's fixtures: JupyterLab with Chromium on it, and each test closing what it opened
 lab, fresh_tab = test_browser.lab, test_browser.fresh_tab
@@ -24,6 +25,7 @@ lab, fresh_tab = test_browser.lab, test_browser.fresh_tab
 pytestmark = pytest.mark.browser
 
 BEGINNER_1 = ROOT / "notebooks" / "beginner_1_carrying_bricks.ipynb"
+RESEARCHER_4 = ROOT / "notebooks" / "researcher_4_memory_and_time.ipynb"
 
 
 def held_answers(path) -> list[str]:
@@ -94,3 +96,21 @@ def test_a_bare_letter_is_told_to_take_quotes_in_a_note_that_wraps_at_words(lab)
         assert note.evaluate(WORD_SPLIT_JS) == [], f"words split across lines at {width} px"
     note.scroll_into_view_if_needed()
     lab.page.screenshot(path=str(ARTIFACTS / "pace_unquoted_letter_note.png"))
+
+
+def test_a_worked_answer_shows_once_the_learner_checks_an_answer_of_their_own(lab):
+    """researcher_4 after Run All: its worked answers wait; a wrong answer of one's own checked releases the first."""
+    open_and_run_all(lab, RESEARCHER_4)
+    waiting = lab.top_level_widgets().filter(has_text=WORKED_WAITING)
+    assert waiting.count() == 2
+    worked = waiting.first.element_handle()
+    assert not any("2.4e+10" in text for text in lab.panel().locator(".jp-OutputArea").all_inner_texts())
+    cell = lab.panel().locator(".jp-CodeCell", has_text="ex.adam_bytes.check(...)")
+    cell.locator(".cm-content").click()
+    lab.page.keyboard.press("Control+A")
+    lab.page.keyboard.type("ex.adam_bytes.check(12e9)")  # wrong, and the learner's own
+    lab.page.keyboard.press("Shift+Enter")
+    cell = lab.panel().locator(".jp-CodeCell", has_text="ex.adam_bytes.check(12e9)")
+    sync_api.expect(cell).to_contain_text("Incorrect", timeout=20_000)
+    assert worked.wait_for_selector("text=2.4e+10", timeout=20_000)
+    assert lab.top_level_widgets().filter(has_text=WORKED_WAITING).count() == 1
