@@ -81,8 +81,7 @@ class Tape:
 
     def __init__(self, model: torch.nn.Module, problem: Problem, comm=None):
         self.forwards: list[Forward] = []
-        self.passes: list[BackwardPass] = []  # those that added to .grad
-        self.probes: list[BackwardPass] = []  # torch.autograd.grad: computed, added to nothing by torch
+        self.passes: list[BackwardPass] = []  # those that added to .grad (a torch.autograd.grad adds to nothing)
         self.steps: list[Step] = []
         self.grad_changes: list[GradChange] = []
         self.zero_grads = 0
@@ -150,7 +149,7 @@ class Tape:
             done = {k for k, _ in reached}
             self._freed += [ref for k, ref in self._outputs if k in done]
             self._outputs = [(k, ref) for k, ref in self._outputs if k not in done]
-        if len(self.passes) + len(self.probes) < MOST_RECORDED:
+        if len(self.passes) < MOST_RECORDED:
             self._pending = BackwardPass(tuple(k for k, _ in reached), tuple(g for _, g in reached),
                                          grad.detach().reshape(-1).clone(), flat(weight.grad),
                                          len(weight._backward_hooks or {}) - self._own_hooks)
@@ -168,10 +167,8 @@ class Tape:
             self.passes.append(pending)
 
     def settle(self) -> None:
-        """A backward pass that never added to .grad was a torch.autograd.grad: a probe, not a pass."""
-        if self._pending is not None:
-            self.probes.append(self._pending)
-            self._pending = None
+        """A backward pass that never added to .grad was a torch.autograd.grad: no pass (its pile is the loop's)."""
+        self._pending = None
 
 
 def flat(grad: torch.Tensor | None) -> torch.Tensor | None:
