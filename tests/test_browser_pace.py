@@ -34,7 +34,7 @@ def held_answers(path) -> list[str]:
     for cell in nbformat.read(path, as_version=4).cells:
         for output in cell.get("outputs", []):
             page = "".join(output.get("data", {}).get("text/html", ""))
-            if page.startswith(f"<p><i>{WAITING}"):
+            if page.startswith(f"<details><summary><i>{WAITING}"):
                 (folded,) = re.findall(r"<pre>(.*?)</pre>", page, re.S)
                 held.append([line for line in html.unescape(folded).splitlines() if line.strip()])
     return held

@@ -69,7 +69,8 @@ def test_without_a_kernel_the_waiting_line_then_the_output_folded_and_text_plain
     data = data[0] if isinstance(data, tuple) else data
     assert data["text/plain"] == WAITING and "application/vnd.jupyter.widget-view+json" in data
     page = data["text/html"]
-    assert page.index("Commit your guess above first") < page.index("<details>") < page.index("-45.0")
+    assert page.index("<details>") < page.index("Commit your guess above first") < page.index("</summary>")
+    assert page.index("</summary>") < page.index("-45.0")
 
 
 def plan_exercise():

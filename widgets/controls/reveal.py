@@ -71,8 +71,8 @@ class HeldOutput(Displayed, W.Output):
         bundle = super()._repr_mimebundle_(**kwargs)
         data = bundle[0] if isinstance(bundle, tuple) else bundle
         data["text/plain"] = repr(self)
-        data["text/html"] = (f"<p><i>{_escape(self.waiting)}</i></p><details><summary>Reading without running? "
-                             "Try it yourself first, then click to see what this cell printed</summary>"
+        data["text/html"] = (f"<details><summary><i>{_escape(self.waiting)}</i> Reading without running? Click here "
+                             "to see what this cell printed.</summary>"
                              f"<pre>\n{_escape(_as_text(self.held))}</pre></details>")  # <pre>'s first newline is not shown
         return bundle
 
