@@ -383,8 +383,9 @@ def _learning_rate(tape, reference, problem, findings: list[Finding], scale: lis
 def _how_it_piled(tape, problem) -> list[str]:
     """A note, in a loop whose updates are right, on a pile built another way than the reference's."""
     if not tape.passes:
-        return ["no backward pass reached the model passed in: your loop computed the gradients elsewhere (a copy "
-                "of the model, or by hand) and put them in .grad; the updates come out right"]
+        return ["no backward() added to the .grad of the model passed in: your loop computed the gradients elsewhere "
+                "(torch.autograd.grad, torch.func, a copy of the model, or by hand) and put them in .grad; the updates "
+                "come out right"]
     if any(c.op == UNSCALE_OP for c in tape.grad_changes):
         return ["your loop scales the loss with a GradScaler and unscales .grad before the step; the updates "
                 "come out right"]
