@@ -108,3 +108,46 @@ def test_what_the_auditor_does_not_check_an_ema_updated_every_micro_batch_passes
             optimizer.zero_grad()
 
     assert audit_training_loop(ema_every_micro_batch, 4).matches_reference
+
+
+def _windows(batches, K):
+    for start in range(0, len(batches), K):
+        window = batches[start : start + K]
+        yield window, sum(len(y) for _, y in window)
+
+
+def hook_clamps(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None):
+    for p in model.parameters():
+        p.register_hook(lambda g: g.clamp(-0.5, 0.5))  # no multiple of the gradient: no loss scale explains it
+    for window, examples in _windows(batches, accumulation_steps):
+        for x, y in window:
+            (loss_fn(model(x), y) * len(y) / examples).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+def clips_by_hand(model, optimizer, loss_fn, batches, accumulation_steps, scheduler=None, every_micro_step=False):
+    def clip():
+        norm = torch.linalg.vector_norm(torch.cat([p.grad.reshape(-1) for p in model.parameters()]))
+        for p in model.parameters():
+            p.grad.mul_(min(1.0, 1.0 / (float(norm) + 1e-6)))
+
+    for window, examples in _windows(batches, accumulation_steps):
+        for x, y in window:
+            (loss_fn(model(x), y) * len(y) / examples).backward()
+            if every_micro_step:
+                clip()
+        if not every_micro_step:
+            clip()
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+@pytest.mark.parametrize("K, num_batches", [(3, 7), (3, 6), (4, 10), (4, 8)])
+def test_a_hook_that_is_no_scale_and_a_clip_by_hand(K, num_batches):
+    report = audit_training_loop(hook_clamps, K, num_batches=num_batches)
+    assert report.mistakes == {"unexpected_gradient"} and "a hook of your loop" in report.findings[0], str(report)
+    assert audit_training_loop(clips_by_hand, K, num_batches=num_batches, clip_norm=1.0).matches_reference
+    every = audit_training_loop(lambda *a, **k: clips_by_hand(*a, **k, every_micro_step=True), K,
+                                num_batches=num_batches, clip_norm=1.0)
+    assert every.mistakes == {"clip_every_micro_step"}, str(every)

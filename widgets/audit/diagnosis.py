@@ -281,6 +281,7 @@ class LossFactor(NamedTuple):
     factor: float | None  # None: its output's gradient is no multiple of the summed per-item losses' one
     shape: str | None = None  # the mistake whose loss shape the gradient fits instead (problem.task.shapes)
     forward: int = -1  # the forward it was read from
+    hooked: bool = False  # a hook of the loop changed its gradient on the weight into no multiple of autograd's
 
 
 def loss_factors(tape: Tape, structure: Structure, problem: Problem,
@@ -294,14 +295,15 @@ def loss_factors(tape: Tape, structure: Structure, problem: Problem,
         summed = problem.item_sum_gradient(part.output, targets)
         c, exact = proportion(part.grad, summed)
         multiplier = at_step.get(part.forward, 1.0)
-        factor = c * multiplier if exact and not math.isnan(multiplier) else None
+        hooked = math.isnan(multiplier)
+        factor = c * multiplier if exact and not hooked else None
         shape = None if exact else next((name for name, reweigh in getattr(problem.task, "shapes", {}).items()
                                          if proportion(part.grad, reweigh(summed, targets)).exact), None)
         update = factors.setdefault(j // problem.K, [])
         twice = next((i for i, f in enumerate(update) if f.batch == j and f.forward != part.forward
                       and _equal_outputs(tape, f, part)), None)
         if twice is None:
-            update.append(LossFactor(j, factor, shape, part.forward))
+            update.append(LossFactor(j, factor, shape, part.forward, hooked))
         else:  # two forwards of one micro-batch at one weight (R-Drop): one loss on it, their factors add
             f = update[twice]
             update[twice] = f._replace(factor=None if f.factor is None or factor is None else f.factor + factor)
@@ -324,6 +326,13 @@ def check_loss_scale(factors: dict[int, list[LossFactor]], problem: Problem, ste
     findings, full_windows_mistake = [], None
     for u in sorted(factors):
         window = problem.windows[u]
+        hooked = [f.batch for f in factors[u] if f.hooked]
+        if hooked:
+            return findings + [Finding("unexpected_gradient", f"micro-batch {hooked[0]}'s gradient reached .grad "
+                                                              "changed by "
+                                                        "a hook of your loop into no multiple of the one backward() "
+                                                        "computed", "let a hook only scale the gradient (g * s), or "
+                                                        "scale the loss instead")]
         unexplained = [f.batch for f in factors[u] if f.factor is None]
         if unexplained:
             seen = f"micro-batch {unexplained[0]}'s loss is no multiple of its summed {problem.task.per_item}: " \
