@@ -69,7 +69,7 @@ present: export LAB_PRESET := $(value PRESET)
 present: install
 	$(BIN)/python present/serve.py
 
-LINTED := widgets tests tools benchmarks instructor present hub conftest.py
+LINTED := widgets tests tools benchmarks instructor present hub site conftest.py
 RUFF := $(BIN)/ruff check $(LINTED)
 # What each part of widgets/ may import: pyproject.toml's import-linter contracts.
 IMPORTS := $(BIN)/lint-imports --no-logo --no-cache

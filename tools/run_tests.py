@@ -16,7 +16,7 @@ from pathlib import Path
 import setup_lab
 from setup_lab import VENV, install_test, show, venv_bin
 
-LINTED = ["widgets", "tests", "tools", "benchmarks", "instructor", "present", "hub", "conftest.py"]
+LINTED = ["widgets", "tests", "tools", "benchmarks", "instructor", "present", "hub", "site", "conftest.py"]
 # The second pass (the Makefile's CPU_LEG): torch's plain CPU kernels and MKL's SSE4.2 path.
 CPU_LEG = {"ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2"}
 XDIST = ["-n", "3", "--dist", "loadfile"]  # the Makefile's XDIST: three test processes; a file's tests in one
