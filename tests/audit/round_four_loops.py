@@ -73,6 +73,10 @@ def audit_options(case: Case, setting: Setting) -> dict:
         options["clip_norm"] = case.clip_norm
     if case.shows == HANGS and not case.correct:
         options["time_limit_s"] = 3.0  # it never ends: no need to wait out the default limit
+    if case.loop.__name__ == "compiled_inductor":
+        # inductor builds C++ kernels at the first call: 21 s on a quiet 2-core machine with a cold
+        # cache, more beside the other test processes; the default limit (30 s) would stop a right loop
+        options["time_limit_s"] = 180.0
     return options
 
 
