@@ -163,6 +163,15 @@ def test_printed_lines_fit_the_page(stem):
             assert not long, f"{stem} cell {i} prints {len(long[0])} characters on one line: {long[0][:60]!r}"
 
 
+@pytest.mark.parametrize("stem", sorted(p.stem for p in NOTEBOOKS.glob("*.ipynb")))
+def test_code_lines_fit_the_page(stem):
+    """A code line longer than about 100 characters scrolls sideways at 1366 px, the install cell's too."""
+    for i, cell in enumerate(_cells(stem)):
+        if cell["cell_type"] == "code":
+            long = [line for line in _text(cell["source"]).splitlines() if len(line) > 100]
+            assert not long, f"{stem} cell {i} has a code line of {len(long[0])} characters: {long[0][:60]!r}"
+
+
 # --- exercises say what they ask ---------------------------------------------------------------------
 
 def _sets():
