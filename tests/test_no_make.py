@@ -87,7 +87,7 @@ def small_copy(tmp_path):
         f"[tool.ruff]{ruff}\n[tool.importlinter]\nroot_packages = [\"widgets\"]\ninclude_external_packages = true\n"
         '[[tool.importlinter.contracts]]\nname = "a stand-in"\ntype = "forbidden"\nsource_modules = ["widgets"]\n'
         'forbidden_modules = ["tqdm"]\n')
-    for folder in ("widgets", "tests", "benchmarks", "instructor", "present", "hub", "notebooks"):
+    for folder in ("widgets", "tests", "benchmarks", "instructor", "present", "hub", "site", "notebooks"):
         (tmp_path / folder).mkdir(exist_ok=True)
     (tmp_path / "widgets" / "__init__.py").write_text("")
     (tmp_path / "conftest.py").write_text("")

@@ -239,7 +239,8 @@ def _body(function: Callable) -> list[str]:
     """The lines of `function` after its signature and docstring."""
     lines = textwrap.dedent(inspect.getsource(function)).splitlines()
     start = next(i for i, line in enumerate(lines) if line.lstrip().startswith('"""'))
-    return lines[start + 1:]
+    end = start if lines[start].count('"""') == 2 else next(i for i in range(start + 1, len(lines)) if '"""' in lines[i])
+    return lines[end + 1:]
 
 
 def mistake_diff(name: str, context: int = 3) -> str:

@@ -114,7 +114,7 @@ BADGES = (
 
 
 # The one advice on how to run, under every notebook's badges (the lessons' own prose never gives another).
-HOW_TO_RUN = ("Run the cells in order with **Shift + Enter**, or all at once with *Run → Run All Cells*; "
+HOW_TO_RUN = ("Run the cells in order with **Shift + Enter**, or all at once with **Run All**; "
               "where a cell asks for your guess, its answer waits until you commit one.")
 
 

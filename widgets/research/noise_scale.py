@@ -25,11 +25,13 @@ def _ratio(trace: float, grad_sq: float) -> float:
     return trace / grad_sq if grad_sq > 0 else math.inf
 
 
-def window_noise(micro_grads: torch.Tensor, micro_batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Unbiased |G|^2 and tr(Sigma) of each window; micro_grads (windows, K, P) -> two (windows,) tensors."""
+def window_noise(micro_grads: torch.Tensor,
+                 micro_batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Unbiased |G|^2 and tr(Sigma) of each window; micro_grads (windows, K, P) -> two (windows,)
+    tensors."""
     K = micro_grads.shape[1]
     small_sq = micro_grads.pow(2).sum(-1).mean(-1)  # mean |G_b|^2 over the K micro-batches
-    big_sq = micro_grads.mean(1).pow(2).sum(-1)     # |G_Kb|^2 of their mean: the accumulated gradient
+    big_sq = micro_grads.mean(1).pow(2).sum(-1)  # |G_Kb|^2 of their mean: the accumulated gradient
     b_small, b_big = micro_batch_size, K * micro_batch_size
     grad_sq = (b_big * big_sq - b_small * small_sq) / (b_big - b_small)
     trace_sigma = (small_sq - big_sq) / (1 / b_small - 1 / b_big)

@@ -14,7 +14,8 @@ from torch.utils._pytree import tree_leaves
 
 
 class SavedTensorCounter(torch.autograd.graph.saved_tensors_hooks):
-    """Bytes of the distinct storages autograd saves while open; `parameter_bytes`: the part that is weights."""
+    """Bytes of the distinct storages autograd saves while open; `parameter_bytes`: the part that
+    is weights."""
 
     def __init__(self, model: torch.nn.Module):
         self._param_ptrs = {p.untyped_storage().data_ptr() for p in model.parameters()}

@@ -111,11 +111,14 @@ def token_loss_sum(model: torch.nn.Module, inputs: torch.Tensor, labels: torch.T
     return (flat * weight).sum(), weight.sum()
 
 
-def accumulate_window(model: torch.nn.Module, micro_batches: list[tuple[torch.Tensor, torch.Tensor]], normaliser: str,
+def accumulate_window(model: torch.nn.Module,
+                      micro_batches: list[tuple[torch.Tensor, torch.Tensor]], normaliser: str,
                       class_weights: torch.Tensor | None = None) -> float:
-    """Backward over a window's [(inputs, labels), ...] with `normaliser` "per_micro_batch" (the 2024 bug) or "window"; the loss to log."""
+    """Backward over a window's [(inputs, labels), ...] with `normaliser` "per_micro_batch" (the
+    2024 bug) or "window"; the loss to log."""
     K = len(micro_batches)
-    # This way divides before each backward, so it counts the window's denominator first (it can also come last: scale .grad after the last backward).
+    # This way divides before each backward, so it counts the window's denominator first (it can
+    # also come last: scale .grad after the last backward).
     window_weight = sum(token_weights(labels, class_weights).sum() for _, labels in micro_batches)
     logged = 0.0
     for inputs, labels in micro_batches:
@@ -123,7 +126,8 @@ def accumulate_window(model: torch.nn.Module, micro_batches: list[tuple[torch.Te
         if normaliser == "window":
             loss = total / window_weight  # every real token weighs 1 / (real tokens of the window)
         else:
-            loss = (total / count) / K  # a token mean per micro-batch, then 1/K: not the window mean
+            # a token mean per micro-batch, then 1/K: not the window mean
+            loss = (total / count) / K
         loss.backward()  # backward adds into .grad: this is the accumulation
         logged += float(loss.detach())
     return logged

@@ -21,16 +21,19 @@ FEATURES, HIDDEN = 6, 16
 
 
 class GhostBatchNorm1d(torch.nn.BatchNorm1d):
-    """BatchNorm whose statistics come from consecutive groups of `ghost_size` examples, in one pass."""
+    """BatchNorm whose statistics come from consecutive groups of `ghost_size` examples, in one
+    pass."""
 
     def __init__(self, num_features: int, ghost_size: int):
-        super().__init__(check_int("num_features", num_features, 1, 4096))  # 16 bytes each, checked first
+        # 16 bytes each, checked first
+        super().__init__(check_int("num_features", num_features, 1, 4096))
         self.ghost_size = check_int("ghost_size", ghost_size, 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         n = x.shape[0]
         if n % self.ghost_size:
-            raise ValueError(f"the batch ({n} examples) must be a multiple of ghost_size = {self.ghost_size}")
+            raise ValueError(f"the batch ({n} examples) must be a multiple of ghost_size = "
+                             f"{self.ghost_size}")
         groups = x.reshape(n // self.ghost_size, self.ghost_size, -1)
         mean = groups.mean(dim=1, keepdim=True)
         var = groups.var(dim=1, unbiased=False, keepdim=True)

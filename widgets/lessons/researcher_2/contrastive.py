@@ -182,9 +182,11 @@ def gradient_cache_contrastive(encoders: torch.nn.ModuleDict, a: torch.Tensor, b
     return ContrastiveRun(float(loss), grad, examples, towers, scores, max(towers, scores))
 
 
-def gradient_cache(encoders: torch.nn.ModuleDict, a: torch.Tensor, b: torch.Tensor, micro_batches: list[slice],
+def gradient_cache(encoders: torch.nn.ModuleDict, a: torch.Tensor, b: torch.Tensor,
+                   micro_batches: list[slice],
                    temperature: float = 0.1) -> torch.Tensor:
-    """Leave in .grad the full-batch info_nce gradient, running the encoders on one micro-batch at a time."""
+    """Leave in .grad the full-batch info_nce gradient, running the encoders on one micro-batch at
+    a time."""
     # 1. Embed every micro-batch without a graph: no activations kept.
     with torch.no_grad():
         za = torch.cat([encoders["a"](a[part]) for part in micro_batches])

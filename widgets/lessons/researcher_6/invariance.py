@@ -71,26 +71,31 @@ def token_loss_sum(model: torch.nn.Module, input_ids: torch.Tensor, labels: torc
 
 
 def all_reduce_count(model, micro_batches, world_size, all_ranks_count) -> None:
-    """The fix: token sums divided by the all-ranks count, times W (DDP's mean over W ranks undoes it)."""
+    """The fix: token sums divided by the all-ranks count, times W (DDP's mean over W ranks undoes
+    it)."""
     for input_ids, labels in micro_batches:
-        loss = token_loss_sum(model, input_ids, labels) * world_size / all_ranks_count  # every token: 1 / N_total
-        loss.backward()  # backward adds into .grad: this is the accumulation
+        # every token: 1 / N_total
+        loss = token_loss_sum(model, input_ids, labels) * world_size / all_ranks_count
+        loss.backward()
 
 
 def sum_then_scale(model, micro_batches, world_size, all_ranks_count) -> None:
-    """The other fix: back-propagate plain sums, scale .grad by W / N_total once after the last backward."""
+    """The other fix: back-propagate plain sums, scale .grad by W / N_total once after the last
+    backward."""
     for input_ids, labels in micro_batches:
         token_loss_sum(model, input_ids, labels).backward()  # no count needed yet
     for p in model.parameters():
         if p.grad is not None:
-            p.grad.mul_(world_size / all_ranks_count)  # the count is needed only here
+            p.grad.mul_(world_size / all_ranks_count)
 
 
 def per_rank_mean(model, micro_batches, world_size, all_ranks_count) -> None:
     """BUG: each rank normalises by its own count; DDP's mean then weighs ranks, not tokens."""
-    rank_count = sum(count_targets(labels) for _, labels in micro_batches)  # this rank's targets only
+    # this rank's targets only
+    rank_count = sum(count_targets(labels) for _, labels in micro_batches)
     for input_ids, labels in micro_batches:
-        loss = token_loss_sum(model, input_ids, labels) / max(rank_count, 1)  # BUG: 1 / (W n_r) per token after DDP
+        # BUG: 1 / (W n_r) per token after DDP
+        loss = token_loss_sum(model, input_ids, labels) / max(rank_count, 1)
         loss.backward()
 
 

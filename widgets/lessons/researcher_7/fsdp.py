@@ -82,8 +82,10 @@ def _counted(collective: Callable, counts: dict, key: str) -> Callable:
     return call
 
 
-def sharded_update(model, x, y, config: FSDPConfig, rank: int, sync_every_micro_step: bool, counts: dict) -> dict:
-    """One update of K micro-steps on an FSDP2-sharded `model`: bytes held after each, and the collectives called."""
+def sharded_update(model, x, y, config: FSDPConfig, rank: int, sync_every_micro_step: bool,
+                   counts: dict) -> dict:
+    """One update of K micro-steps on an FSDP2-sharded `model`: bytes held after each, and the
+    collectives called."""
     K = config.accumulation_steps
     base = process_bytes()
     held = []
@@ -92,7 +94,8 @@ def sharded_update(model, x, y, config: FSDPConfig, rank: int, sync_every_micro_
         is_last = micro_step == K - 1  # the update boundary
         model.set_requires_gradient_sync(sync_every_micro_step or is_last)  # False: FSDP2's no_sync
         part = rank_micro_batch(0, rank, micro_step, config.world_size, K, config.micro_batch_size)
-        loss = torch.nn.functional.mse_loss(model(x[part]), y[part]) / K  # mean over K micro-batches
+        # mean over K micro-batches
+        loss = torch.nn.functional.mse_loss(model(x[part]), y[part]) / K
         loss.backward()  # FSDP averages over the ranks when it reduce-scatters
         del loss
         held.append(None if base is None else process_bytes() - base)

@@ -128,17 +128,20 @@ def split_model(model: torch.nn.Sequential, stages: int) -> list[torch.nn.Sequen
 
 def gpipe_two_stages(stage0: torch.nn.Module, stage1: torch.nn.Module,
                      micro_batches: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
-    """GPipe on two stage modules: every forward, then every backward; .grad ends as the whole batch's."""
+    """GPipe on two stage modules: every forward, then every backward; .grad ends as the whole
+    batch's."""
     n = sum(len(x) for x, _ in micro_batches)
     held = []
     for x, y in micro_batches:  # all forwards first (GPipe)
         h = stage0(x)
-        h_received = h.detach().requires_grad_()  # the cut: stage 1 gets a plain tensor, as over a wire
-        loss = torch.nn.functional.mse_loss(stage1(h_received), y) * len(x) / n  # n_i / n: a mean over all n
+        # the cut: stage 1 gets a plain tensor, as over a wire
+        h_received = h.detach().requires_grad_()
+        # n_i / n: a mean over all n
+        loss = torch.nn.functional.mse_loss(stage1(h_received), y) * len(x) / n
         held.append((h, h_received, loss))
     for h, h_received, loss in held:  # then every backward: each adds into .grad
         loss.backward()
-        h.backward(h_received.grad)  # the gradient crosses the cut back to stage 0
+        h.backward(h_received.grad)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ Window = list[list[tuple[torch.Tensor, torch.Tensor]]]  # K pipeline steps, each
 
 def window_gradient(stage0: torch.nn.Module, stage1: torch.nn.Module,
                     window: list[list[tuple[torch.Tensor, torch.Tensor]]]) -> float:
-    """One update's gradient into both stages' .grad: K GPipe steps of m micro-batches; returns the logged loss."""
+    """Both stages' .grad for one update of K GPipe steps of m micro-batches; returns its loss."""
     n = sum(len(x) for step in window for x, _ in step)  # examples in the whole window
     logged = 0.0
     for step in window:  # K pipeline steps, one update
@@ -27,7 +27,7 @@ def window_gradient(stage0: torch.nn.Module, stage1: torch.nn.Module,
             h_received = h.detach().requires_grad_()  # the cut: stage 1 gets a plain tensor
             loss = torch.nn.functional.mse_loss(stage1(h_received), y)
             logged += loss.item() * len(x) / n  # the log: the window's mean loss, summed on its own
-            held.append((h, h_received, loss * len(x) / n))  # n_i / n: one mean over the whole window
+            held.append((h, h_received, loss * len(x) / n))  # n_i / n: one mean over the window
         for h, h_received, scaled in held:  # then every backward: each adds into .grad
             scaled.backward()
             h.backward(h_received.grad)  # the gradient crosses the cut back to stage 0
@@ -36,7 +36,7 @@ def window_gradient(stage0: torch.nn.Module, stage1: torch.nn.Module,
 
 def scale_every_step(stage0: torch.nn.Module, stage1: torch.nn.Module,
                      window: list[list[tuple[torch.Tensor, torch.Tensor]]]) -> float:
-    """One update's gradient into both stages' .grad: K GPipe steps of m micro-batches; returns the logged loss."""
+    """Both stages' .grad for one update of K GPipe steps of m micro-batches; returns its loss."""
     n = sum(len(x) for step in window for x, _ in step)  # examples in the whole window
     logged = 0.0
     for step in window:  # K pipeline steps, one update
@@ -57,7 +57,7 @@ def scale_every_step(stage0: torch.nn.Module, stage1: torch.nn.Module,
 
 def scale_per_stage(stage0: torch.nn.Module, stage1: torch.nn.Module,
                     window: list[list[tuple[torch.Tensor, torch.Tensor]]]) -> float:
-    """One update's gradient into both stages' .grad: K GPipe steps of m micro-batches; returns the logged loss."""
+    """Both stages' .grad for one update of K GPipe steps of m micro-batches; returns its loss."""
     n = sum(len(x) for step in window for x, _ in step)  # examples in the whole window
     logged = 0.0
     for step in window:  # K pipeline steps, one update
@@ -67,7 +67,7 @@ def scale_per_stage(stage0: torch.nn.Module, stage1: torch.nn.Module,
             h_received = h.detach().requires_grad_()  # the cut: stage 1 gets a plain tensor
             loss = torch.nn.functional.mse_loss(stage1(h_received), y)
             logged += loss.item() * len(x) / n  # the log: the window's mean loss, summed on its own
-            held.append((h, h_received, loss * len(x) / n))  # n_i / n: one mean over the whole window
+            held.append((h, h_received, loss * len(x) / n))  # n_i / n: one mean over the window
         for h, h_received, scaled in held:  # then every backward: each adds into .grad
             scaled.backward()
             h.backward(h_received.grad * len(h) / n)  # stage 0 scales the gradient it received once more
@@ -76,7 +76,7 @@ def scale_per_stage(stage0: torch.nn.Module, stage1: torch.nn.Module,
 
 def grads_wiped(stage0: torch.nn.Module, stage1: torch.nn.Module,
                 window: list[list[tuple[torch.Tensor, torch.Tensor]]]) -> float:
-    """One update's gradient into both stages' .grad: K GPipe steps of m micro-batches; returns the logged loss."""
+    """Both stages' .grad for one update of K GPipe steps of m micro-batches; returns its loss."""
     n = sum(len(x) for step in window for x, _ in step)  # examples in the whole window
     logged = 0.0
     for step in window:  # K pipeline steps, one update
@@ -88,7 +88,7 @@ def grads_wiped(stage0: torch.nn.Module, stage1: torch.nn.Module,
             h_received = h.detach().requires_grad_()  # the cut: stage 1 gets a plain tensor
             loss = torch.nn.functional.mse_loss(stage1(h_received), y)
             logged += loss.item() * len(x) / n  # the log: the window's mean loss, summed on its own
-            held.append((h, h_received, loss * len(x) / n))  # n_i / n: one mean over the whole window
+            held.append((h, h_received, loss * len(x) / n))  # n_i / n: one mean over the window
         for h, h_received, scaled in held:  # then every backward: each adds into .grad
             scaled.backward()
             h.backward(h_received.grad)  # the gradient crosses the cut back to stage 0

@@ -108,7 +108,8 @@ def micro_batch_aux_step(model: TinyMoE, micro_batches: list, aux_coef: float, d
 
 
 def window_aux_step(model: TinyMoE, micro_batches: list, aux_coef: float) -> float:
-    """Accumulate the window's task mean and its global aux loss E * sum_e f_e * P_e, one graph at a time."""
+    """Accumulate the window's task mean and its global aux loss E * sum_e f_e * P_e, one graph at
+    a time."""
     E = model.num_experts
     N = sum(len(y) for _, y in micro_batches)  # the window's tokens
     with torch.no_grad():  # 1. route the whole window first: f is a count, it needs no graph
@@ -117,8 +118,10 @@ def window_aux_step(model: TinyMoE, micro_batches: list, aux_coef: float) -> flo
     total = 0.0
     for x, y in micro_batches:  # 2. each micro-batch adds its tokens' part of the window's P
         out, probs, _ = model(x)
-        aux = E * (f * probs.sum(dim=0)).sum() / N  # sums over the micro-batches to E * sum_e f_e * P_e
-        loss = ((out - y) ** 2).sum() / N + aux_coef * aux  # the task mean over the window, likewise
+        # sums over the micro-batches to E * sum_e f_e * P_e
+        aux = E * (f * probs.sum(dim=0)).sum() / N
+        # the task mean over the window, likewise
+        loss = ((out - y) ** 2).sum() / N + aux_coef * aux
         loss.backward()  # backward adds into .grad: this is the accumulation
         total += float(loss.detach())
     return total

@@ -82,10 +82,12 @@ def token_losses(policy: TinyPolicy, completions: Completions) -> torch.Tensor:
     return -completions.advantages[:, None] * policy(completions.features, completions.actions)
 
 
-def micro_batch_loss(token_losses: torch.Tensor, mask: torch.Tensor, loss_type: str, accumulation_steps: int,
+def micro_batch_loss(token_losses: torch.Tensor, mask: torch.Tensor, loss_type: str,
+                     accumulation_steps: int,
                      max_len: int, window_tokens: float | None = None,
                      window_completions: float | None = None) -> torch.Tensor:
-    """The loss one micro-batch sends to backward; a window count left None is guessed as K x this one's."""
+    """The loss one micro-batch sends to backward; a window count left None is guessed as K x this
+    one's."""
     K = accumulation_steps
     summed = (token_losses * mask).sum(dim=1)  # each completion's summed token loss, (n,)
     lengths = mask.sum(dim=1)  # each completion's tokens
@@ -94,11 +96,13 @@ def micro_batch_loss(token_losses: torch.Tensor, mask: torch.Tensor, loss_type: 
         return (summed / lengths).sum() / completions
     if loss_type == "dr_grpo":  # a constant per completion: the maximum completion length
         return summed.sum() / (completions * max_len)
-    if loss_type == "bnpo":  # this micro-batch's token mean, as if every micro-batch held as many tokens
+    # this micro-batch's token mean, as if every micro-batch held as many tokens
+    if loss_type == "bnpo":
         return summed.sum() / (K * lengths.sum())
     if loss_type == "dapo":  # the token mean over the whole window: its count passed in
         if window_tokens is None:
-            raise ValueError("window_tokens must be given for dapo: the window's completion tokens, a number > 0")
+            raise ValueError("window_tokens must be given for dapo: the window's completion "
+                             "tokens, a number > 0")
         return summed.sum() / window_tokens
     raise ValueError(f"loss_type must be one of {LOSS_TYPES}, got {loss_type!r}")
 

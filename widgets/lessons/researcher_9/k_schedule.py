@@ -20,7 +20,8 @@ EMA_DECAY, SETTLE = 0.9, 10  # B_simple's smoothing, and the updates K waits bef
 
 
 def next_k(b_simple: float, micro_batch_size: int, k_now: int, k_max: int) -> int:
-    """K for the next update: B_simple in micro-batches of b, never below the K in use, never above k_max."""
+    """K for the next update: B_simple in micro-batches of b, never below the K in use, never above
+    k_max."""
     if math.isnan(b_simple):
         return k_now
     wanted = min(k_max, b_simple / micro_batch_size)  # inf (noise swamps the signal) -> k_max
