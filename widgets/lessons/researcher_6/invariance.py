@@ -94,8 +94,8 @@ def per_rank_mean(model, micro_batches, world_size, all_ranks_count) -> None:
     # this rank's targets only
     rank_count = sum(count_targets(labels) for _, labels in micro_batches)
     for input_ids, labels in micro_batches:
-        # BUG: 1 / (W n_r) per token after DDP
-        loss = token_loss_sum(model, input_ids, labels) / max(rank_count, 1)
+        loss = token_loss_sum(model, input_ids, labels)
+        loss = loss / max(rank_count, 1)  # BUG: 1 / (W n_r) per token after DDP
         loss.backward()
 
 
