@@ -1,4 +1,5 @@
-"""`FastCanvas`: a blitted frame has the pixels of a full redraw, and limits seen before are not redrawn."""
+"""`FastCanvas`: a blitted frame has the pixels of a full redraw, limits seen before are not redrawn, and a frame's PNG
+holds exactly its pixels."""
 import io
 
 import numpy as np
@@ -6,7 +7,7 @@ import pytest
 from matplotlib.figure import Figure
 from PIL import Image
 
-from widgets.draw.style import FastCanvas
+from widgets.draw.style import FastCanvas, png_bytes
 
 
 def _pixels(png: bytes) -> np.ndarray:
@@ -42,3 +43,13 @@ def test_every_frame_equals_a_full_redraw_and_seen_limits_blit(two_panels):
     frame = canvas.png()
     assert canvas.full_redraws == redraws
     assert int(np.abs(_pixels(frame) - _pixels(canvas.png(full=True))).max()) == 0
+
+
+def test_a_frame_is_a_valid_png_of_exactly_its_pixels(two_panels):
+    figure, _, lines = two_panels
+    rgba = FastCanvas(figure, list(lines)).rgba()
+    png = png_bytes(rgba)
+    Image.open(io.BytesIO(png)).verify()  # every chunk's CRC, and the stream's end
+    with Image.open(io.BytesIO(png)) as image:
+        assert image.mode == "RGB" and image.size == (rgba.shape[1], rgba.shape[0])
+        assert np.array_equal(np.asarray(image), rgba[..., :3])

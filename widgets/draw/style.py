@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import base64
 import html
-import io
+import struct
+import zlib
 from collections import OrderedDict
 from contextlib import contextmanager
 from typing import Iterable
@@ -167,7 +168,17 @@ class FastCanvas:
 
 
 def png_bytes(rgba) -> bytes:
-    """An RGBA array as PNG bytes (RGB, quick compression: a frame is sent once and soon replaced)."""
-    buffer = io.BytesIO()
-    Image.fromarray(rgba[..., :3]).save(buffer, format="png", compress_level=1)
-    return buffer.getvalue()
+    """An RGBA array (height x width x 4) as PNG bytes: RGB, quick deflate, no row filter (a frame is sent once
+    and soon replaced). Written here because Pillow tries every row filter on each RGB row, which took twice
+    the CPU of the deflate itself on a live frame; the pixels are the same, and so is the size."""
+    height, width = rgba.shape[:2]
+    rows = np.empty((height, 1 + 3 * width), np.uint8)
+    rows[:, 0] = 0  # each row starts with its filter type: 0, none
+    rows[:, 1:] = np.asarray(Image.fromarray(rgba).convert("RGB")).reshape(height, -1)
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)  # 8 bits per channel, RGB, not interlaced
+    return b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", header) + _chunk(b"IDAT", zlib.compress(rows, 1)) + _chunk(b"IEND", b"")
+
+
+def _chunk(kind: bytes, data: bytes) -> bytes:
+    """One PNG chunk: its length, its type, the data, and the CRC of type and data."""
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(data, zlib.crc32(kind)))
