@@ -73,6 +73,7 @@ class Meter(threading.Thread):
         super().__init__(daemon=True)
         self.hub_pid, self.uids, self.every = hub_pid, uids, every
         self.peak: dict[str, float] = {}  # key -> MB (resident; learners' PSS under "pss:<name>")
+        self.at_peak: dict[str, dict[str, float]] = {}  # learner -> PSS by kind of process at their peak
         self.load: list[float] = []  # the 1-minute load average at each sample while learners change settings
         self.pacing = threading.Event()
         self.done = threading.Event()
@@ -94,16 +95,36 @@ class Meter(threading.Thread):
                     name = self.uids[info["uids"].real]
                     totals["learner:" + name] = totals.get("learner:" + name, 0.0) + mb
                     try:
-                        totals["pss:" + name] = totals.get("pss:" + name, 0.0) + p.memory_full_info().pss / 2**20
+                        pss = p.memory_full_info().pss / 2**20
+                        kind = f"kind:{name}:{process_kind(p)}"
                     except psutil.Error:  # it ended between the two reads
-                        pass
+                        continue
+                    totals["pss:" + name] = totals.get("pss:" + name, 0.0) + pss
+                    totals[kind] = totals.get(kind, 0.0) + pss
                 elif info["ppid"] == self.hub_pid:  # root's children of the hub: the proxy and the services
                     key = "proxy" if info["name"] == "node" else "services"
                     totals[key] = totals.get(key, 0.0) + mb
+            for name in self.uids.values():  # where each learner's memory is when they hold the most
+                if totals.get("pss:" + name, 0.0) > self.peak.get("pss:" + name, 0.0):
+                    self.at_peak[name] = {k.rsplit(":", 1)[1]: round(v, 1) for k, v in totals.items()
+                                          if k.startswith(f"kind:{name}:")}
             for key, mb in totals.items():
-                self._keep(key, mb)
+                if not key.startswith("kind:"):
+                    self._keep(key, mb)
             if self.pacing.is_set():
                 self.load.append(os.getloadavg()[0])
+
+
+def process_kind(process: psutil.Process) -> str:
+    """A learner's process as the sizing reads it: their Jupyter server, the fork server (hub/fork_kernels.py),
+    kernels (forked ones carry the fork server's command line; their parent is it), or other."""
+    line = " ".join(process.cmdline())
+    if "fork_kernels.py" in line:
+        parent = process.parent()
+        return "kernels" if parent and "fork_kernels.py" in " ".join(parent.cmdline()) else "fork server"
+    if "ipykernel" in line:
+        return "kernels"
+    return "server" if "jupyterhub-singleuser" in line else "other"
 
 
 def spread(values: list[float]) -> dict:
@@ -219,7 +240,7 @@ def room_record(learners: list[dict], meter: Meter | None, args) -> dict:
     seen = [c["picture_ms"] if c["picture_ms"] is not None else c["idle_ms"] for c in changes]
     per_learner = {x["name"]: p95([c["picture_ms"] if c["picture_ms"] is not None else c["idle_ms"]
                                    for c in x["changes"]]) for x in learners if x["changes"]}
-    peaks = meter.peak if meter else {}
+    peaks, at_peak = (meter.peak, meter.at_peak) if meter else ({}, {})
     pss = {k.split(":", 1)[1]: round(v, 1) for k, v in sorted(peaks.items()) if k.startswith("pss:")}
     load = meter.load if meter else []
     return {
@@ -230,6 +251,9 @@ def room_record(learners: list[dict], meter: Meter | None, args) -> dict:
         "learner_p95_ms": {**spread(list(per_learner.values())), "each": per_learner},
         "cpu_ms_per_change": spread([x["cpu_ms_per_change"] for x in learners if "cpu_ms_per_change" in x]),
         "pss_mb": {**spread(list(pss.values())), "each": pss},
+        # where a learner's PSS is at their peak: their server, fork server, kernels (all of them together)
+        "pss_by_process_mb": {kind: spread([x[kind] for x in at_peak.values() if kind in x])
+                              for kind in ("server", "fork server", "kernels", "other")},
         "load_1min": {"mean": round(statistics.fmean(load), 2), "max": round(max(load), 2), "samples": len(load)}
         if load else {"samples": 0},
     }

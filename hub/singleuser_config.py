@@ -5,18 +5,32 @@
 # that any local user could connect a zmq SUB socket to and read the kernel's code and outputs live
 # (message signing stops injection, not reading). The folder's mode is the guard (tests/hub).
 #
+# Kernels forked from a process of the learner's that imported torch and the lab once (hub/fork_kernels.py):
+# a second notebook shares those pages instead of holding its own copy.
+#
 # And at most $LAB_MAX_KERNELS kernels at once (room.json's limits; hub/kernel_cap.py): one more is
 # refused with a message that says what to do. The learner's cgroup bounds what they hold whatever
 # starts it.
 import importlib.util
+import sys
 from pathlib import Path
 
 c = get_config()  # noqa: F821 -- defined by the server when it loads this file
 
 c.KernelManager.transport = "ipc"
 
-# hub/ is not a package the learner's server can import: its kernel cap is loaded from beside this file
-_spec = importlib.util.spec_from_file_location("lab_kernel_cap", Path(__file__).with_name("kernel_cap.py"))
-_cap = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_cap)
-c.ServerApp.kernel_manager_class = _cap.CappedKernelManager
+
+def _beside(name: str):
+    """hub/ is not a package the learner's server can import: its modules are loaded from beside this file."""
+    spec = importlib.util.spec_from_file_location(f"lab_{name}", Path(__file__).with_name(f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+c.ServerApp.kernel_manager_class = _beside("kernel_cap").CappedKernelManager
+_beside("fork_kernels").register()
+c.KernelProvisionerFactory.default_provisioner_name = "lab-fork-provisioner"
+# The language-server and Voila extensions serve nothing a learner's room uses: about 9 MB a learner less
+c.ServerApp.jpserver_extensions = {"jupyter_lsp": False, "voila.server_extension": False}

@@ -92,10 +92,38 @@ def subscribe(address: str, seconds: float) -> int:
 
 
 def kernel_process(uid: int, kernel_id: str) -> psutil.Process:
-    for p in psutil.process_iter(["uids", "cmdline"]):
-        if p.info["uids"] and p.info["uids"].real == uid and kernel_id in " ".join(p.info["cmdline"] or []):
-            return p
+    """The learner's process that bound the kernel's IPC sockets (a forked kernel has its fork server's
+    command line, hub/fork_kernels.py, so the sockets name it), once it has bound them (within 60 s)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        for p in psutil.process_iter(["uids"]):
+            if p.info["uids"] and p.info["uids"].real == uid:
+                try:
+                    if any(kernel_id in (c.laddr or "") for c in p.net_connections(kind="unix")):
+                        return p
+                except psutil.Error:  # it ended meanwhile
+                    continue
+        time.sleep(0.5)
     raise AssertionError(f"no kernel process {kernel_id}")
+
+
+def test_kernels_are_forked_by_the_learners_own_fork_server(room):
+    """A learner's kernel is a child of their fork server (hub/fork_kernels.py): both theirs, in their limits'
+    groups, and the fork server reachable by no socket anyone could open (only a socket pair with the server)."""
+    a = room.learner("a")
+    uid = pwd.getpwnam(a.name).pw_uid
+    session, kernel_id = a.open_notebook(NOTEBOOK)
+    try:
+        kernel = kernel_process(uid, kernel_id)
+        server = kernel.parent()
+        assert "fork_kernels.py" in " ".join(server.cmdline())
+        assert {*kernel.uids(), *server.uids()} == {uid}
+        assert room_limits.effective(kernel.pid) == room_limits.effective(server.pid)
+        assert not server.net_connections(kind="inet")
+        assert all(not c.laddr for c in server.net_connections(kind="unix"))  # unnamed: the socket pair
+        assert "jupyterhub-singleuser" in " ".join(server.parent().cmdline())  # started by their server
+    finally:
+        a.close_session(session)
 
 
 def test_another_learner_can_neither_subscribe_to_nor_connect_to_a_kernels_sockets(room):
