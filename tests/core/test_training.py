@@ -1,4 +1,5 @@
 """The three regimes: accumulated matches big batch exactly; each mistake's loop breaks that."""
+import dataclasses
 import math
 
 import pytest
@@ -6,7 +7,9 @@ import torch
 
 from widgets.core.accumulation import make_model
 from widgets.core.config import AccumulationConfig
-from widgets.core.training import PLOTTED_ENTRIES, REGIMES, clip_flat, example_order, linear_warmup, run_regimes
+from widgets.core.training import (
+    PLOTTED_ENTRIES, REGIMES, _draws_and_references, clip_flat, example_order, linear_warmup, run_regimes
+)
 
 
 @pytest.mark.parametrize("K, b", [(1, 1), (2, 3), (4, 8), (7, 5), (16, 64)])
@@ -42,6 +45,22 @@ def test_same_config_gives_a_bit_identical_record():
     a, b = run_regimes(config), run_regimes(config)
     assert a.train_loss == b.train_loss and a.eval_loss == b.eval_loss and a.grad_diff == b.grad_diff
     assert torch.equal(a.first_pile.pile, b.first_pile.pile)
+
+
+def test_a_mistake_switch_trains_the_accumulated_run_alone_and_reuses_the_others_unchanged():
+    config = AccumulationConfig(accumulation_steps=3, micro_batch_size=5, num_updates=5, seed=7)
+    _draws_and_references.cache_clear()
+    correct = run_regimes(config)
+    buggy = run_regimes(dataclasses.replace(config, mistake="loss_not_divided"))
+    assert _draws_and_references.cache_info().hits == 1
+    for regime in ("big_batch", "small_batch"):
+        assert buggy.eval_loss[regime] is correct.eval_loss[regime]
+    _draws_and_references.cache_clear()  # trained afresh, after the mistake: the same bits
+    fresh = run_regimes(dataclasses.replace(config, mistake="loss_not_divided"))
+    for regime in REGIMES:
+        assert fresh.eval_loss[regime] == buggy.eval_loss[regime]
+        assert torch.equal(fresh.final_weights[regime], buggy.final_weights[regime])
+    assert fresh.grad_diff == buggy.grad_diff and torch.equal(fresh.first_pile.pile, buggy.first_pile.pile)
 
 
 def test_record_counts_passes_steps_and_boundaries():

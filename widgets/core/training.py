@@ -6,6 +6,8 @@ change `.grad` or the weights, under `known_torch_state` (a learner's float16 de
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
 import math
 import warnings
 from dataclasses import dataclass
@@ -295,9 +297,22 @@ def example_order(config: AccumulationConfig) -> torch.Tensor:
     return torch.cat([torch.randperm(config.num_examples, generator=g) for _ in range(reps)])[:needed]
 
 
-def run_regimes(config: AccumulationConfig) -> RunRecord:
-    """Train the three regimes from the same initial weights on the same draws, under the lab's torch state."""
-    check_config(config)
+@dataclass(frozen=True)
+class _Draws:
+    """What every regime of one setting trains on: the data, its batches, the start and its loss."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+    micro: list  # (inputs, targets) of each micro-step
+    big: list  # (inputs, targets) of each update: its K micro-batches in one batch
+    start: torch.nn.Module
+    start_loss: float
+
+
+@functools.lru_cache(maxsize=8)
+def _draws_and_references(config: AccumulationConfig) -> tuple[_Draws, dict[str, _Watch]]:
+    """The draws and the big-batch and small-batch runs of a mistake-free `config`. No mistake changes them, and
+    the mistake is the setting a learner switches most: the next one trains the accumulated run alone."""
     with known_torch_state():
         x, y = make_regression_data(config.num_examples, config.seed)
         order, K, b = example_order(config), config.accumulation_steps, config.micro_batch_size
@@ -307,12 +322,21 @@ def run_regimes(config: AccumulationConfig) -> RunRecord:
         start = make_model(config.seed)
         with torch.no_grad():
             start_loss = mse(start(x), y).item()  # every regime starts there: measured once
-        mistake = loops.train if config.mistake is None else getattr(loops, config.mistake)
-        runs = {
-            "accumulated": _train(config, start_loss, micro, K, x, y, loop=mistake, references=big),
+        return _Draws(x, y, micro, big, start, start_loss), {
             "big_batch": _train(config, start_loss, big, 1, x, y),
             "small_batch": _train(config, start_loss, micro[::K], 1, x, y),  # the first micro-batch of each update
         }
+
+
+def run_regimes(config: AccumulationConfig) -> RunRecord:
+    """Train the three regimes from the same initial weights on the same draws, under the lab's torch state."""
+    check_config(config)
+    draws, references = _draws_and_references(dataclasses.replace(config, mistake=None))
+    x, y, start, K = draws.x, draws.y, draws.start, config.accumulation_steps
+    with known_torch_state():
+        mistake = loops.train if config.mistake is None else getattr(loops, config.mistake)
+        runs = {"accumulated": _train(config, draws.start_loss, draws.micro, K, x, y, loop=mistake,
+                                      references=draws.big), **references}
     accumulated = runs["accumulated"]
     return RunRecord(
         config=config,
@@ -320,7 +344,7 @@ def run_regimes(config: AccumulationConfig) -> RunRecord:
         eval_loss={r: run.eval_loss for r, run in runs.items()},
         passes_per_update={"accumulated": K, "big_batch": 1, "small_batch": 1},
         optimizer_steps={r: run.steps for r, run in runs.items()},
-        initial_eval_loss=start_loss,
+        initial_eval_loss=draws.start_loss,
         diverged_at={r: run.diverged_at for r, run in runs.items()},
         learning_rates={r: run.learning_rates for r, run in runs.items()},
         first_pile=accumulated.first_pile,
