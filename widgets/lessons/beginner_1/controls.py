@@ -102,10 +102,12 @@ class BricksWidget(Displayed, W.VBox):
 
     def show(self, state: BricksState) -> None:
         update_bricks(state, self._artists)
-        self.image.value = self.canvas.png()
         self.state = state
-        self.readout.value = f"<p style='margin:0.3em 0'>{html.escape(describe(state))}</p>"
-        name_picture(self.image, f"The bricks: {describe(state)}")
+        words = describe(state)
+        with self.image.hold_sync():  # the frame and its name reach the page in one message
+            self.image.value = self.canvas.png()
+            name_picture(self.image, f"The bricks: {words}")
+        self.readout.value = f"<p style='margin:0.3em 0'>{html.escape(words)}</p>"
 
     def static_png(self) -> bytes:
         """This wall half-way (`midway`), drawn with the live artists and then put back."""

@@ -141,10 +141,11 @@ class AccumulationExplorer(Displayed, W.VBox):
 
     def _draw(self) -> None:
         """The frame, the readout (each verdict coloured and marked), its words as the picture's name, the call."""
-        self.render()
         lines = readout_lines(self.record, self.notes, self.readout_kind)
+        with self.image.hold_sync():  # the frame and its name reach the page in one message
+            self.render()
+            name_picture(self.image, "Gradient pile and loss per update. " + "; ".join(lines))
         self.readout.value = verdict_list_html(lines, ("gradients allclose", "learning rates match"))
-        name_picture(self.image, "Gradient pile and loss per update. " + "; ".join(lines))
         self.call_text.value = f"this picture: <code>{self.call()}</code>"
 
     def render(self, full: bool = False) -> None:
