@@ -136,12 +136,16 @@ def p95(values: list[float]) -> float:
     return round(statistics.quantiles(values, n=20, method="inclusive")[-1], 1) if len(values) > 1 else values[0]
 
 
-def cpu_s(uid: int) -> float:
-    """CPU seconds of the processes of `uid` alive now (their kernels live through the paced minutes)."""
-    total = 0.0
+def cpu_s(uid: int) -> dict[str, float]:
+    """CPU seconds of the processes of `uid` alive now, by kind (their kernels live through the paced minutes)."""
+    total: dict[str, float] = {}
     for p in psutil.process_iter(["uids", "cpu_times"]):
         if p.info["uids"] and p.info["uids"].real == uid and p.info["cpu_times"]:
-            total += p.info["cpu_times"].user + p.info["cpu_times"].system
+            try:
+                kind = process_kind(p)
+            except psutil.Error:
+                continue
+            total[kind] = total.get(kind, 0.0) + p.info["cpu_times"].user + p.info["cpu_times"].system
     return total
 
 
@@ -206,7 +210,10 @@ def learner(base: str, name: str, password: str, i: int, failures: list, deadlin
                                    kernel.widgets.get(comm, {}).get("_model_name"),
                                    "picture_ms": None if answer["picture_s"] is None else round(answer["picture_s"] * 1e3, 1),
                                    "idle_ms": round(answer["idle_s"] * 1e3, 1)})
-        out["cpu_ms_per_change"] = round((cpu_s(uid) - cpu_before) * 1e3 / max(1, len(out["changes"])), 1)
+        cpu_after, changes = cpu_s(uid), max(1, len(out["changes"]))
+        out["cpu_ms_by_process"] = {kind: round((cpu_after[kind] - cpu_before.get(kind, 0.0)) * 1e3 / changes, 1)
+                                    for kind in cpu_after}
+        out["cpu_ms_per_change"] = round(sum(out["cpu_ms_by_process"].values()), 1)
     except Exception as error:  # noqa: BLE001 -- a failure is a measurement: recorded, the others go on
         failures.append(f"{name}: {type(error).__name__}: {error}")
         if not arrived:
@@ -250,6 +257,9 @@ def room_record(learners: list[dict], meter: Meter | None, args) -> dict:
         "latency_ms": {**spread(seen), "p95": p95(seen)} if seen else {"n": 0},
         "learner_p95_ms": {**spread(list(per_learner.values())), "each": per_learner},
         "cpu_ms_per_change": spread([x["cpu_ms_per_change"] for x in learners if "cpu_ms_per_change" in x]),
+        "cpu_ms_by_process": {kind: spread([x["cpu_ms_by_process"][kind] for x in learners
+                                            if kind in x.get("cpu_ms_by_process", {})])
+                              for kind in ("server", "fork server", "kernels", "other")},
         "pss_mb": {**spread(list(pss.values())), "each": pss},
         # where a learner's PSS is at their peak: their server, fork server, kernels (all of them together)
         "pss_by_process_mb": {kind: spread([x[kind] for x in at_peak.values() if kind in x])

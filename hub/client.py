@@ -92,14 +92,26 @@ class HubClient:
         return {"Authorization": f"token {self.token}"} if self.token else {}
 
 
-def parse_frame(frame: str | bytes) -> dict:
-    """A kernel message from a websocket frame: JSON text, or binary when it carries buffers (a widget's
-    image): uint32 count, uint32 offsets, then the JSON and the buffers (jupyter_server's format)."""
-    if isinstance(frame, str):
-        return json.loads(frame)
-    count = int.from_bytes(frame[:4], "big")
-    offsets = [int.from_bytes(frame[4 + 4 * i:8 + 4 * i], "big") for i in range(count)]
-    return json.loads(frame[offsets[0]:offsets[1] if count > 1 else None])
+PROTOCOL = "v1.kernel.websocket.jupyter.org"  # what JupyterLab speaks: the server forwards frames unparsed
+
+
+def frame(channel: str, msg: dict) -> bytes:
+    """A kernel message as a v1 websocket frame: uint64 count and offsets (little-endian), the channel,
+    then header, parent header, metadata and content as JSON (jupyter_server's serialize_msg_to_ws_v1)."""
+    parts = [channel.encode()] + [json.dumps(msg[k]).encode() for k in ("header", "parent_header", "metadata", "content")]
+    offsets = [8 * (len(parts) + 2)]
+    for part in parts:
+        offsets.append(offsets[-1] + len(part))
+    return b"".join([len(offsets).to_bytes(8, "little"), *(o.to_bytes(8, "little") for o in offsets), *parts])
+
+
+def parse_frame(data: bytes) -> dict:
+    """A kernel message from a v1 websocket frame; its buffers (a widget's image) under "buffers"."""
+    count = int.from_bytes(data[:8], "little")
+    offsets = [int.from_bytes(data[8 * (i + 1):8 * (i + 2)], "little") for i in range(count)]
+    parts = [data[offsets[i]:offsets[i + 1] if i + 1 < count else None] for i in range(count)]
+    msg = dict(zip(("header", "parent_header", "metadata", "content"), (json.loads(p) for p in parts[1:5])))
+    return {**msg, "channel": parts[0].decode(), "buffers": parts[5:]}
 
 
 class Kernel:
@@ -109,16 +121,19 @@ class Kernel:
     def __init__(self, client: HubClient, kernel_id: str):
         ws_base = client.base.replace("http://", "ws://").replace("https://", "wss://")
         self.ws = websocket.create_connection(f"{ws_base}/user/{client.name}/api/kernels/{kernel_id}/channels",
-                                              header=[f"Authorization: token {client.token}"], timeout=30)
+                                              header=[f"Authorization: token {client.token}"], timeout=30,
+                                              subprotocols=[PROTOCOL])
+        if self.ws.getsubprotocol() != PROTOCOL:
+            raise RuntimeError(f"the server did not take the {PROTOCOL} protocol JupyterLab speaks")
         self.session = uuid.uuid4().hex
         self.widgets: dict[str, dict] = {}  # comm id -> the model's state, as the kernel last said it
 
     def _message(self, msg_type: str, content: dict, channel: str = "shell") -> str:
         msg_id = uuid.uuid4().hex
-        self.ws.send(json.dumps({
+        self.ws.send_binary(frame(channel, {
             "header": {"msg_id": msg_id, "msg_type": msg_type, "session": self.session, "username": "",
                        "version": "5.3", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
-            "parent_header": {}, "metadata": {}, "channel": channel, "buffers": [], "content": content}))
+            "parent_header": {}, "metadata": {}, "content": content}))
         return msg_id
 
     def _receive(self, deadline: float, timeout: float) -> dict:
