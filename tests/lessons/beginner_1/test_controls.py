@@ -85,6 +85,18 @@ def test_redraws_blit_without_redrawing_the_whole_figure():
     assert widget.canvas.full_redraws == 1  # fixed limits: only the moving artists are drawn again
 
 
+def test_the_box_ticked_before_the_wall_stands_keeps_the_frame_and_after_it_redraws(monkeypatch):
+    widget = make_bricks_widget(micro_batch_size=2, accumulation_steps=4, trip=1)
+    drawn = []
+    monkeypatch.setattr(widget.canvas, "png", lambda png=widget.canvas.png: drawn.append(1) or png())
+    widget.controls["divided"].value = True  # forget to divide, before the wall: nothing on the picture moves
+    assert drawn == [] and _drawn_as(widget, BricksState(2, 4, 1, divided=False))
+    widget.controls["trip"].value = 4  # the wall stands: its push is K times too strong
+    assert drawn == [1] and _drawn_as(widget, BricksState(2, 4, 4, divided=False))
+    widget.controls["divided"].value = False
+    assert drawn == [1, 1] and _drawn_as(widget, BricksState(2, 4, 4))
+
+
 def test_a_callback_error_is_shown_and_the_widget_keeps_working(monkeypatch):
     widget = make_bricks_widget(micro_batch_size=2, accumulation_steps=4)
 

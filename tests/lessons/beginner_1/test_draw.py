@@ -1,9 +1,9 @@
 """The bricks drawn onto an Axes: what `draw_bricks` returns is what the picture holds."""
 import pytest
 
-from widgets.draw.style import new_figure
+from widgets.draw.style import FastCanvas, new_figure
 from widgets.lessons.beginner_1.bricks import MAX_BRICKS_PER_TRIP, MAX_TRIPS, BricksState
-from widgets.lessons.beginner_1.draw import X_LIMITS, Y_LIMITS, draw_bricks, update_bricks
+from widgets.lessons.beginner_1.draw import X_LIMITS, Y_LIMITS, as_drawn, draw_bricks, update_bricks
 
 
 def _draw(state):
@@ -49,3 +49,19 @@ def test_the_largest_scene_fits_inside_the_fixed_limits():
                 assert X_LIMITS[0] <= xs.min() and xs.max() <= X_LIMITS[1]
                 assert Y_LIMITS[0] <= ys.min() and ys.max() <= Y_LIMITS[1]
     assert ax.get_xlim() == X_LIMITS and ax.get_ylim() == Y_LIMITS
+
+
+@pytest.mark.parametrize("K", [1, 3, MAX_TRIPS])
+def test_before_the_wall_stands_dividing_or_not_draws_the_same_pixels(K):
+    ax, artists = _draw(BricksState(4, K, 0))
+    canvas = FastCanvas(ax.figure, artists.moving)
+    for trip in range(K + 1):
+        frames = []
+        for divided in (True, False):
+            state = BricksState(4, K, trip, divided)
+            update_bricks(state, artists)
+            frames.append(canvas.png())
+        if as_drawn(state) == as_drawn(BricksState(4, K, trip)):
+            assert frames[0] == frames[1], trip
+        else:  # the wall stands: its push shows the difference (K = 1 divides by 1, so only from K = 2)
+            assert trip == K and (frames[0] != frames[1]) == (K > 1)

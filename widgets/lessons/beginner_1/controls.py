@@ -8,7 +8,7 @@ import html
 import ipywidgets as W
 
 from widgets.lessons.beginner_1.bricks import MAX_BRICKS_PER_TRIP, MAX_TRIPS, BricksState, describe, midway
-from widgets.lessons.beginner_1.draw import FIGURE_INCHES, draw_bricks, update_bricks
+from widgets.lessons.beginner_1.draw import FIGURE_INCHES, as_drawn, draw_bricks, update_bricks
 from widgets.controls.compat import Displayed, Picture, name_picture, set_tooltip
 from widgets.draw.style import DPI, FastCanvas, errors_shown_in, new_figure, with_static_fallback
 
@@ -101,12 +101,14 @@ class BricksWidget(Displayed, W.VBox):
             self.play.value = False
 
     def show(self, state: BricksState) -> None:
-        update_bricks(state, self._artists)
-        self.state = state
         words = describe(state)
         with self.image.hold_sync():  # the frame and its name reach the page in one message
-            self.image.value = self.canvas.png()
+            # A box ticked before the wall stands changes no pixel: the frame on show stays, not drawn again.
+            if not self.image.value or as_drawn(state) != as_drawn(self.state):
+                update_bricks(state, self._artists)
+                self.image.value = self.canvas.png()
             name_picture(self.image, f"The bricks: {words}")
+        self.state = state
         self.readout.value = f"<p style='margin:0.3em 0'>{html.escape(words)}</p>"
 
     def static_png(self) -> bytes:
