@@ -66,6 +66,15 @@ def test_a_mistake_waits_for_its_setting_with_a_note_then_breaks_the_run(explore
     assert "gradients allclose: True" in explorer.readout.value and "False" not in explorer.readout.value
 
 
+def test_a_mistake_that_waits_keeps_the_frame_on_show_and_its_setting_redraws(explorer, monkeypatch):
+    frame, renders = explorer.image.value, []
+    monkeypatch.setattr(explorer, "render", lambda full=False, render=explorer.render: renders.append(1) or render(full))
+    explorer.controls["mistake"].value = "forget_final_step"  # the same run as before: the same picture
+    assert renders == [] and explorer.image.value is frame and "does nothing yet" in explorer.readout.value
+    explorer.controls["tail_micro_batches"].value = 2
+    assert renders == [1] and explorer.image.value != frame and explorer.record.config.mistake == "forget_final_step"
+
+
 def test_log_divided_loss_keeps_allclose_and_shows_the_factor(explorer):
     explorer.controls["mistake"].value = "log_divided_loss"
     text = readout_text(explorer.record, kind="detailed")

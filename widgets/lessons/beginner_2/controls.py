@@ -78,6 +78,7 @@ class AccumulationExplorer(Displayed, W.VBox):
                          FastCanvas(apply_style(self.figures[1]), list(self._losses.values()))]
         self.image = Picture(format="png", layout=W.Layout(width=f"{round(FIGURE_INCHES[0] * DPI)}px"))
         self._syncing = False
+        self._frame_of = None  # the record the image shows
         self._draw()
         for control in self.controls.values():
             control.observe(self._on_change, names="value")
@@ -134,16 +135,20 @@ class AccumulationExplorer(Displayed, W.VBox):
             wanted = {**self.settings, **{n: None if n in _OFF and c.value == _OFF[n] else c.value
                                           for n, c in self.controls.items()}}
             config, self.notes = _config(wanted)
-            self.settings, self.record = wanted, record_for(config)
-            update_gradient_pile(self.record, self._axes[0], self._pile)
-            update_loss_curves(self.record, self._axes[1], self._losses)
+            self.settings, record = wanted, record_for(config)
+            if record is not self.record:  # else a mistake that waits for its setting: the same run on show
+                update_gradient_pile(record, self._axes[0], self._pile)
+                update_loss_curves(record, self._axes[1], self._losses)
+                self.record = record
             self._draw()
 
     def _draw(self) -> None:
         """The frame, the readout (each verdict coloured and marked), its words as the picture's name, the call."""
         lines = readout_lines(self.record, self.notes, self.readout_kind)
         with self.image.hold_sync():  # the frame and its name reach the page in one message
-            self.render()
+            if self._frame_of is not self.record:  # a run already on show is not drawn again
+                self.render()
+                self._frame_of = self.record
             name_picture(self.image, "Gradient pile and loss per update. " + "; ".join(lines))
         self.readout.value = verdict_list_html(lines, ("gradients allclose", "learning rates match"))
         self.call_text.value = f"this picture: <code>{self.call()}</code>"
