@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import importlib
 import json
 import os
 import signal
@@ -24,6 +25,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from importlib.metadata import EntryPoint
 from pathlib import Path
 
@@ -31,10 +33,13 @@ import psutil
 from jupyter_client.provisioning import KernelProvisionerFactory, LocalProvisioner
 
 NAME = "lab-fork-provisioner"
-# What the lab's notebooks import; torch._dynamo because torch imports it at an optimizer's first use
-PRELOAD = ("ipykernel.kernelapp", "ipykernel.ipkernel", "ipykernel.debugger", "numpy", "matplotlib.figure",
-           "matplotlib.backends.backend_agg", "matplotlib_inline.backend_inline", "PIL.Image", "ipywidgets",
-           "torch", "torch._dynamo", "widgets")
+# What a kernel's start and the lab's first notebooks import; torch._dynamo because torch imports it at an
+# optimizer's first use. Only modules that compute nothing at import: a torch operation would start torch's
+# thread pool, which a forked child cannot use (serve() checks that no thread started).
+PRELOAD = ("ipykernel.kernelapp", "ipykernel.ipkernel", "ipykernel.debugger", "IPython.core.debugger", "sqlite3",
+           "matplotlib.figure", "matplotlib.backends.backend_agg", "matplotlib_inline.backend_inline", "PIL.Image",
+           "PIL.PngImagePlugin", "ipywidgets", "psutil", "filelock", "torch", "torch._dynamo",
+           "widgets.lessons.start_here", "widgets.lessons.beginner_1", "widgets.lessons.beginner_2")
 LAUNCHER = ["-m", "ipykernel_launcher"]
 
 
@@ -43,8 +48,16 @@ def serve(fd: int) -> None:
     """Import PRELOAD, then fork a kernel for each request read from the socket `fd` until it closes.
 
     A request is one JSON line {"argv", "cwd", "env"}; the answer one line {"pid"} or {"error"}."""
+    import numpy  # noqa: F401 -- its BLAS threads, started at import, are what any forking numpy program has
+
+    threads = _threads()
     for module in PRELOAD:
-        __import__(module)
+        importlib.import_module(module)
+    refusal = None
+    if _threads() > threads:  # matplotlib's font-cache timer ends at once; a thread pool stays
+        time.sleep(1)
+        if _threads() > threads:
+            refusal = f"a thread started while importing {', '.join(PRELOAD)}: forking it is unsafe"
     gc.collect()
     gc.freeze()  # the collector leaves the preloaded objects alone, here and in each kernel: their pages stay shared
     # children are reaped as they end: a kernel that ended is no zombie the provisioner would see alive
@@ -52,6 +65,9 @@ def serve(fd: int) -> None:
     channel = socket.socket(fileno=fd)
     stream = channel.makefile("rwb", buffering=0)
     for line in stream:
+        if refusal:
+            stream.write(json.dumps({"error": refusal}).encode() + b"\n")
+            continue
         try:
             request = json.loads(line)
             pid = os.fork()
@@ -65,6 +81,10 @@ def serve(fd: int) -> None:
         except OSError:  # the child made it already, or has ended
             pass
         stream.write(json.dumps({"pid": pid}).encode() + b"\n")
+
+
+def _threads() -> int:
+    return len(os.listdir("/proc/self/task"))
 
 
 def _reap() -> None:

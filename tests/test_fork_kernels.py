@@ -127,3 +127,30 @@ def test_other_kernel_commands_start_as_usual(forking):
         fork_kernels.LocalProvisioner.launch_kernel = original
     assert called and fork_kernels.ForkServer._process is None
     assert signal.SIGINT  # (the signal module is the provisioner's: used above via interrupt_kernel)
+
+
+def test_a_preload_that_starts_a_thread_is_refused(tmp_path):
+    """A module that starts a thread at import (as a torch operation starts torch's pool) makes forking unsafe:
+    the fork server answers every request with an error, and the provisioner then starts kernels as usual."""
+    import json
+    import socket
+    import subprocess
+    import sys
+
+    (tmp_path / "starts_a_thread.py").write_text("import threading, time\n"
+                                                 "threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n")
+    ours, theirs = socket.socketpair()
+    code = ("import sys; sys.path.insert(0, sys.argv[2]); import hub.fork_kernels as f; "
+            "f.PRELOAD = ('starts_a_thread',); f.serve(int(sys.argv[1]))")
+    server = subprocess.Popen([sys.executable, "-c", code, str(theirs.fileno()), str(tmp_path)],
+                              pass_fds=[theirs.fileno()], cwd=Path(__file__).resolve().parents[1])
+    theirs.close()
+    channel = ours.makefile("rwb", buffering=0)
+    ours.close()  # the file holds the socket until it is closed too
+    try:
+        channel.write(json.dumps({"argv": [], "cwd": "/", "env": {}}).encode() + b"\n")
+        answer = json.loads(channel.readline())
+        assert "pid" not in answer and "forking it is unsafe" in answer["error"]
+    finally:
+        channel.close()
+        server.wait(timeout=30)
