@@ -27,6 +27,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -191,7 +192,7 @@ def learner(base: str, name: str, password: str, i: int, failures: list, deadlin
                     failures.append(f"{name}: {notebook}: code cell {n}: {result['error']}")
                     break
             out["notebooks"][notebook] = round(time.monotonic() - t0, 2)
-        controls = [(k, comm) for k in kernels for comm, state in k.widgets.items() if new_setting(state, rng)]
+        controls = [(k, comm) for k in kernels for comm in k.on_page() if new_setting(k.widgets[comm], rng)]
         if not controls:
             raise RuntimeError("no control to move in " + " or ".join(RUN))
         arrived = True
@@ -253,6 +254,7 @@ def room_record(learners: list[dict], meter: Meter | None, args) -> dict:
     return {
         "paced_minutes": args.minutes,
         "changes": len(changes),
+        "changes_by_control": dict(sorted(Counter(str(c["control"]) for c in changes).items())),
         "with_a_picture": sum(c["picture_ms"] is not None for c in changes),
         "latency_ms": {**spread(seen), "p95": p95(seen)} if seen else {"n": 0},
         "learner_p95_ms": {**spread(list(per_learner.values())), "each": per_learner},

@@ -127,6 +127,7 @@ class Kernel:
             raise RuntimeError(f"the server did not take the {PROTOCOL} protocol JupyterLab speaks")
         self.session = uuid.uuid4().hex
         self.widgets: dict[str, dict] = {}  # comm id -> the model's state, as the kernel last said it
+        self.shown: list[str] = []  # the widgets the notebook displayed (a cell's output), in order
 
     def _message(self, msg_type: str, content: dict, channel: str = "shell") -> str:
         msg_id = uuid.uuid4().hex
@@ -150,7 +151,23 @@ class Kernel:
             self.widgets[content["comm_id"]].update(content["data"].get("state", {}))
         elif kind == "comm_close":
             self.widgets.pop(content.get("comm_id"), None)
+        elif kind in ("display_data", "execute_result"):
+            view = content.get("data", {}).get("application/vnd.jupyter.widget-view+json")
+            if view:
+                self.shown.append(view["model_id"])
         return msg
+
+    def on_page(self) -> list[str]:
+        """The widgets a learner sees: those displayed and, inside them, their children (a box's rows, an
+        accordion's panes), not a model the page never shows (a control kept for another readout)."""
+        seen, todo = [], list(self.shown)
+        while todo:
+            comm = todo.pop(0)
+            if comm in seen or comm not in self.widgets:
+                continue
+            seen.append(comm)
+            todo += [child.removeprefix("IPY_MODEL_") for child in self.widgets[comm].get("children", [])]
+        return seen
 
     def change(self, comm_id: str, state: dict, timeout: float = 60) -> dict:
         """Set widget `comm_id`'s `state` as a browser does; seconds until a picture (an Image's new value)
