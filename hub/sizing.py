@@ -32,7 +32,9 @@ def sizing(room: dict, heaviest_mb: float | None) -> dict:
     learner's pace (benchmarks/hub_room.py)."""
     pss = room["pss_mb"]  # shared pages split among the processes that map them: what packing really costs
     guarantee_mb = up(pss["median"], 128)  # what a typical learner holds: the scheduler packs by it
-    limit_mb = up(max(room["peak_mb"]["learner"]["max"], heaviest_mb or 0) * HEADROOM, 256)  # resident, with headroom
+    # PSS, not resident sizes: a learner's kernels share their fork server's pages (hub/fork_kernels.py),
+    # which summing each process's resident size would count three times
+    limit_mb = up(max(room["pss_mb"]["max"], heaviest_mb or 0) * HEADROOM, 256)
     pause_ms = 1000 * sum(PACE_S) / 2  # a learner's mean time between two changes
     cpu_guarantee = round(max(0.05, up(room["cpu_ms_per_change"]["median"] / pause_ms, 0.05)), 2)
     nodes = {}
@@ -43,27 +45,52 @@ def sizing(room: dict, heaviest_mb: float | None) -> dict:
             "cpu_limit": 2, "nodes": nodes, "hub_mb": room["peak_mb"]["hub"], "proxy_mb": room["peak_mb"]["proxy"]}
 
 
-def section(room: dict, heaviest_mb: float | None) -> str:
+def rooms_table(rooms: list[dict]) -> list[str]:
+    """The rooms measured, side by side: what a learner waited, what a change cost, what a learner held."""
+    lines = ["| learners | changes | answer: median / p95 | slowest learner's p95 | CPU per change: all "
+             "(server + kernels) | PSS per learner: median (max) | load: mean / max | failures, left |",
+             "|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for r in rooms:
+        lat, cpu, by, pss, load = (r["latency_ms"], r["cpu_ms_per_change"], r.get("cpu_ms_by_process", {}),
+                                   r["pss_mb"], r["load_1min"])
+        parts = " + ".join(f"{by[k]['median']}" for k in ("server", "kernels") if by.get(k, {}).get("n"))
+        lines.append(f"| {r['learners']} | {r['changes']} | {lat['median']} / {lat['p95']} ms | "
+                     f"{r['learner_p95_ms']['max']} ms | {cpu['median']} ms ({parts}) | {pss['median']} ({pss['max']}) MB | "
+                     f"{load.get('mean')} / {load.get('max')} | {len(r['failures'])}, {len(r['left_processes'])} |")
+    return lines
+
+
+def section(rooms: list[dict], heaviest_mb: float | None) -> str:
+    room = rooms[-1]  # the largest room measured sizes the cluster
     s = sizing(room, heaviest_mb)
     pss, lat = room["pss_mb"], room["latency_ms"]
     lines = [
         BEGIN,
-        f"Measured by `{room['command']}` on {room['measured_on']} ({room['machine']}): {room['learners']} learners "
-        f"each changing a setting every {PACE_S[0]:g}-{PACE_S[1]:g} s for {room['paced_minutes']:g} minutes "
-        f"({room['changes']} changes), failures: {len(room['failures'])}. A change answered in {lat['median']} ms "
-        f"(median), {lat['p95']} ms (p95), the slowest learner's p95 {room['learner_p95_ms']['max']} ms; "
-        f"{room['cpu_ms_per_change']['median']} ms of CPU per change (median); 1-minute load "
-        f"{room['load_1min'].get('mean')} (mean). Per learner (all their processes): PSS {pss['min']}–{pss['max']} MB, "
-        f"resident peak up to {room['peak_mb']['learner']['max']} MB; the hub {room['peak_mb']['hub']} MB, the proxy "
-        f"{room['peak_mb']['proxy']} MB, the services {room['peak_mb']['services']} MB.",
+        f"Measured by `python benchmarks/hub_room.py --learners N` (`make hub-room N=…`) on {room['measured_on']} "
+        f"({room['machine']}): each learner ran beginner_1 and beginner_2, then changed a setting every "
+        f"{PACE_S[0]:g}-{PACE_S[1]:g} s for {room['paced_minutes']:g} minutes. An answer is the time from the "
+        "change leaving the learner to the new picture arriving; CPU is all of a learner's processes over the "
+        "paced minutes, per change; PSS splits each shared page among the processes that map it.",
         "",
-        "Zero to JupyterHub `config.yaml` (not run here: derived from the numbers above):",
+        *rooms_table(rooms),
+        "",
+        f"In the largest room ({room['learners']} learners), at a learner's peak: their server "
+        f"{_kind(room, 'server')} MB, their fork server {_kind(room, 'fork server')} MB and their kernels "
+        f"{_kind(room, 'kernels')} MB together (medians); the hub {room['peak_mb']['hub']} MB, the proxy "
+        f"{room['peak_mb']['proxy']} MB, the services {room['peak_mb']['services']} MB (resident). "
+        f"A change answered in {lat['median']} ms (median), {lat['p95']} ms (p95); PSS per learner "
+        f"{pss['min']}–{pss['max']} MB.",
+        "",
+        "Zero to JupyterHub `config.yaml` (not run here: derived from the numbers above). They are with each "
+        "learner's kernels forked from their own fork server: the image's Jupyter server needs the lines of "
+        "`hub/singleuser_config.py` that load `hub/fork_kernels.py`, or more memory per learner (\"Memory per "
+        "learner\" above).",
         "",
         "```yaml",
         "singleuser:",
         "  memory:",
         f"    guarantee: {s['guarantee_mb']}M   # the measured median PSS, rounded up to 128 MB",
-        f"    limit: {s['limit_mb']}M       # the largest resident peak (room or heaviest notebook) x {HEADROOM}",
+        f"    limit: {s['limit_mb']}M       # the largest PSS in the room or the heaviest notebook's peak, x {HEADROOM}",
         "  cpu:",
         f"    guarantee: {s['cpu_guarantee']}    # CPU per change / the mean pause between changes",
         f"    limit: {s['cpu_limit']}",
@@ -94,17 +121,23 @@ def section(room: dict, heaviest_mb: float | None) -> str:
     return "\n".join(lines)
 
 
+def _kind(room: dict, kind: str) -> object:
+    return room.get("pss_by_process_mb", {}).get(kind, {}).get("median", "?")
+
+
 def main() -> None:
-    rooms = [json.loads(path.read_text()) for path in RESULTS.glob("hub_room_*.json")]
-    room = max((r for r in rooms if "pss_mb" in r), key=lambda r: r["learners"])  # the largest room measured
+    rooms = sorted((json.loads(path.read_text()) for path in RESULTS.glob("hub_room_*.json")),
+                   key=lambda r: r["learners"])
+    rooms = [r for r in rooms if "pss_mb" in r]  # rooms measured at a learner's pace
     heaviest = None
     memory = RESULTS / "memory_limit.json"
     if memory.exists():
         heaviest = json.loads(memory.read_text()).get("peak_rss_mb")
     text = DOC.read_text()
     start, end = text.index(BEGIN), text.index(END) + len(END)
-    DOC.write_text(text[:start] + section(room, heaviest) + text[end:])
-    print(f"wrote the sizing of {DOC.relative_to(ROOT)} from {room['learners']} learners measured {room['measured_on']}")
+    DOC.write_text(text[:start] + section(rooms, heaviest) + text[end:])
+    print(f"wrote the sizing of {DOC.relative_to(ROOT)} from {rooms[-1]['learners']} learners measured "
+          f"{rooms[-1]['measured_on']}")
 
 
 if __name__ == "__main__":

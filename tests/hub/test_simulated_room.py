@@ -76,15 +76,15 @@ def test_the_sizing_follows_from_the_measurements():
     room = {"command": "python benchmarks/hub_room.py --learners 10 --minutes 5", "measured_on": "2026-12-01",
             "learners": 10, "machine": "x86_64, 2 cores, 24 GiB", "failures": [], "paced_minutes": 5, "changes": 1000,
             "latency_ms": {"median": 60.0, "p95": 150.0}, "learner_p95_ms": {"max": 180.0},
-            "cpu_ms_per_change": {"median": 40.0}, "load_1min": {"mean": 1.5},
+            "cpu_ms_per_change": {"median": 40.0}, "load_1min": {"mean": 1.5, "max": 2.0}, "left_processes": [],
             "pss_mb": {"min": 300.0, "median": 320.0, "max": 340.0},
             "peak_mb": {"hub": 150.0, "proxy": 60.0, "services": 100.0,
                         "learner": {"min": 400.0, "median": 500.0, "max": 600.0, "n": 10}}}
     s = sizing.sizing(room, heaviest_mb=900.0)
     assert s["guarantee_mb"] == 384  # the median PSS, 320 MB, rounded up to 128 MB
-    assert s["limit_mb"] == 1280  # max(600, 900) x 1.25 = 1125, rounded up to 256 MB
+    assert s["limit_mb"] == 1280  # max(340, 900) x 1.25 = 1125, rounded up to 256 MB
     assert s["cpu_guarantee"] == 0.05  # 40 ms of CPU every 3 s on average: 0.013 of a core, at least 0.05
     for label, row in s["nodes"].items():
         assert row["30"] <= row["100"] <= row["300"] and row["learners_per_node"] * row["300"] >= 300, label
-    text = sizing.section(room, 900.0)
+    text = sizing.section([room], 900.0)
     assert text.startswith(sizing.BEGIN) and text.endswith(sizing.END) and "guarantee: 384M" in text
