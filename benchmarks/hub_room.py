@@ -7,8 +7,8 @@ Each learner is a client of their own kernels over the kernel websocket, as a br
 (a slider, a dropdown, a checkbox of the bricks or the explorer) and times the kernel's answer: until the new
 picture's message arrives (a PNG for the Image; loopback, so about what leaves the kernel), and until the
 kernel is idle again. Recorded: every change's latency, each learner's memory (PSS, all their processes)
-and CPU milliseconds per change, and the load. Merged into benchmarks/results/hub_room.json under the room's
-size; whatever happens, it stops all it started and deletes its throw-away users (`tools/hub.py stop --forget`).
+and CPU milliseconds per change, and the load, into benchmarks/results/hub_room_<N>.json (a file per room
+size); whatever happens, it stops all it started and deletes its throw-away users (`tools/hub.py stop --forget`).
 """
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ from hub.room import free_port  # noqa: E402
 from hub.sizing import PACE_S  # noqa: E402 -- a learner's pause between two changes, which the sizing reads too
 
 RUN = ["beginner_1_carrying_bricks.ipynb", "beginner_2_watch_a_model_learn.ipynb"]
-RESULT = ROOT / "benchmarks" / "results" / "hub_room.json"
+RESULTS = ROOT / "benchmarks" / "results"
 TOOL = [sys.executable, str(ROOT / "tools" / "hub.py")]
 SLIDERS = {"IntSliderModel", "FloatSliderModel", "FloatLogSliderModel"}
 CHOICES = {"DropdownModel", "ToggleButtonsModel", "RadioButtonsModel", "SelectionSliderModel"}
@@ -167,6 +167,16 @@ class StartLine:
             self.cond.wait_for(lambda: self.left <= 0, timeout=max(0.0, deadline - time.monotonic()))
 
 
+def contents(client: HubClient, path: str, tries: int = 5) -> dict:
+    """A notebook as JupyterLab loads it; a busy room's proxy may answer 5xx at first, so a few tries."""
+    for attempt in range(tries):
+        response = client.server_api("GET", f"contents/{path}")
+        if response.status_code == 200:
+            return response.json()["content"]
+        time.sleep(2 * (attempt + 1))
+    raise RuntimeError(f"contents/{path}: {response.status_code} {response.text[:200]!r}")
+
+
 def learner(base: str, name: str, password: str, i: int, failures: list, deadline: float, pace_s: float,
             seed: int, start_line: StartLine) -> dict:
     """One learner's session: log in, spawn, run beginner_1 and beginner_2, then change a setting every 2-4 s."""
@@ -181,7 +191,7 @@ def learner(base: str, name: str, password: str, i: int, failures: list, deadlin
         out["spawned_at"] = time.monotonic()
         for notebook in RUN:
             path = f"{NOTEBOOKS}/{notebook}"
-            cells = client.server_api("GET", f"contents/{path}").json()["content"]["cells"]
+            cells = contents(client, path)["cells"]
             session, kernel_id = client.open_notebook(path)
             sessions.append(session)
             kernels.append(Kernel(client, kernel_id))
@@ -198,6 +208,8 @@ def learner(base: str, name: str, password: str, i: int, failures: list, deadlin
         arrived = True
         start_line.arrive()
         start_line.wait(deadline)
+        for kernel in kernels:  # one left unread while the other notebook ran may have been closed
+            kernel.connect()
         uid, start = pwd.getpwnam(name).pw_uid, time.monotonic()
         cpu_before = cpu_s(uid)
         while time.monotonic() - start < pace_s and time.monotonic() < deadline:
@@ -207,6 +219,9 @@ def learner(base: str, name: str, password: str, i: int, failures: list, deadlin
             if setting is None:  # closed, disabled or left with one option since
                 continue
             answer = kernel.change(comm, setting, timeout=max(5.0, deadline - time.monotonic()))
+            for other in kernels:  # read the other notebook's socket too, as a browser does
+                if other is not kernel:
+                    other.drain()
             out["changes"].append({"control": kernel.widgets.get(comm, {}).get("description") or
                                    kernel.widgets.get(comm, {}).get("_model_name"),
                                    "picture_ms": None if answer["picture_s"] is None else round(answer["picture_s"] * 1e3, 1),
@@ -285,7 +300,7 @@ def main() -> None:
         raise SystemExit(f"--minutes must be in 0..30, got {args.minutes}")
     if os.geteuid() != 0:
         raise SystemExit("the simulated room runs as root: each learner is a system user (make hub-room)")
-    output = args.output or RESULT.with_name(f"hub_room_{args.learners}.json")
+    output = args.output or RESULTS / f"hub_room_{args.learners}.json"
     signal.signal(signal.SIGTERM, interrupted)  # a kill runs the cleanup below, as Ctrl-C does
     tag = secrets.token_hex(2)
     names = [f"rm{tag}{i:02d}" for i in range(args.learners)]

@@ -57,15 +57,19 @@ class HubClient:
         raise TimeoutError(f"the server of {self.name} was not ready in {timeout:.0f} s")
 
     # --- their server --------------------------------------------------------------------------
-    def server_api(self, method: str, path: str, user: str | None = None, **kw) -> requests.Response:
+    def server_api(self, method: str, path: str, user: str | None = None, timeout: float = 60,
+                   **kw) -> requests.Response:
         """The Jupyter server API of `user` (default: this person), with this person's token."""
         return requests.request(method, f"{self.base}/user/{user or self.name}/api/{path}", headers=self._auth(),
-                                timeout=60, **kw)
+                                timeout=timeout, **kw)
 
     def open_notebook(self, path: str) -> tuple[str, str]:
         """Open a notebook as JupyterLab does (a session on it: the kernel runs in its folder); (session, kernel) ids."""
-        response = self.server_api("POST", "sessions", json={"path": path, "type": "notebook", "name": path.rsplit("/", 1)[-1],
-                                                             "kernel": {"name": "python3"}})
+        # as long as JupyterLab waits (it sets no limit): the learner's first kernel waits for their fork server's
+        # imports, and forty of them start at once in a room that logs in together
+        response = self.server_api("POST", "sessions", timeout=600,
+                                   json={"path": path, "type": "notebook", "name": path.rsplit("/", 1)[-1],
+                                         "kernel": {"name": "python3"}})
         response.raise_for_status()
         session = response.json()
         return session["id"], session["kernel"]["id"]
@@ -120,14 +124,34 @@ class Kernel:
 
     def __init__(self, client: HubClient, kernel_id: str):
         ws_base = client.base.replace("http://", "ws://").replace("https://", "wss://")
-        self.ws = websocket.create_connection(f"{ws_base}/user/{client.name}/api/kernels/{kernel_id}/channels",
-                                              header=[f"Authorization: token {client.token}"], timeout=30,
-                                              subprotocols=[PROTOCOL])
-        if self.ws.getsubprotocol() != PROTOCOL:
-            raise RuntimeError(f"the server did not take the {PROTOCOL} protocol JupyterLab speaks")
+        self.url = f"{ws_base}/user/{client.name}/api/kernels/{kernel_id}/channels"
+        self.header = [f"Authorization: token {client.token}"]
+        self.connect()
         self.session = uuid.uuid4().hex
         self.widgets: dict[str, dict] = {}  # comm id -> the model's state, as the kernel last said it
         self.shown: list[str] = []  # the widgets the notebook displayed (a cell's output), in order
+
+    def connect(self) -> None:
+        """(Again) a websocket to the kernel. A browser answers the server's pings all the time; this client
+        only while it reads, so a socket left unread while the learner's other notebook runs may have been
+        closed: the room reconnects before it changes settings (widget updates reach every connection)."""
+        if getattr(self, "ws", None) is not None:
+            self.ws.close()
+        self.ws = websocket.create_connection(self.url, header=self.header, timeout=30, subprotocols=[PROTOCOL])
+        if self.ws.getsubprotocol() != PROTOCOL:
+            raise RuntimeError(f"the server did not take the {PROTOCOL} protocol JupyterLab speaks")
+
+    def drain(self) -> None:
+        """Read whatever has arrived (answering the server's pings meanwhile), without waiting."""
+        self.ws.settimeout(0.001)
+        try:
+            while True:
+                data = self.ws.recv()
+                if not data:  # the server closed it
+                    break
+                self._keep(parse_frame(data))
+        except (websocket.WebSocketTimeoutException, BlockingIOError):
+            pass
 
     def _message(self, msg_type: str, content: dict, channel: str = "shell") -> str:
         msg_id = uuid.uuid4().hex
@@ -141,9 +165,14 @@ class Kernel:
         """The next message; a widget's opening or state change is kept in `widgets` whoever caused it."""
         self.ws.settimeout(max(0.1, deadline - time.monotonic()))
         try:
-            msg = parse_frame(self.ws.recv())
+            data = self.ws.recv()
         except websocket.WebSocketTimeoutException:
             raise TimeoutError(f"the kernel did not finish within {timeout:.0f} s") from None
+        if not data:
+            raise ConnectionError("the server closed the kernel's websocket")
+        return self._keep(parse_frame(data))
+
+    def _keep(self, msg: dict) -> dict:
         kind, content = msg["header"]["msg_type"], msg.get("content", {})
         if kind == "comm_open" and content.get("target_name") == "jupyter.widget":
             self.widgets[content["comm_id"]] = dict(content["data"].get("state", {}))

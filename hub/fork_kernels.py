@@ -1,9 +1,8 @@
 """Kernels forked from a warm parent: a learner's kernels share the pages of what every notebook imports.
 
-Each Python kernel that imports torch holds about 140 MB of its own (torch's registrations and
-modules), and another 70 MB once an optimizer is made (torch imports torch._dynamo then), so two
-open notebooks cost a learner over 400 MB before a cell of theirs runs (benchmarks/hub_room.py
-measured it). Here the learner's server starts one process of theirs, the fork server, which
+Each Python kernel that imports torch holds about 120 MB of its own (torch's registrations and
+modules), and about 70 MB more once an optimizer is made (torch imports torch._dynamo then): with
+two notebooks open a learner held 600 MB (PSS, benchmarks/hub_room.py), 505 MB with forked kernels. Here the learner's server starts one process of theirs, the fork server, which
 imports those modules once and then forks each kernel: a kernel's pages stay shared with it until
 written (copy on write), so a second notebook costs its own work, not another torch.
 

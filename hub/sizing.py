@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -126,8 +127,8 @@ def _kind(room: dict, kind: str) -> object:
 
 
 def main() -> None:
-    rooms = sorted((json.loads(path.read_text()) for path in RESULTS.glob("hub_room_*.json")),
-                   key=lambda r: r["learners"])
+    rooms = sorted((json.loads(path.read_text()) for path in RESULTS.glob("hub_room_*.json")
+                    if re.fullmatch(r"hub_room_\d+", path.stem)), key=lambda r: r["learners"])
     rooms = [r for r in rooms if "pss_mb" in r]  # rooms measured at a learner's pace
     heaviest = None
     memory = RESULTS / "memory_limit.json"
