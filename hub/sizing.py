@@ -71,7 +71,9 @@ def section(rooms: list[dict], heaviest_mb: float | None) -> str:
         f"({room['machine']}): each learner ran beginner_1 and beginner_2, then changed a setting every "
         f"{PACE_S[0]:g}-{PACE_S[1]:g} s for {room['paced_minutes']:g} minutes. An answer is the time from the "
         "change leaving the learner to the new picture arriving; CPU is all of a learner's processes over the "
-        "paced minutes, per change; PSS splits each shared page among the processes that map it.",
+        "paced minutes, per change; PSS splits each shared page among the processes that map it. The load is "
+        "the 1-minute load average sampled in the paced minutes: it starts high with the notebooks' runs "
+        "and falls, and the room's own meter (every learner process's memory, every 2 s) runs on the same cores.",
         "",
         *rooms_table(rooms),
         "",

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 HERE = ROOT / "instructor"
 RESULTS = ROOT / "benchmarks" / "results.json"
 CLASSROOM = ROOT / "benchmarks" / "results" / "classroom.json"
-HUB_ROOM = ROOT / "benchmarks" / "results" / "hub_room.json"
+HUB_ROOM = ROOT / "benchmarks" / "results" / "hub_room_40.json"  # and the other sizes beside it
 INSTALL = ROOT / "benchmarks" / "results" / "install.json"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
@@ -220,17 +220,18 @@ def offline_measured() -> str:
 
 
 def hub_measured() -> str:
-    """The simulated room of `make hub-room` (benchmarks/results/hub_room.json), in a sentence."""
-    if not HUB_ROOM.exists():
+    """The largest simulated room of `make hub-room` (benchmarks/results/hub_room_<N>.json), in a sentence."""
+    rooms = [json.loads(path.read_text()) for path in HUB_ROOM.parent.glob("hub_room_*.json")
+             if re.fullmatch(r"hub_room_\d+", path.stem)]
+    rooms = [r for r in rooms if "pss_mb" in r]
+    if not rooms:
         return ""
-    run = json.loads(HUB_ROOM.read_text())
-    learner, books = run["peak_mb"]["learner"], run["notebook_s"]
+    run = max(rooms, key=lambda r: r["learners"])
     return (f" On one server, `make hub LEARNERS=...` serves the room and `make hub-stop` ends it (instructor/hub.md). "
-            f"Measured with {run['learners']} simulated learners ({run['measured_on']}, {run['machine']}): all spawned "
-            f"after {run['all_spawned_s']} s; start-here and beginner_2 took "
-            + ", ".join(f"{v['median']} s" for v in books.values())
-            + f" (median, everyone at once); each learner peaked at {learner['min']}-{learner['max']} MB, the hub at "
-            f"{run['peak_mb']['hub']} MB and its proxy at {run['peak_mb']['proxy']} MB; {len(run['failures'])} failures.")
+            f"Measured with {run['learners']} simulated learners ({run['measured_on']}, {run['machine']}), each running "
+            f"beginner_1 and beginner_2, then changing a setting every 2-4 s: a change answered in "
+            f"{run['latency_ms']['median']} ms (median), {run['latency_ms']['p95']} ms (p95); each learner held "
+            f"{run['pss_mb']['median']} MB (PSS, median); {len(run['failures'])} failures.")
 
 
 def write_room(classroom: dict, install: dict) -> str:
