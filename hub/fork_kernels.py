@@ -2,9 +2,10 @@
 
 Each Python kernel that imports torch holds about 120 MB of its own (torch's registrations and
 modules), and about 70 MB more once an optimizer is made (torch imports torch._dynamo then): with
-two notebooks open a learner held 600 MB (PSS, benchmarks/hub_room.py), 505 MB with forked kernels. Here the learner's server starts one process of theirs, the fork server, which
-imports those modules once and then forks each kernel: a kernel's pages stay shared with it until
-written (copy on write), so a second notebook costs its own work, not another torch.
+two notebooks open a learner held 600 MB (PSS, benchmarks/hub_room.py), 505 MB with forked kernels.
+Here the learner's server starts one process of theirs, the fork server, which imports those modules
+once and then forks each kernel: a kernel's pages stay shared with it until written (copy on write),
+so a second notebook costs its own work, not another torch.
 
 Loaded by hub/singleuser_config.py in each learner's server, so all of it runs as that learner:
 the fork server is their process, started with a socket pair (no file or port another user could

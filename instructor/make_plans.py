@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 HERE = ROOT / "instructor"
 RESULTS = ROOT / "benchmarks" / "results.json"
 CLASSROOM = ROOT / "benchmarks" / "results" / "classroom.json"
-HUB_ROOM = ROOT / "benchmarks" / "results" / "hub_room_40.json"  # and the other sizes beside it
+HUB_ROOM = ROOT / "benchmarks" / "results" / "hub_room_40.json"
 INSTALL = ROOT / "benchmarks" / "results" / "install.json"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
@@ -220,13 +220,10 @@ def offline_measured() -> str:
 
 
 def hub_measured() -> str:
-    """The largest simulated room of `make hub-room` (benchmarks/results/hub_room_<N>.json), in a sentence."""
-    rooms = [json.loads(path.read_text()) for path in HUB_ROOM.parent.glob("hub_room_*.json")
-             if re.fullmatch(r"hub_room_\d+", path.stem)]
-    rooms = [r for r in rooms if "pss_mb" in r]
-    if not rooms:
+    """The simulated room of `make hub-room N=40` (benchmarks/results/hub_room_40.json), in a sentence."""
+    if not HUB_ROOM.exists():
         return ""
-    run = max(rooms, key=lambda r: r["learners"])
+    run = json.loads(HUB_ROOM.read_text())
     return (f" On one server, `make hub LEARNERS=...` serves the room and `make hub-stop` ends it (instructor/hub.md). "
             f"Measured with {run['learners']} simulated learners ({run['measured_on']}, {run['machine']}), each running "
             f"beginner_1 and beginner_2, then changing a setting every 2-4 s: a change answered in "

@@ -18,7 +18,6 @@ import matplotlib.legend
 import matplotlib.text
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
-from PIL import Image
 
 from widgets.draw.stills import img_html, quantized
 
@@ -174,7 +173,7 @@ def png_bytes(rgba) -> bytes:
     height, width = rgba.shape[:2]
     rows = np.empty((height, 1 + 3 * width), np.uint8)
     rows[:, 0] = 0  # each row starts with its filter type: 0, none
-    rows[:, 1:] = np.asarray(Image.fromarray(rgba).convert("RGB")).reshape(height, -1)
+    rows[:, 1:] = rgba[..., :3].reshape(height, -1)  # RGB, the alpha channel dropped
     header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)  # 8 bits per channel, RGB, not interlaced
     return b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", header) + _chunk(b"IDAT", zlib.compress(rows, 1)) + _chunk(b"IEND", b"")
 

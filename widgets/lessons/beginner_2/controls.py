@@ -78,7 +78,6 @@ class AccumulationExplorer(Displayed, W.VBox):
                          FastCanvas(apply_style(self.figures[1]), list(self._losses.values()))]
         self.image = Picture(format="png", layout=W.Layout(width=f"{round(FIGURE_INCHES[0] * DPI)}px"))
         self._syncing = False
-        self._frame_of = None  # the record the image shows
         self._draw()
         for control in self.controls.values():
             control.observe(self._on_change, names="value")
@@ -136,19 +135,20 @@ class AccumulationExplorer(Displayed, W.VBox):
                                           for n, c in self.controls.items()}}
             config, self.notes = _config(wanted)
             self.settings, record = wanted, record_for(config)
-            if record is not self.record:  # else a mistake that waits for its setting: the same run on show
+            new_run = record is not self.record  # else a mistake that waits for its setting: the same run on show
+            if new_run:
                 update_gradient_pile(record, self._axes[0], self._pile)
                 update_loss_curves(record, self._axes[1], self._losses)
                 self.record = record
-            self._draw()
+            self._draw(new_frame=new_run)
 
-    def _draw(self) -> None:
-        """The frame, the readout (each verdict coloured and marked), its words as the picture's name, the call."""
+    def _draw(self, new_frame: bool = True) -> None:
+        """The frame (unless the run on show is the same), the readout (each verdict coloured and marked), its
+        words as the picture's name, the call."""
         lines = readout_lines(self.record, self.notes, self.readout_kind)
         with self.image.hold_sync():  # the frame and its name reach the page in one message
-            if self._frame_of is not self.record:  # a run already on show is not drawn again
+            if new_frame:
                 self.render()
-                self._frame_of = self.record
             name_picture(self.image, "Gradient pile and loss per update. " + "; ".join(lines))
         self.readout.value = verdict_list_html(lines, ("gradients allclose", "learning rates match"))
         self.call_text.value = f"this picture: <code>{self.call()}</code>"
