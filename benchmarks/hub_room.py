@@ -85,7 +85,7 @@ class Meter(threading.Thread):
     def run(self) -> None:
         while not self.done.wait(self.every):
             totals: dict[str, float] = {}
-            for p in psutil.process_iter(["pid", "ppid", "uids", "name", "memory_info"]):
+            for p in psutil.process_iter(["pid", "ppid", "uids", "name", "memory_info", "cmdline"]):
                 info = p.info
                 if not info["memory_info"]:
                     continue
@@ -102,6 +102,11 @@ class Meter(threading.Thread):
                         continue
                     totals["pss:" + name] = totals.get("pss:" + name, 0.0) + pss
                     totals[kind] = totals.get(kind, 0.0) + pss
+                elif info["ppid"] == self.hub_pid and "--room" in (info["cmdline"] or []):
+                    try:  # the room's fork server (hub/fork_kernels.py): PSS, its pages are every learner's too
+                        totals["room fork server"] = p.memory_full_info().pss / 2**20
+                    except psutil.Error:
+                        pass
                 elif info["ppid"] == self.hub_pid:  # root's children of the hub: the proxy and the services
                     key = "proxy" if info["name"] == "node" else "services"
                     totals[key] = totals.get(key, 0.0) + mb
@@ -118,11 +123,12 @@ class Meter(threading.Thread):
 
 def process_kind(process: psutil.Process) -> str:
     """A learner's process as the sizing reads it: their Jupyter server, the fork server (hub/fork_kernels.py),
-    kernels (forked ones carry the fork server's command line; their parent is it), or other."""
+    kernels (forked ones carry the fork server's command line; their parent is it, the learner's), or other."""
     line = " ".join(process.cmdline())
     if "fork_kernels.py" in line:
         parent = process.parent()
-        return "kernels" if parent and "fork_kernels.py" in " ".join(parent.cmdline()) else "fork server"
+        ours = parent and parent.uids().real == process.uids().real and "fork_kernels.py" in " ".join(parent.cmdline())
+        return "kernels" if ours else "fork server"
     if "ipykernel" in line:
         return "kernels"
     return "server" if "jupyterhub-singleuser" in line else "other"
@@ -251,8 +257,9 @@ def interrupted(signum, frame) -> None:
 
 def left_processes(uids: set[int], hub_pid: int | None) -> list[str]:
     left = []
-    for p in psutil.process_iter(["pid", "uids", "ppid", "name"]):
-        if (p.info["uids"] and p.info["uids"].real in uids) or (hub_pid and p.info["pid"] == hub_pid):
+    for p in psutil.process_iter(["pid", "uids", "ppid", "name", "cmdline"]):
+        if (p.info["uids"] and p.info["uids"].real in uids) or (hub_pid and p.info["pid"] == hub_pid) \
+                or "fork_kernels.py" in " ".join(p.info["cmdline"] or []):  # the room's fork server, root's
             left.append(f"{p.info['pid']} {p.info['name']}")
     return left
 
@@ -357,7 +364,9 @@ def main() -> None:
         "machine": f"{platform.machine()}, {psutil.cpu_count()} cores, {round(psutil.virtual_memory().total / 2**30)} GiB",
         "load_average_1_5_15_end": [round(x, 2) for x in os.getloadavg()],
         "peak_mb": {"hub": round(peaks.get("hub", 0), 1), "proxy": round(peaks.get("proxy", 0), 1),
-                    "services": round(peaks.get("services", 0), 1), "learner": spread(list(learner_peaks.values())),
+                    "services": round(peaks.get("services", 0), 1),
+                    "room_fork_server_pss": round(peaks.get("room fork server", 0), 1),
+                    "learner": spread(list(learner_peaks.values())),
                     "each_learner": learner_peaks},
         "failures": failures,
         "left_processes": left_processes(set(uids), hub_pid),

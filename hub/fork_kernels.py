@@ -2,24 +2,34 @@
 
 Each Python kernel that imports torch holds about 120 MB of its own (torch's registrations and
 modules), and about 70 MB more once an optimizer is made (torch imports torch._dynamo then): with
-two notebooks open a learner held 600 MB (PSS, benchmarks/hub_room.py), 505 MB with forked kernels.
-Here the learner's server starts one process of theirs, the fork server, which imports those modules
-once and then forks each kernel: a kernel's pages stay shared with it until written (copy on write),
+two notebooks open a learner held 600 MB (PSS, benchmarks/hub_room.py). A *fork server* imports those
+modules once and forks each kernel: a kernel's pages stay shared with it until written (copy on write),
 so a second notebook costs its own work, not another torch.
 
-Loaded by hub/singleuser_config.py in each learner's server, so all of it runs as that learner:
-the fork server is their process, started with a socket pair (no file or port another user could
-reach), and it forks only their kernels. It ends when their server closes the pair (a kernel it
-forked ends with it: ipykernel's parent poller), so nothing outlives the server. A kernel command
-that is not `<this Python> -m ipykernel_launcher ...` starts as usual.
+In the room, one process forks every learner's fork server: the *room's fork server*, started by the
+hub (root, hub/room.py), imports once for the whole room, so forty learners share one copy of those
+pages. It takes requests from the hub alone, over a socket pair no one else holds: a learner's name,
+what their limits need done as root (hub/limits.py `joining`) and their end of a socket pair with their
+Jupyter server. Its child enters the learner's groups, becomes the learner (their groups and uid; no way
+back) and serves their server alone. Nothing secret is in its memory: it started with a clean
+environment and holds no other learner's socket. Where there is no room (one learner's own server, a
+pod of Zero to JupyterHub) the server starts a fork server of its own, as that learner.
+
+Either way a learner's fork server is their process, reachable by no file or port, forking only their
+kernels. It ends when their server closes the pair (a kernel it forked ends with it: ipykernel's parent
+poller), so nothing outlives the server. A kernel command that is not `<this Python> -m ipykernel_launcher
+...` starts as usual.
 """
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import gc
 import importlib
 import json
 import os
+import pwd
+import resource
 import signal
 import socket
 import subprocess
@@ -41,13 +51,13 @@ PRELOAD = ("ipykernel.kernelapp", "ipykernel.ipkernel", "ipykernel.debugger", "I
            "PIL.PngImagePlugin", "ipywidgets", "psutil", "filelock", "torch", "torch._dynamo",
            "widgets.lessons.start_here", "widgets.lessons.beginner_1", "widgets.lessons.beginner_2")
 LAUNCHER = ["-m", "ipykernel_launcher"]
+ROOM_FD = "LAB_FORK_FD"  # in a learner's server: the fd of their end of the pair with their fork server
+PR_SET_DUMPABLE = 4  # <linux/prctl.h>
 
 
-# --- the fork server: a process of the learner's, started by their server ------------------------
-def serve(fd: int) -> None:
-    """Import PRELOAD, then fork a kernel for each request read from the socket `fd` until it closes.
-
-    A request is one JSON line {"argv", "cwd", "env"}; the answer one line {"pid"} or {"error"}."""
+# --- a fork server: a process of the learner's, started by their server or forked by the room's ----------
+def preload() -> str | None:
+    """Import PRELOAD and freeze what is there; why forking would be unsafe, if it would be."""
     import numpy  # noqa: F401 -- its BLAS threads, started at import, are what any forking numpy program has
 
     threads = _threads()
@@ -62,6 +72,13 @@ def serve(fd: int) -> None:
     gc.freeze()  # the collector leaves the preloaded objects alone, here and in each kernel: their pages stay shared
     # children are reaped as they end: a kernel that ended is no zombie the provisioner would see alive
     signal.signal(signal.SIGCHLD, lambda *_: _reap())
+    return refusal
+
+
+def serve(fd: int, refusal: str | None) -> None:
+    """Fork a kernel for each request read from the socket `fd` until it closes.
+
+    A request is one JSON line {"argv", "cwd", "env"}; the answer one line {"pid"} or {"error"}."""
     channel = socket.socket(fileno=fd)
     stream = channel.makefile("rwb", buffering=0)
     for line in stream:
@@ -81,6 +98,67 @@ def serve(fd: int) -> None:
         except OSError:  # the child made it already, or has ended
             pass
         stream.write(json.dumps({"pid": pid}).encode() + b"\n")
+
+
+# --- the room's fork server: root's, started by the hub, one for the whole room --------------------------
+def serve_room(fd: int) -> None:
+    """Preload, then for each message from the hub on `fd` (a sequenced-packet socket): one JSON object
+    {"name", "procs", "rlimits"} with the learner's end of a socket pair attached, fork their fork server."""
+    refusal = preload()
+    hub = socket.socket(fileno=fd)
+    while True:
+        message, fds, _, _ = socket.recv_fds(hub, 65536, 1)
+        if not message:
+            return  # the hub ended: the learners' fork servers go on until their servers close
+        if not fds:
+            continue
+        try:
+            learner = json.loads(message)
+            user = pwd.getpwnam(learner["name"])
+            if user.pw_uid == 0 or not all(p.startswith("/sys/fs/cgroup/") and p.endswith("/cgroup.procs")
+                                           for p in learner["procs"]):
+                raise ValueError(f"not a learner's: {message[:200]!r}")
+            pid = os.fork()
+        except Exception as error:  # noqa: BLE001 -- the learner's kernels then start as usual
+            print(f"the room's fork server refused a request: {error}", file=sys.stderr, flush=True)
+            os.close(fds[0])
+            continue
+        if pid == 0:
+            code = 1
+            try:
+                hub.close()  # first: no learner's process may hold the hub's channel
+                _become_learner(user, learner)
+                serve(fds[0], refusal)
+                code = 0
+            except BaseException:  # noqa: BLE001 -- into the hub's log; their kernels then start as usual
+                import traceback
+
+                traceback.print_exc()
+            finally:
+                os._exit(code)
+        os.close(fds[0])  # the next learner's fork server must not inherit this one's socket
+
+
+def _become_learner(user: pwd.struct_passwd, learner: dict) -> None:
+    """As root in the room's fork server's child: the learner's groups and rlimits (hub/limits.py), then their
+    groups and uid, for good; their home and a plain environment (each kernel gets its server's)."""
+    os.setsid()  # out of the room's fork server's session: a signal to it is not to the learner's processes
+    for procs in learner["procs"]:
+        with open(procs, "w") as f:
+            f.write("0")
+    for which, value in learner["rlimits"]:
+        resource.setrlimit(which, (value, value))
+    os.initgroups(user.pw_name, user.pw_gid)
+    os.setgid(user.pw_gid)
+    os.setuid(user.pw_uid)
+    if os.getuid() != user.pw_uid or os.geteuid() != user.pw_uid or 0 in os.getgroups():
+        raise PermissionError(f"could not become {user.pw_name}")
+    # A process that changed its uid is not dumpable: its /proc files stay root's, which keeps its owner
+    # from reading them (psutil in their kernels). It holds nothing of anyone else's: dumpable again.
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
+    os.chdir(user.pw_dir)
+    os.environ.clear()
+    os.environ.update(HOME=user.pw_dir, USER=user.pw_name, LOGNAME=user.pw_name, PATH=os.defpath)
 
 
 def _threads() -> int:
@@ -145,17 +223,22 @@ def _become_kernel(request: dict, channel: socket.socket) -> None:
 
 # --- the server's side -----------------------------------------------------------------------------
 class ForkServer:
-    """The learner's fork server, started on the first kernel; one per Jupyter server."""
+    """The learner's fork server: the room's child whose pair the hub passed (`ROOM_FD`), else one this
+    server starts at its first kernel. One per Jupyter server."""
 
     _lock = threading.Lock()
     _process: subprocess.Popen | None = None
     _channel = None
+    _room_fd: int | None = None  # taken from the environment by register()
 
     @classmethod
     def fork(cls, argv: list[str], cwd: str, env: dict) -> int:
         """A kernel forked with `argv`, `cwd` and `env`: its pid (OSError if the fork server cannot)."""
         with cls._lock:
-            if cls._process is None or cls._process.poll() is not None:
+            if cls._room_fd is not None:
+                cls._channel = socket.socket(fileno=cls._room_fd).makefile("rwb", buffering=0)
+                cls._room_fd = None
+            if cls._channel is None or cls._process is not None and cls._process.poll() is not None:
                 ours, theirs = socket.socketpair()
                 cls._process = subprocess.Popen([sys.executable, __file__, str(theirs.fileno())],
                                                 pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL)
@@ -221,11 +304,19 @@ class ForkingProvisioner(LocalProvisioner):
 
 
 def register() -> None:
-    """Make ForkingProvisioner the server's default (called from hub/singleuser_config.py)."""
+    """Make ForkingProvisioner the server's default (called from hub/singleuser_config.py), forking from the
+    room's child the hub passed, if it did."""
+    fd = os.environ.pop(ROOM_FD, None)  # popped: the kernels' environment is the server's
+    if fd is not None:
+        ForkServer._room_fd = int(fd)
+        os.set_inheritable(ForkServer._room_fd, False)  # no other process the server starts holds it
     KernelProvisionerFactory.provisioners[NAME] = EntryPoint(NAME, f"{__name__}:ForkingProvisioner",
                                                              KernelProvisionerFactory.GROUP_NAME)
 
 
 if __name__ == "__main__":
     sys.path.pop(0)  # this file's folder (hub/): no kernel should import the room's modules by accident
-    serve(int(sys.argv[1]))
+    if sys.argv[1] == "--room":
+        serve_room(int(sys.argv[2]))
+    else:
+        serve(int(sys.argv[1]), preload())

@@ -135,15 +135,24 @@ def prepare(name: str, limits: Limits) -> Enforcement:
     return enforcement
 
 
+def joining(enforcement: Enforcement, limits: Limits) -> dict[str, list]:
+    """What a process of learner `name` does as root before it becomes them: the files of their groups to
+    write "0" into (this process; its children are born inside), and the rlimits to set, as [resource, value]."""
+    rlimits = [[resource.RLIMIT_AS, limits.memory]]
+    if enforcement.memory == "rlimit":
+        rlimits.append([resource.RLIMIT_FSIZE, limits.memory])
+    if enforcement.processes == "rlimit":
+        rlimits.append([resource.RLIMIT_NPROC, limits.processes])
+    return {"procs": [str(group / "cgroup.procs") for group in enforcement.groups], "rlimits": rlimits}
+
+
 def join(enforcement: Enforcement, limits: Limits) -> None:
     """In the child, as root, before it becomes the learner: enter the groups, set the rlimits."""
-    for group in enforcement.groups:
-        _write(group / "cgroup.procs", "0")  # 0: this process; its children are born inside
-    resource.setrlimit(resource.RLIMIT_AS, (limits.memory, limits.memory))
-    if enforcement.memory == "rlimit":
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.memory, limits.memory))
-    if enforcement.processes == "rlimit":
-        resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
+    plan = joining(enforcement, limits)
+    for procs in plan["procs"]:
+        _write(Path(procs), "0")
+    for which, value in plan["rlimits"]:
+        resource.setrlimit(which, (value, value))
 
 
 def groups_of(name: str) -> list[Path]:

@@ -14,6 +14,7 @@ chose (127.0.0.1 unless told otherwise), behind TLS if it leaves the room (instr
 """
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import json
@@ -23,6 +24,7 @@ import secrets
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from jupyterhub.auth import Authenticator
@@ -30,6 +32,7 @@ from jupyterhub.spawner import LocalProcessSpawner
 from traitlets import Unicode
 
 from hub import limits as room_limits
+from hub.fork_kernels import ROOM_FD
 from hub.settings import Limits, parse_limits
 
 HERE = Path(__file__).resolve().parent
@@ -123,8 +126,24 @@ class RoomSpawner(LocalProcessSpawner):
         self.log.info("limits of %s: %s, enforced by %s", self.user.name, self.room_limits.text(),
                       self.enforcement.describe())
         self.args = [f"--config={HERE / 'singleuser_config.py'}"]
-        self.environment = {**self.environment, "LAB_MAX_KERNELS": str(self.room_limits.kernels)}
-        return await super().start()
+        environment = {k: v for k, v in self.environment.items() if k != ROOM_FD}
+        self.environment = {**environment, "LAB_MAX_KERNELS": str(self.room_limits.kernels)}
+        self.popen_kwargs = {k: v for k, v in self.popen_kwargs.items() if k != "pass_fds"}
+        # The learner's fork server, forked by the room's as them: their server gets the other end of its pair
+        ours, theirs = socket.socketpair()
+        try:
+            plan = room_limits.joining(self.enforcement, self.room_limits)
+            await asyncio.to_thread(RoomForkServer.hand_over, self.user.name, plan, ours, Path(self.state_dir))
+            self.environment[ROOM_FD] = str(theirs.fileno())
+            self.popen_kwargs["pass_fds"] = (theirs.fileno(),)
+        except OSError as error:  # their server then starts a fork server of its own
+            self.log.warning("the room's fork server did not take %s: %s", self.user.name, error)
+        finally:
+            ours.close()
+        try:
+            return await super().start()
+        finally:
+            theirs.close()  # their server holds it now
 
     def make_preexec_fn(self, name):
         demote = super().make_preexec_fn(name)
@@ -135,6 +154,35 @@ class RoomSpawner(LocalProcessSpawner):
             demote()
 
         return preexec
+
+
+class RoomForkServer:
+    """The room's fork server (hub/fork_kernels.py --room): root's, started by the hub at the first spawn, it
+    imports torch and the lab once and forks each learner's fork server as that learner. Only the hub holds
+    its channel; it starts with a clean environment (no token of the hub's is in its memory, which every
+    learner's kernels copy), and ends with the hub."""
+
+    _lock = threading.Lock()
+    _process: subprocess.Popen | None = None
+    _channel: socket.socket | None = None
+
+    @classmethod
+    def hand_over(cls, name: str, plan: dict, learner_end: socket.socket, state: Path) -> None:
+        """Ask for learner `name`'s fork server, doing `plan` (hub/limits.py `joining`) as root and serving
+        `learner_end`. OSError if the room's fork server cannot be reached."""
+        with cls._lock:
+            if cls._process is None or cls._process.poll() is not None:
+                ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+                environment = {"PATH": os.environ.get("PATH", os.defpath), "LANG": "C.UTF-8", "MALLOC_ARENA_MAX": "4",
+                               "MPLCONFIGDIR": str(state / "matplotlib"),  # its font cache, kept with the room's state
+                               "LAB_HUB_STATE": str(state)}  # the mark make hub-stop finds it by
+                cls._process = subprocess.Popen(
+                    [sys.executable, str(HERE / "fork_kernels.py"), "--room", str(theirs.fileno())],
+                    pass_fds=[theirs.fileno()], env=environment, cwd="/", stdin=subprocess.DEVNULL,
+                    start_new_session=True)
+                theirs.close()
+                cls._channel = ours
+            socket.send_fds(cls._channel, [json.dumps({"name": name, **plan}).encode()], [learner_end.fileno()])
 
 
 def copy_notebooks(spawner) -> None:

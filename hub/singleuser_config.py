@@ -5,8 +5,9 @@
 # that any local user could connect a zmq SUB socket to and read the kernel's code and outputs live
 # (message signing stops injection, not reading). The folder's mode is the guard (tests/hub).
 #
-# Kernels forked from a process of the learner's that imported torch and the lab once (hub/fork_kernels.py):
-# a second notebook shares those pages instead of holding its own copy.
+# Kernels forked from the learner's fork server (hub/fork_kernels.py), a process of theirs holding torch and the
+# lab: the room's fork server forked it as them and the hub passed its socket ($LAB_FORK_FD), or, without one,
+# this server starts it. A notebook shares those pages instead of holding its own copy.
 #
 # And at most $LAB_MAX_KERNELS kernels at once (room.json's limits; hub/kernel_cap.py): one more is
 # refused with a message that says what to do. The learner's cgroup bounds what they hold whatever

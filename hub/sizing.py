@@ -4,7 +4,9 @@
 
 Reads the largest room of benchmarks/results/hub_room_<N>.json (and, when present, memory_limit.json:
 the heaviest notebook's peak), replaces the part of instructor/hub.md between the two sizing markers. Nothing
-here was run on Kubernetes: these are Zero to JupyterHub settings derived from one machine's numbers.
+here was run on Kubernetes: these are Zero to JupyterHub settings derived from one machine's numbers. A pod
+is one learner, with no room's fork server to share: its memory comes from the room measured with a fork
+server per learner (PODS), its CPU from the largest room.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ ROOMS = (30, 100, 300)
 NODES = {"4 vCPU, 16 GiB": (4, 16), "8 vCPU, 32 GiB": (8, 32), "16 vCPU, 64 GiB": (16, 64)}
 RESERVED_GIB, RESERVED_CPU = 1.5, 0.3  # kubelet, system pods and the image puller's share of a node
 HEADROOM = 1.25  # above the largest measured peak: the limit a kernel is killed at
+PODS = RESULTS / "hub_room_40_own_fork_servers.json"  # 40 learners, each server forking from its own fork server
 PACE_S = (2.0, 4.0)  # seconds a learner of benchmarks/hub_room.py pauses between two changes (uniform)
 
 
@@ -28,14 +31,14 @@ def up(value: float, step: float) -> float:
     return math.ceil(value / step - 1e-9) * step
 
 
-def sizing(room: dict, heaviest_mb: float | None) -> dict:
-    """Per-user guarantee and limit, CPU guarantee, and nodes per room size, from a room measured at a
-    learner's pace (benchmarks/hub_room.py)."""
-    pss = room["pss_mb"]  # shared pages split among the processes that map them: what packing really costs
+def sizing(room: dict, heaviest_mb: float | None, pods: dict) -> dict:
+    """Per-user guarantee and limit, CPU guarantee, and nodes per room size, from rooms measured at a
+    learner's pace (benchmarks/hub_room.py): `pods` with a fork server per learner, as a pod is."""
+    pss = pods["pss_mb"]  # shared pages split among the processes that map them: what packing really costs
     guarantee_mb = up(pss["median"], 128)  # what a typical learner holds: the scheduler packs by it
     # PSS, not resident sizes: a learner's kernels share their fork server's pages (hub/fork_kernels.py),
     # which summing each process's resident size would count three times
-    limit_mb = up(max(room["pss_mb"]["max"], heaviest_mb or 0) * HEADROOM, 256)
+    limit_mb = up(max(pss["max"], heaviest_mb or 0) * HEADROOM, 256)
     pause_ms = 1000 * sum(PACE_S) / 2  # a learner's mean time between two changes
     cpu_guarantee = round(max(0.05, up(room["cpu_ms_per_change"]["median"] / pause_ms, 0.05)), 2)
     nodes = {}
@@ -61,9 +64,9 @@ def rooms_table(rooms: list[dict]) -> list[str]:
     return lines
 
 
-def section(rooms: list[dict], heaviest_mb: float | None) -> str:
+def section(rooms: list[dict], heaviest_mb: float | None, pods: dict) -> str:
     room = rooms[-1]  # the largest room measured sizes the cluster
-    s = sizing(room, heaviest_mb)
+    s = sizing(room, heaviest_mb, pods)
     pss, lat = room["pss_mb"], room["latency_ms"]
     lines = [
         BEGIN,
@@ -79,15 +82,18 @@ def section(rooms: list[dict], heaviest_mb: float | None) -> str:
         "",
         f"In the largest room ({room['learners']} learners), at a learner's peak: their server "
         f"{_kind(room, 'server')} MB, their fork server {_kind(room, 'fork server')} MB and their kernels "
-        f"{_kind(room, 'kernels')} MB together (medians); the hub {room['peak_mb']['hub']} MB, the proxy "
-        f"{room['peak_mb']['proxy']} MB, the services {room['peak_mb']['services']} MB (resident). "
-        f"A change answered in {lat['median']} ms (median), {lat['p95']} ms (p95); PSS per learner "
-        f"{pss['min']}–{pss['max']} MB.",
+        f"{_kind(room, 'kernels')} MB together (medians); the room's fork server "
+        f"{room['peak_mb'].get('room_fork_server_pss', '?')} MB (PSS, once for the room); the hub "
+        f"{room['peak_mb']['hub']} MB, the proxy {room['peak_mb']['proxy']} MB, the services "
+        f"{room['peak_mb']['services']} MB (resident, the room's fork server included). A change answered in "
+        f"{lat['median']} ms (median), {lat['p95']} ms (p95); PSS per learner {pss['min']}–{pss['max']} MB.",
         "",
-        "Zero to JupyterHub `config.yaml` (not run here: derived from the numbers above). They are with each "
-        "learner's kernels forked from their own fork server: the image's Jupyter server needs the lines of "
-        "`hub/singleuser_config.py` that load `hub/fork_kernels.py`, or more memory per learner (\"Memory per "
-        "learner\" above).",
+        "Zero to JupyterHub `config.yaml` (not run here: derived from the numbers above). A pod holds one "
+        "learner, so no room's fork server shares torch among them: the image's Jupyter server needs the lines "
+        "of `hub/singleuser_config.py` that load `hub/fork_kernels.py`, and its server starts a fork server of "
+        "its own. The memory below is from the room measured that way ("
+        f"{pods['learners']} learners on {pods['measured_on']}, `benchmarks/results/{PODS.name}`): "
+        f"{pods['pss_mb']['median']} MB PSS per learner (median), {pods['pss_mb']['max']} MB at most.",
         "",
         "```yaml",
         "singleuser:",
@@ -138,7 +144,7 @@ def main() -> None:
         heaviest = json.loads(memory.read_text()).get("peak_rss_mb")
     text = DOC.read_text()
     start, end = text.index(BEGIN), text.index(END) + len(END)
-    DOC.write_text(text[:start] + section(rooms, heaviest) + text[end:])
+    DOC.write_text(text[:start] + section(rooms, heaviest, json.loads(PODS.read_text())) + text[end:])
     print(f"wrote the sizing of {DOC.relative_to(ROOT)} from {rooms[-1]['learners']} learners measured "
           f"{rooms[-1]['measured_on']}")
 

@@ -33,7 +33,7 @@ def forking(tmp_path):
     if server is not None:
         fork_kernels.ForkServer._channel.close()
         server.wait(timeout=30)
-        fork_kernels.ForkServer._process = None
+    fork_kernels.ForkServer._process = fork_kernels.ForkServer._channel = None
 
 
 def _run(client, code: str, timeout: float = 60) -> str:
@@ -109,7 +109,6 @@ def test_the_fork_server_and_its_kernels_end_with_the_server(forking):
     while psutil.pid_exists(kernel) and time.monotonic() < deadline:  # ipykernel's parent poller: ~1 s
         time.sleep(0.2)
     assert not psutil.pid_exists(kernel)
-    fork_kernels.ForkServer._process = None
 
 
 def test_other_kernel_commands_start_as_usual(forking):
@@ -141,7 +140,7 @@ def test_a_preload_that_starts_a_thread_is_refused(tmp_path):
                                                  "threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n")
     ours, theirs = socket.socketpair()
     code = ("import sys; sys.path.insert(0, sys.argv[2]); import hub.fork_kernels as f; "
-            "f.PRELOAD = ('starts_a_thread',); f.serve(int(sys.argv[1]))")
+            "f.PRELOAD = ('starts_a_thread',); f.serve(int(sys.argv[1]), f.preload())")
     server = subprocess.Popen([sys.executable, "-c", code, str(theirs.fileno()), str(tmp_path)],
                               pass_fds=[theirs.fileno()], cwd=Path(__file__).resolve().parents[1])
     theirs.close()

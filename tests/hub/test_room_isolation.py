@@ -109,21 +109,34 @@ def kernel_process(uid: int, kernel_id: str) -> psutil.Process:
 
 def test_kernels_are_forked_by_the_learners_own_fork_server(room):
     """A learner's kernel is a child of their fork server (hub/fork_kernels.py): both theirs, in their limits'
-    groups, and the fork server reachable by no socket anyone could open (only a socket pair with the server)."""
-    a = room.learner("a")
+    groups, and the fork server reachable by no socket anyone could open (only a socket pair with their server).
+    It was forked by the room's fork server (root's, the hub's child), and holds none of its sockets."""
+    a, b = room.learner("a"), room.learner("b")
     uid = pwd.getpwnam(a.name).pw_uid
-    session, kernel_id = a.open_notebook(NOTEBOOK)
+    sessions = [(a, *a.open_notebook(NOTEBOOK)), (b, *b.open_notebook(NOTEBOOK))]
     try:
-        kernel = kernel_process(uid, kernel_id)
+        kernel = kernel_process(uid, sessions[0][2])
         server = kernel.parent()
         assert "fork_kernels.py" in " ".join(server.cmdline())
-        assert {*kernel.uids(), *server.uids()} == {uid}
-        assert room_limits.effective(kernel.pid) == room_limits.effective(server.pid)
+        assert {*kernel.uids(), *server.uids()} == {uid} and set(server.gids()) == {pwd.getpwnam(a.name).pw_gid}
+        theirs = [p for p in psutil.process_iter(["uids", "cmdline"]) if p.info["uids"] and p.info["uids"].real == uid
+                  and "jupyterhub-singleuser" in " ".join(p.info["cmdline"] or [])]
+        assert len(theirs) == 1  # their Jupyter server, which the hub put in their groups and rlimits
+        assert room_limits.effective(kernel.pid) == room_limits.effective(server.pid) == room_limits.effective(theirs[0].pid)
         assert not server.net_connections(kind="inet")
-        assert all(not c.laddr for c in server.net_connections(kind="unix"))  # unnamed: the socket pair
-        assert "jupyterhub-singleuser" in " ".join(server.parent().cmdline())  # started by their server
+        pairs = server.net_connections(kind="unix")
+        assert len(pairs) == 1 and not pairs[0].laddr, pairs  # unnamed: the pair with their server, nothing else
+        room_server = server.parent()
+        assert room_server.uids().real == 0 and "--room" in room_server.cmdline()
+        assert "jupyterhub" in " ".join(room_server.parent().cmdline())  # the hub's child
+        other = kernel_process(pwd.getpwnam(b.name).pw_uid, sessions[1][2]).parent()
+        assert other.parent().pid == room_server.pid and other.pid != server.pid  # one room's, one each
+        # they share the room's pages: most of what a learner's fork server maps is not its own
+        memory = server.memory_full_info()
+        assert memory.uss < memory.rss / 2, memory
     finally:
-        a.close_session(session)
+        for learner, session, _ in sessions:
+            learner.close_session(session)
 
 
 def test_another_learner_can_neither_subscribe_to_nor_connect_to_a_kernels_sockets(room):

@@ -80,11 +80,13 @@ def test_the_sizing_follows_from_the_measurements():
             "pss_mb": {"min": 300.0, "median": 320.0, "max": 340.0},
             "peak_mb": {"hub": 150.0, "proxy": 60.0, "services": 100.0,
                         "learner": {"min": 400.0, "median": 500.0, "max": 600.0, "n": 10}}}
-    s = sizing.sizing(room, heaviest_mb=900.0)
-    assert s["guarantee_mb"] == 384  # the median PSS, 320 MB, rounded up to 128 MB
-    assert s["limit_mb"] == 1280  # max(340, 900) x 1.25 = 1125, rounded up to 256 MB
+    # a pod is one learner: its memory is the room's measured with a fork server per learner
+    pods = {**room, "pss_mb": {"min": 480.0, "median": 500.0, "max": 540.0}}
+    s = sizing.sizing(room, heaviest_mb=600.0, pods=pods)
+    assert s["guarantee_mb"] == 512  # the pods' median PSS, 500 MB, rounded up to 128 MB
+    assert s["limit_mb"] == 768  # max(540, 600) x 1.25 = 750, rounded up to 256 MB
     assert s["cpu_guarantee"] == 0.05  # 40 ms of CPU every 3 s on average: 0.013 of a core, at least 0.05
     for label, row in s["nodes"].items():
         assert row["30"] <= row["100"] <= row["300"] and row["learners_per_node"] * row["300"] >= 300, label
-    text = sizing.section([room], 900.0)
-    assert text.startswith(sizing.BEGIN) and text.endswith(sizing.END) and "guarantee: 384M" in text
+    text = sizing.section([room], 600.0, pods)
+    assert text.startswith(sizing.BEGIN) and text.endswith(sizing.END) and "guarantee: 512M" in text
