@@ -85,7 +85,7 @@ def section(rooms: list[dict], heaviest_mb: float | None, pods: dict) -> str:
         f"{_kind(room, 'kernels')} MB together (medians); the room's fork server "
         f"{room['peak_mb'].get('room_fork_server_pss', '?')} MB (PSS, once for the room); the hub "
         f"{room['peak_mb']['hub']} MB, the proxy {room['peak_mb']['proxy']} MB, the services "
-        f"{room['peak_mb']['services']} MB (resident, the room's fork server included). A change answered in "
+        f"{room['peak_mb']['services']} MB (resident). A change answered in "
         f"{lat['median']} ms (median), {lat['p95']} ms (p95); PSS per learner {pss['min']}–{pss['max']} MB.",
         "",
         "Zero to JupyterHub `config.yaml` (not run here: derived from the numbers above). A pod holds one "
