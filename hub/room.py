@@ -172,6 +172,8 @@ class RoomForkServer:
         `learner_end`. OSError if the room's fork server cannot be reached."""
         with cls._lock:
             if cls._process is None or cls._process.poll() is not None:
+                if cls._channel is not None:  # the one that ended: its channel goes with it
+                    cls._channel.close()
                 ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
                 environment = {"PATH": os.environ.get("PATH", os.defpath), "LANG": "C.UTF-8", "MALLOC_ARENA_MAX": "4",
                                "MPLCONFIGDIR": str(state / "matplotlib"),  # its font cache, kept with the room's state
