@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import platform
 import pwd
@@ -35,36 +34,14 @@ import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a script: the checkout's hub/ folder
-from hub.client import NOTEBOOKS, HubClient, Kernel  # noqa: E402
+from hub.client import NOTEBOOKS, HubClient, Kernel, new_setting  # noqa: E402
 from hub.room import free_port  # noqa: E402
 from hub.sizing import PACE_S  # noqa: E402 -- a learner's pause between two changes, which the sizing reads too
 
 RUN = ["beginner_1_carrying_bricks.ipynb", "beginner_2_watch_a_model_learn.ipynb"]
 RESULTS = ROOT / "benchmarks" / "results"
 TOOL = [sys.executable, str(ROOT / "tools" / "hub.py")]
-SLIDERS = {"IntSliderModel", "FloatSliderModel", "FloatLogSliderModel"}
-CHOICES = {"DropdownModel", "ToggleButtonsModel", "RadioButtonsModel", "SelectionSliderModel"}
 
-
-def new_setting(state: dict, rng: random.Random) -> dict | None:
-    """Another value for a control a learner moves (None: not one, or nothing else to choose)."""
-    kind = state.get("_model_name")
-    if state.get("disabled"):
-        return None
-    if kind in SLIDERS:
-        lo, hi, step = state["min"], state["max"], state.get("step") or 1
-        if kind == "FloatLogSliderModel":
-            values = [state["base"] ** (lo + i * step) for i in range(int(round((hi - lo) / step)) + 1)]
-        else:
-            values = [lo + i * step for i in range(int(round((hi - lo) / step)) + 1)]
-        values = [v for v in values if not math.isclose(v, state["value"])]
-        return {"value": rng.choice(values)} if values else None
-    if kind in CHOICES:
-        others = [i for i in range(len(state.get("_options_labels", []))) if i != state.get("index")]
-        return {"index": rng.choice(others)} if others else None
-    if kind == "CheckboxModel":
-        return {"value": not state["value"]}
-    return None
 
 class Meter(threading.Thread):
     """Samples the memory of the hub, its proxy, its services and each learner's processes (resident, and PSS:

@@ -7,6 +7,8 @@ learner's own token, the server's kernel websocket), nothing the hub gives a scr
 from __future__ import annotations
 
 import json
+import math
+import random
 import time
 import uuid
 
@@ -14,6 +16,30 @@ import requests
 import websocket
 
 NOTEBOOKS = "gradient-accumulation-lab"
+# the controls a learner moves, by widget model
+SLIDERS = {"IntSliderModel", "FloatSliderModel", "FloatLogSliderModel"}
+CHOICES = {"DropdownModel", "ToggleButtonsModel", "RadioButtonsModel", "SelectionSliderModel"}
+
+
+def new_setting(state: dict, rng: random.Random) -> dict | None:
+    """Another value for a control a learner moves (None: not one, or nothing else to choose)."""
+    kind = state.get("_model_name")
+    if state.get("disabled"):
+        return None
+    if kind in SLIDERS:
+        lo, hi, step = state["min"], state["max"], state.get("step") or 1
+        if kind == "FloatLogSliderModel":
+            values = [state["base"] ** (lo + i * step) for i in range(int(round((hi - lo) / step)) + 1)]
+        else:
+            values = [lo + i * step for i in range(int(round((hi - lo) / step)) + 1)]
+        values = [v for v in values if not math.isclose(v, state["value"])]
+        return {"value": rng.choice(values)} if values else None
+    if kind in CHOICES:
+        others = [i for i in range(len(state.get("_options_labels", []))) if i != state.get("index")]
+        return {"index": rng.choice(others)} if others else None
+    if kind == "CheckboxModel":
+        return {"value": not state["value"]}
+    return None
 
 
 class HubClient:

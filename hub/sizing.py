@@ -134,10 +134,15 @@ def _kind(room: dict, kind: str) -> object:
     return room.get("pss_by_process_mb", {}).get(kind, {}).get("median", "?")
 
 
-def main() -> None:
+def measured_rooms() -> list[dict]:
+    """The rooms of benchmarks/results/hub_room_<N>.json measured at a learner's pace, the smallest first."""
     rooms = sorted((json.loads(path.read_text()) for path in RESULTS.glob("hub_room_*.json")
                     if re.fullmatch(r"hub_room_\d+", path.stem)), key=lambda r: r["learners"])
-    rooms = [r for r in rooms if "pss_mb" in r]  # rooms measured at a learner's pace
+    return [r for r in rooms if "pss_mb" in r]
+
+
+def main() -> None:
+    rooms = measured_rooms()
     heaviest = None
     memory = RESULTS / "memory_limit.json"
     if memory.exists():
