@@ -243,7 +243,17 @@ $(HUB_VENV)/.installed-hub-test: requirements-test.txt $(HUB_VENV)/.installed-hu
 	$(MAKE) install-test VENV="$$LAB_MAKE_HUB_VENV" PYTHON="$$LAB_MAKE_HUB_PYTHON"
 	touch "$$LAB_MAKE_HUB_VENV/.installed-hub-test"
 
-hub: hub-settings hub-system $(HUB_VENV)/.installed-hub
+# The hub's environment has the lab installed editable, from whichever checkout installed it: another
+# clone's make hub or hub-test (a fresh clone, CI's) leaves it importing that clone's widgets, and the
+# room would serve its code beside this checkout's notebooks. -I: not the working folder's widgets/.
+.PHONY: hub-lab
+hub-lab: $(HUB_VENV)/.installed-hub | hub-settings
+	@$(HUB_PY) -I -c "import os, sys, widgets; \
+	  sys.exit(os.path.dirname(os.path.dirname(os.path.realpath(widgets.__file__))) != os.path.realpath('.'))" 2>/dev/null || { \
+	  echo "--- the hub's environment imported the lab from another checkout: installing this one"; \
+	  $(HUB_PY) -m pip install -q --no-deps --no-build-isolation -e .; }
+
+hub: hub-settings hub-system hub-lab
 	LAB_HUB_STATE="$$LAB_MAKE_HUB_STATE" $(HUB_PY) tools/hub.py start --ip "$$LAB_MAKE_IP" --port "$$LAB_MAKE_PORT" \
 	  --learners "$$LAB_MAKE_LEARNERS" --limits "$$LAB_MAKE_LIMITS"
 
@@ -268,12 +278,12 @@ hub-test: hub-settings
 	fi
 
 .PHONY: hub-test-here
-hub-test-here: hub-settings hub-system $(HUB_VENV)/.installed-hub-test
+hub-test-here: hub-settings hub-system $(HUB_VENV)/.installed-hub-test hub-lab
 	LAB_HUB_TESTS=1 $(HUB_PY) -m pytest tests/hub -p no:cacheprovider -q -o addopts=""
 
-hub-export: hub-settings $(HUB_VENV)/.installed-hub
+hub-export: hub-settings hub-lab
 	LAB_HUB_STATE="$$LAB_MAKE_HUB_STATE" $(HUB_PY) hub/export.py
 
-hub-room: hub-settings hub-system $(HUB_VENV)/.installed-hub
+hub-room: hub-settings hub-system hub-lab
 	$(HUB_PY) benchmarks/hub_room.py --learners "$$LAB_MAKE_N"
 	$(HUB_PY) hub/sizing.py
