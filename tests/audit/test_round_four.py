@@ -3,9 +3,9 @@ proved without the auditor in test_round_four_truth.py): weight hooks, torch.fun
 piles, a loop's own buffer, running means, compiled models, float32 factors, two forwards per micro-batch,
 graphs and outputs kept, and what a report says.
 
-A right loop passes; a wrong one is flagged and its first finding is one the corpus allows. A report never
-says "could not read", never names a file as the place, never says what the corpus marks false for that
-loop, and its counts are the loop's own, counted here by plain hooks and wrappers on a run of the same loop.
+A right loop passes; a wrong one is flagged, and its first finding, like every other, is one the corpus
+allows. A report never says "could not read", never names a file as the place, never says what the corpus
+marks false for that loop, and its counts are the loop's own, counted here by plain hooks and wrappers on a run of the same loop.
 """
 from __future__ import annotations
 
@@ -79,6 +79,7 @@ def test_round_four(case, setting):
         assert report.mistakes, text
         if case.expected is not None:
             assert first_name(report) in case.expected, text
+            assert report.mistakes <= case.expected, text  # no second finding the loop does not make
     assert "could not read" not in text, text
     assert not re.search(r"\w\.py\b", "\n".join(report.findings)), text  # the place is the learner's line
     assert not [phrase for phrase in case.never_says if phrase in text.lower()], text

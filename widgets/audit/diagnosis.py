@@ -323,7 +323,7 @@ def check_loss_scale(factors: dict[int, list[LossFactor]], problem: Problem, ste
     if shaped is not None:  # another loss than a multiple of the summed per-item losses (GRPO's per-sequence mean)
         u, f = shaped  # a micro-batch whose completions have one length fits both: the others tell
         return [Finding(f.shape, problem.task.describe_shape(u, f.batch, problem.batches[f.batch][1]))]
-    findings, full_windows_mistake = [], None
+    findings, full_windows_mistake, full_windows_multiple = [], None, None
     for u in sorted(factors):
         window = problem.windows[u]
         hooked = [f.batch for f in factors[u] if f.hooked]
@@ -340,13 +340,21 @@ def check_loss_scale(factors: dict[int, list[LossFactor]], problem: Problem, ste
             return findings + [Finding("unexpected_gradient", seen)]
         window_items = [problem.items(j) for j in window]
         readings = {f.batch: problem.readings(f.batch) for f in factors[u]}
-        # a short final window can read two ways (1/n^2 for n = 2 is 1/K for K = 4): the right reading
-        # first, then the mistake the full windows showed, the likelier one
-        names = sorted(next(iter(readings.values())), key=lambda n: (n is not None, n != full_windows_mistake))
-        name = next((name for name in names if all(any(close(f.factor, v) for v in readings[f.batch][name])
-                                                   for f in factors[u])), "wrong_loss_scale")
+        multiples = [f.factor / readings[f.batch][None][0] for f in factors[u]]  # each factor / the right one
+        if len(window) < problem.K and full_windows_multiple is not None and \
+                all(close(m, full_windows_multiple) for m in multiples):
+            # the same multiple of the right weights as the full windows: their mistake, even where the short
+            # window's sizes also fit another (R-Drop's two summed losses, 2 x, on a last micro-batch of 2)
+            name = full_windows_mistake
+        else:
+            # a short final window can read two ways (1/n^2 for n = 2 is 1/K for K = 4): the right reading
+            # first, then the mistake the full windows showed, the likelier one
+            names = sorted(next(iter(readings.values())), key=lambda n: (n is not None, n != full_windows_mistake))
+            name = next((name for name in names if all(any(close(f.factor, v) for v in readings[f.batch][name])
+                                                       for f in factors[u])), "wrong_loss_scale")
         if len(window) == problem.K:
             full_windows_mistake = name
+            full_windows_multiple = multiples[0] if all(close(m, multiples[0]) for m in multiples) else None
         if name is not None:
             findings.append(Finding(name, problem.describe(u, factors[u], dict(zip(window, window_items))),
                                     problem.fix_for(name)))
