@@ -112,8 +112,8 @@ def test_aux_wrong(answer, words):
 
 
 def test_aux_hard_coded_example_fails():
-    from widgets.lessons.researcher_8.exercises import _AUX_EXAMPLE
-    value = global_aux(*_AUX_EXAMPLE)
+    from widgets.lessons.researcher_8.exercises import aux_cases
+    value = global_aux(*aux_cases()[0])
     assert_incorrect(EX.aux.check(lambda c, p: value), "a fresh case")
     assert EX.aux.check(global_aux).correct
     assert EX.aux.check(lambda c, p: None).status is Status.NOT_ATTEMPTED

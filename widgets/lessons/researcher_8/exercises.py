@@ -1,6 +1,7 @@
 """Researcher notebook 8's exercises: function answers judged on the example, then on fresh seeded cases."""
 from __future__ import annotations
 
+import functools
 import random
 from typing import Callable
 
@@ -156,9 +157,13 @@ def _aux_case(seed: int, K: int, E: int, sizes: list[int]) -> tuple[torch.Tensor
     return torch.stack(counts), torch.stack(prob_sums)
 
 
-_AUX_EXAMPLE = _aux_case(0, 4, 4, [64, 64, 64, 64])
-_AUX_CASES = [_AUX_EXAMPLE] + [_aux_case(s, K, E, [random.Random(s).randint(5, 80) for _ in range(K)])
-                               for s, (K, E) in enumerate([(2, 3), (3, 5), (5, 4), (6, 8), (4, 2), (8, 6)], 1)]
+@functools.cache
+def aux_cases() -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """The notebook's example (4 micro-batches of 64 tokens, 4 experts), then six fresh windows of unequal
+    micro-batches; made at the first check, not at import (running torch starts its threads)."""
+    return [_aux_case(0, 4, 4, [64, 64, 64, 64])] + [
+        _aux_case(s, K, E, [random.Random(s).randint(5, 80) for _ in range(K)])
+        for s, (K, E) in enumerate([(2, 3), (3, 5), (5, 4), (6, 8), (4, 2), (8, 6)], 1)]
 
 
 def _per_micro_batch(counts, prob_sums) -> list[float]:
@@ -178,9 +183,10 @@ _AUX_MISTAKES: list[tuple[Callable, str]] = [
 
 
 def _check_aux(answer: object) -> Feedback:
-    if answer(_AUX_EXAMPLE[0].clone(), _AUX_EXAMPLE[1].clone()) is None:
+    example = aux_cases()[0]
+    if answer(example[0].clone(), example[1].clone()) is None:
         return not_attempted("your function returns None: fill in its body")
-    for counts, prob_sums in _AUX_CASES:
+    for counts, prob_sums in aux_cases():
         got = as_numbers(answer(counts.clone(), prob_sums.clone()), "global_aux(...)")
         if len(got) != 1:
             return incorrect(f"return one number, the window's aux loss; got {len(got)} numbers")
@@ -189,7 +195,7 @@ def _check_aux(answer: object) -> Feedback:
         for rule, message in _AUX_MISTAKES:
             if close_to(got[0], rule(counts, prob_sums), rel=1e-6):
                 return incorrect(message + ".")
-        where = "the notebook's example" if counts is _AUX_EXAMPLE[0] else f"a fresh case (K = {len(counts)}, " \
+        where = "the notebook's example" if counts is example[0] else f"a fresh case (K = {len(counts)}, " \
             f"E = {counts.shape[1]}, micro-batch sizes {[int(c.sum()) for c in counts]})"
         return incorrect(f"on {where} your function gives {got[0]:.5g}; the window's E * sum_e f_e * P_e is not that.")
     return correct("the window's counts and probability sums, added first, then one product: the example and six "
