@@ -1,6 +1,7 @@
 """tools/setup_lab.py and tools/run_tests.py run the Makefile's commands, without make."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -90,6 +91,10 @@ def small_copy(tmp_path):
     for folder in ("widgets", "tests", "benchmarks", "instructor", "present", "hub", "site", "notebooks"):
         (tmp_path / folder).mkdir(exist_ok=True)
     (tmp_path / "widgets" / "__init__.py").write_text("")
+    stand_in = {"name": "stand-in", "version": "1.0.0"}  # the site's npm packages: none here
+    (tmp_path / "site" / "package.json").write_text(json.dumps({**stand_in, "private": True}))
+    (tmp_path / "site" / "package-lock.json").write_text(json.dumps(
+        {**stand_in, "lockfileVersion": 3, "requires": True, "packages": {"": stand_in}}))
     (tmp_path / "conftest.py").write_text("")
     (tmp_path / "tests" / "test_stand_in.py").write_text(textwrap.dedent("""\
         import pytest
@@ -120,6 +125,7 @@ def test_the_two_commands_set_up_start_and_test_without_make(small_copy):
     tests = run(small_copy, "tools/run_tests.py")
     assert tests.returncode == 0, tests.stdout + tests.stderr
     assert "-r requirements-test.txt" in tests.stdout
+    assert ("npm ci" in tests.stdout) == (shutil.which("npm") is not None), tests.stdout  # the site's KaTeX, as make
     assert "+ ATEN_CPU_CAPABILITY=default MKL_ENABLE_INSTRUCTIONS=SSE4_2" in tests.stdout
     assert len(re.findall(r"\d+ passed", tests.stdout)) == 2, tests.stdout  # all; notebooks and rounding again
 

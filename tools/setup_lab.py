@@ -14,6 +14,7 @@ import argparse
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -85,12 +86,17 @@ def install(venv: Path = VENV, torch: str | None = None, wheels: str | None = No
 
 
 def install_test(venv: Path = VENV, wheels: str | None = None) -> Path:
-    """`make install-test`: the learner set, then the test tools (requirements-test.txt)."""
+    """`make install-test`: the learner set, then the test tools (requirements-test.txt) and, with npm, the site's KaTeX."""
     python = install(venv, wheels=wheels)
     stamp = venv / ".installed-test"
-    if _stale(stamp, ROOT / "requirements-test.txt", venv / ".installed"):
+    if _stale(stamp, ROOT / "requirements-test.txt", ROOT / "site" / "package-lock.json", venv / ".installed"):
         _must([sys.executable, "tools/install_notice.py", "test"])
         _must([*pip_install(python, wheels), "-r", "requirements-test.txt"])
+        npm = shutil.which("npm")  # npm.cmd on Windows: the full path runs it
+        if npm:  # KaTeX for the book site's math test, from site/package-lock.json
+            _must([npm, "ci", "--no-audit", "--no-fund", "--prefix", "site"])
+        else:
+            print("npm not found: tests/site/test_math.py will be skipped (install Node.js and npm)")
         if not DRY_RUN:
             stamp.touch()
     return python
