@@ -89,7 +89,7 @@ def bare_loops(config, draws, trained_references: bool) -> None:
 
 
 def measure_explorer(changes: int, seed: int) -> dict:
-    trained, spent = [], {"training": 0.0, "drawing": 0.0}
+    trained, frames, spent = [], [], {"training": 0.0, "drawing": 0.0}
     references = training._draws_and_references
 
     def timed_run(config):
@@ -108,11 +108,13 @@ def measure_explorer(changes: int, seed: int) -> dict:
         start = time.process_time()
         render(self, full)
         spent["drawing"] += time.process_time() - start
+        frames.append(len(self.image.value))
 
     explorer_module.AccumulationExplorer.render = timed_render
     explorer = explorer_module.make_accumulation_explorer(accumulation_steps=4, micro_batch_size=2)  # beginner_2's
     walk(explorer, 50, seed + 1)  # first calls cost more (a notebook's cells have made them in a room's kernel)
     trained.clear()
+    frames.clear()
     spent.update(training=0.0, drawing=0.0)
     redrawn = sum(c.full_redraws for c in explorer.canvases)
     per_change = walk(explorer, changes, seed)
@@ -129,6 +131,7 @@ def measure_explorer(changes: int, seed: int) -> dict:
         "mean_ms": {"training": round(training_ms, 1), "of_which_the_loops_alone": round(loops_ms, 1),
                     "of_which_watching_and_recording": round(training_ms - loops_ms, 1), "drawing_and_encoding": round(drawing_ms, 1),
                     "rest": round(total - training_ms - drawing_ms, 1)},
+        "frame_kb_mean": round(statistics.mean(frames) / 1024, 1),  # the PNG each new frame sends
         "controls": descriptions(explorer),
     }
 
@@ -166,17 +169,12 @@ def room_mix(measured: dict) -> dict | None:
     share = {name: sum(by_control.get(c, 0) for c in measured[name]["controls"]) / total for name in ("explorer", "bricks")}
     mix = sum(share[n] * measured[n]["cpu_ms_mean"] for n in share)
     drawing = sum(share[n] * measured[n]["mean_ms"]["drawing_and_encoding"] for n in share)
-    watching = share["explorer"] * measured["explorer"]["mean_ms"]["of_which_watching_and_recording"]
-    spent = room["cpu_ms_per_change"]["median"]
     return {"room": f"hub_room_{room['learners']}.json", "share_of_changes": {**{n: round(v, 3) for n, v in share.items()},
                                                          "other (no picture)": round(1 - sum(share.values()), 3)},
             "kernel_ms_per_change_here": round(mix, 1), "of_which_drawing_and_encoding": round(drawing, 1),
             "room_kernels_ms_per_change": room["cpu_ms_by_process"]["kernels"]["median"],
             "room_server_ms_per_change": room["cpu_ms_by_process"]["server"]["median"],
-            "room_all_ms_per_change": spent,
-            # what the room would have spent with that work gone from every change, the rest (messages, idle) as it was
-            "estimate_room_ms_per_change_drawing_nothing": round(spent - drawing, 1),
-            "estimate_room_ms_per_change_drawing_and_watching_nothing": round(spent - drawing - watching, 1)}
+            "room_all_ms_per_change": room["cpu_ms_per_change"]["median"]}
 
 
 def main() -> None:
