@@ -31,12 +31,13 @@ REGIME_LABEL = {  # short, so that the three fit in one row under a panel
 }
 READOUTS = ("plain", "detailed")
 # The panels' words: "plain" as the beginner tier speaks (weights are knobs, .grad the blame, and the notebook
-# says once what the loss is), "detailed" as PyTorch does.
+# says once what the loss is; updates counted from 1), "detailed" as PyTorch does (updates counted from 0, as
+# the detailed readout, the loops' indices and the auditor count them).
 KNOBS = {"0.weight[0]": "knob A", "2.weight[0]": "knob B", "2.bias": "knob C"}
 PANEL_WORDS = {
     "plain": dict(pile_title="The pile in update 1 (dashed: big batch)", pile_y="blame (.grad)",
                   loss_y="loss on all examples"),
-    "detailed": dict(pile_title="Gradient pile, update 1 (dashed: big batch)", pile_y=".grad of the parameter",
+    "detailed": dict(pile_title=".grad pile, update 0 (dashed: big batch)", pile_y=".grad of the parameter",
                      loss_y="loss on all examples (MSE)"),
 }
 
