@@ -244,8 +244,16 @@ class ForkServer:
                                                 pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL)
                 theirs.close()
                 cls._channel = ours.makefile("rwb", buffering=0)
-            cls._channel.write(json.dumps({"argv": argv, "cwd": cwd, "env": env}).encode() + b"\n")
-            answer = json.loads(cls._channel.readline() or b'{"error": "the fork server ended"}')
+            try:
+                cls._channel.write(json.dumps({"argv": argv, "cwd": cwd, "env": env}).encode() + b"\n")
+                line = cls._channel.readline()
+            except OSError:
+                line = b""
+            if not line:  # it ended (the room's child too, which no poll() here sees): the next kernel starts another
+                cls._channel.close()
+                cls._channel = None
+                raise OSError("the fork server ended")
+            answer = json.loads(line)
         if "pid" not in answer:
             raise OSError(answer["error"])
         return answer["pid"]

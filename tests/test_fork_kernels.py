@@ -111,6 +111,26 @@ def test_the_fork_server_and_its_kernels_end_with_the_server(forking):
     assert not psutil.pid_exists(kernel)
 
 
+def test_a_room_fork_server_that_ended_is_replaced_by_one_of_the_servers_own(forking):
+    """The pair the hub passed leads nowhere once the room's child ended: that kernel starts as usual (OSError),
+    and the next is forked by a fork server this server starts."""
+    import socket
+
+    ours, theirs = socket.socketpair()
+    theirs.close()  # the room's child ended
+    fork_kernels.ForkServer._room_fd = ours.detach()
+    with pytest.raises(OSError, match="the fork server ended"):
+        fork_kernels.ForkServer.fork(["python"], "/", {})
+    assert fork_kernels.ForkServer._channel is None and fork_kernels.ForkServer._process is None
+    manager, client = _start(forking)
+    try:
+        assert fork_kernels.ForkServer._process is not None
+        assert psutil.Process(manager.provisioner.pid).ppid() == fork_kernels.ForkServer._process.pid
+    finally:
+        client.stop_channels()
+        asyncio.run(manager.shutdown_kernel(now=True))
+
+
 def test_other_kernel_commands_start_as_usual(forking):
     provisioner = fork_kernels.ForkingProvisioner.__new__(fork_kernels.ForkingProvisioner)
     called = []
