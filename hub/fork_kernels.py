@@ -239,6 +239,8 @@ class ForkServer:
                 cls._channel = socket.socket(fileno=cls._room_fd).makefile("rwb", buffering=0)
                 cls._room_fd = None
             if cls._channel is None or cls._process is not None and cls._process.poll() is not None:
+                if cls._channel is not None:
+                    cls._channel.close()  # the ended fork server's end of the pair, not left open beside the new one
                 ours, theirs = socket.socketpair()
                 cls._process = subprocess.Popen([sys.executable, __file__, str(theirs.fileno())],
                                                 pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL)
